@@ -1,0 +1,235 @@
+//! The compile cache: precompiled components on disk, keyed by the component's content hash and
+//! the engine's settings, loaded by mmap. An entry is trusted only if its own BLAKE3 hash, kept
+//! beside it, matches; a missing, corrupt or truncated entry is recompiled and rewritten.
+//!
+//! Deserialising a precompiled artifact runs whatever machine code it holds, so the cache
+//! directory must be as private as the data directory it lives in (created 0700).
+
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chitin_registry::artifact::ContentHash;
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// Errors of the cache itself (compilation errors are reported by the caller).
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// The cache directory could not be created or written.
+    #[error("compile cache at {path}: {source}")]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// How a component was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Loaded from a valid cache entry.
+    Hit,
+    /// No entry: compiled and stored.
+    Compiled,
+    /// An entry existed but was corrupt or stale: recompiled and replaced.
+    Rebuilt,
+}
+
+/// Counters of cache outcomes since the cache was opened.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    hits: AtomicU64,
+    compiled: AtomicU64,
+    rebuilt: AtomicU64,
+}
+
+/// A snapshot of [`CacheStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheCounts {
+    /// Loaded from the cache.
+    pub hits: u64,
+    /// Compiled because there was no entry.
+    pub compiled: u64,
+    /// Recompiled because the entry was corrupt.
+    pub rebuilt: u64,
+}
+
+impl CacheStats {
+    /// Current counts.
+    pub fn snapshot(&self) -> CacheCounts {
+        CacheCounts {
+            hits: self.hits.load(Ordering::Relaxed),
+            compiled: self.compiled.load(Ordering::Relaxed),
+            rebuilt: self.rebuilt.load(Ordering::Relaxed),
+        }
+    }
+
+    fn record(&self, outcome: CacheOutcome) {
+        let counter = match outcome {
+            CacheOutcome::Hit => &self.hits,
+            CacheOutcome::Compiled => &self.compiled,
+            CacheOutcome::Rebuilt => &self.rebuilt,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The on-disk compile cache for one engine configuration.
+pub struct CompileCache {
+    dir: PathBuf,
+    stats: CacheStats,
+}
+
+impl CompileCache {
+    /// Open (creating) the cache under `root` for `engine`'s settings.
+    pub fn open(root: &Path, engine: &Engine) -> Result<Self, CacheError> {
+        let dir = root.join(engine_key(engine));
+        create_private_dir(&dir)?;
+        Ok(Self {
+            dir,
+            stats: CacheStats::default(),
+        })
+    }
+
+    /// The directory holding this engine's entries.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Counters since the cache was opened.
+    pub fn stats(&self) -> CacheCounts {
+        self.stats.snapshot()
+    }
+
+    /// Paths of the precompiled artifact and its hash file for a component.
+    pub fn entry_paths(&self, hash: &ContentHash) -> (PathBuf, PathBuf) {
+        let hex = hash.to_hex();
+        (
+            self.dir.join(format!("{hex}.cwasm")),
+            self.dir.join(format!("{hex}.cwasm.b3")),
+        )
+    }
+
+    /// Load the component with content hash `hash` from the cache, or compile `bytes` and store
+    /// the result. `compile` errors are returned as-is (the component is bad, not the cache).
+    pub fn load_or_compile(
+        &self,
+        engine: &Engine,
+        hash: &ContentHash,
+        bytes: &[u8],
+    ) -> Result<(Component, CacheOutcome), LoadOrCompileError> {
+        let (artifact, checksum) = self.entry_paths(hash);
+        let existed = artifact.exists() || checksum.exists();
+        if existed {
+            match self.load_verified(engine, &artifact, &checksum) {
+                Ok(component) => {
+                    self.stats.record(CacheOutcome::Hit);
+                    return Ok((component, CacheOutcome::Hit));
+                }
+                Err(reason) => {
+                    tracing::warn!(entry = %artifact.display(), %reason, "compile cache entry rejected; recompiling");
+                }
+            }
+        }
+        let component =
+            Component::new(engine, bytes).map_err(|e| LoadOrCompileError::Compile(format!("{e:#}")))?;
+        let outcome = if existed {
+            CacheOutcome::Rebuilt
+        } else {
+            CacheOutcome::Compiled
+        };
+        // A failure to write the cache costs speed next time, not correctness now.
+        if let Err(e) = self.store(&component, &artifact, &checksum) {
+            tracing::warn!(error = %e, "could not write the compile cache");
+        }
+        self.stats.record(outcome);
+        Ok((component, outcome))
+    }
+
+    fn load_verified(
+        &self,
+        engine: &Engine,
+        artifact: &Path,
+        checksum: &Path,
+    ) -> Result<Component, String> {
+        let expected = std::fs::read_to_string(checksum)
+            .map_err(|e| format!("no readable checksum ({e})"))?;
+        let data = std::fs::read(artifact).map_err(|e| format!("unreadable ({e})"))?;
+        let actual = blake3::hash(&data).to_hex();
+        if expected.trim() != actual.as_str() {
+            return Err("checksum mismatch (corrupt or truncated)".into());
+        }
+        // SAFETY: the file is the one this cache wrote (its BLAKE3 hash matches the hash written
+        // beside it after a successful compile), in a directory only the operator can write.
+        unsafe { Component::deserialize_file(engine, artifact) }
+            .map_err(|e| format!("rejected by wasmtime ({e:#})"))
+    }
+
+    fn store(&self, component: &Component, artifact: &Path, checksum: &Path) -> Result<(), CacheError> {
+        let bytes = component.serialize().map_err(|e| CacheError::Io {
+            path: artifact.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        write_atomic(artifact, &bytes)?;
+        write_atomic(checksum, blake3::hash(&bytes).to_hex().as_bytes())
+    }
+}
+
+/// A component could not be obtained from the cache or by compiling it.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadOrCompileError {
+    /// wasmtime refused the component.
+    #[error("{0}")]
+    Compile(String),
+}
+
+/// A directory name unique to the engine's compilation settings (wasmtime's version included), so
+/// an upgrade or a settings change never picks up an incompatible artifact.
+fn engine_key(engine: &Engine) -> String {
+    struct Blake3Hasher(blake3::Hasher);
+    impl Hasher for Blake3Hasher {
+        fn finish(&self) -> u64 {
+            let hash = self.0.finalize();
+            let mut first = [0u8; 8];
+            first.copy_from_slice(&hash.as_bytes()[..8]);
+            u64::from_le_bytes(first)
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.update(bytes);
+        }
+    }
+    let mut hasher = Blake3Hasher(blake3::Hasher::new());
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    format!("engine-{:016x}", hasher.finish())
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+    let io = |source| CacheError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    tmp.write_all(bytes).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+/// Create a directory (and parents) readable only by the owner.
+pub fn create_private_dir(dir: &Path) -> Result<(), CacheError> {
+    let io = |source| CacheError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,22 @@
+//! The WIT implementation of `chitin:host/log`.
+
+use super::{LogCtx, LogLevel, LogSource};
+use crate::bindings::chitin::host::log::{Host, Level};
+
+impl From<Level> for LogLevel {
+    fn from(level: Level) -> Self {
+        match level {
+            Level::Trace => Self::Trace,
+            Level::Debug => Self::Debug,
+            Level::Info => Self::Info,
+            Level::Warn => Self::Warn,
+            Level::Error => Self::Error,
+        }
+    }
+}
+
+impl Host for &mut LogCtx {
+    fn log(&mut self, level: Level, message: String) {
+        self.log.lock().push(LogSource::Log, level.into(), &message);
+    }
+}

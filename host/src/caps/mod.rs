@@ -1,0 +1,24 @@
+//! Capabilities the host links into components. One module per capability; linking is one
+//! visible list in [`add_to_linker`].
+
+pub mod log;
+pub mod stdio;
+pub mod wasi;
+
+use wasmtime::component::Linker;
+
+use crate::state::HostState;
+
+/// Link every capability the host offers. What a given component may use is decided per call
+/// from its grant; the linker itself is shared by all components.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    wasi::add_to_linker(linker)?;
+    log::add_to_linker(linker)?;
+    Ok(())
+}
+
+/// Whether an import name is something the host links (used to explain unmet imports).
+pub fn is_linked(import: &str) -> bool {
+    wasi::LINKED_PACKAGES.iter().any(|p| import.starts_with(p))
+        || import.starts_with("chitin:host/log@")
+}

@@ -1,0 +1,66 @@
+//! The WASI base every component gets: clocks, random, stdio (captured into the call's log),
+//! environment (empty), exit, and the filesystem interfaces with no preopened directory — Rust's
+//! standard library imports those even when it never opens a file, and without a preopen they
+//! reach nothing. `wasi:sockets` is never linked: no grant gives raw network access.
+
+use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
+use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, io, random};
+use wasmtime_wasi::random::WasiRandom;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiView};
+
+use crate::caps::log::{LogSource, SharedLog};
+use crate::caps::stdio::CapturedOutput;
+use crate::state::HostState;
+
+/// The interface prefixes this module links, for explaining a component's unmet imports.
+pub const LINKED_PACKAGES: &[&str] = &[
+    "wasi:io/",
+    "wasi:clocks/",
+    "wasi:random/",
+    "wasi:cli/",
+    "wasi:filesystem/",
+];
+
+/// Build the per-call WASI context: stdio into `log`, no env, no args, no preopens.
+pub fn ctx(log: &SharedLog) -> WasiCtx {
+    WasiCtxBuilder::new()
+        .stdout(CapturedOutput::new(log.clone(), LogSource::Stdout))
+        .stderr(CapturedOutput::new(log.clone(), LogSource::Stderr))
+        .build()
+}
+
+struct Io;
+
+impl HasData for Io {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+/// Link the WASI base (async flavour).
+pub fn add_to_linker(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    io::error::add_to_linker::<HostState, Io>(l, |t| t.ctx().table)?;
+    io::poll::add_to_linker::<HostState, Io>(l, |t| t.ctx().table)?;
+    io::streams::add_to_linker::<HostState, Io>(l, |t| t.ctx().table)?;
+    clocks::wall_clock::add_to_linker::<HostState, WasiClocks>(l, HostState::clocks)?;
+    clocks::monotonic_clock::add_to_linker::<HostState, WasiClocks>(l, HostState::clocks)?;
+    random::random::add_to_linker::<HostState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure::add_to_linker::<HostState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure_seed::add_to_linker::<HostState, WasiRandom>(l, |t| {
+        t.ctx().ctx.random()
+    })?;
+    cli::exit::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::environment::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::stdin::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::stdout::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::stderr::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::terminal_input::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::terminal_output::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::terminal_stdin::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::terminal_stdout::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    cli::terminal_stderr::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    filesystem::preopens::add_to_linker::<HostState, WasiFilesystem>(l, HostState::filesystem)?;
+    filesystem::types::add_to_linker::<HostState, WasiFilesystem>(l, HostState::filesystem)?;
+    Ok(())
+}

@@ -1,0 +1,70 @@
+//! `chitin call TOOL JSON`: run one tool and print its result.
+
+use super::{Cli, Exit, open_host, read_args};
+use crate::caps::log::LogRecord;
+
+/// Arguments of `chitin call`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The tool's name (see `chitin list`).
+    tool: String,
+    /// Arguments as a JSON object; `-` reads them from stdin.
+    #[arg(default_value = "{}")]
+    args: String,
+    /// Print the tool's log (log calls, stdout, stderr) on stderr.
+    #[arg(long)]
+    log: bool,
+}
+
+pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
+    let host = open_host(cli).await?;
+    let json = read_args(&args.args)?;
+    let report = host.call(&args.tool, &json).await;
+    if args.log {
+        print_log(&report.log);
+    } else if !report.log.entries.is_empty() || report.log.dropped > 0 {
+        eprintln!(
+            "({} log entries{}; --log shows them)",
+            report.log.entries.len(),
+            if report.log.dropped > 0 {
+                format!(", {} dropped over the cap", report.log.dropped)
+            } else {
+                String::new()
+            }
+        );
+    }
+    match report.result {
+        Ok(output) => {
+            match output.json() {
+                Some(value) => println!("{}", serde_json::to_string_pretty(&value)?),
+                None => println!("{}", output.text),
+            }
+            Ok(Exit::Ok)
+        }
+        Err(e) => {
+            eprintln!("error: tool `{}`: {e}", args.tool);
+            Ok(Exit::for_error(&e))
+        }
+    }
+}
+
+fn print_log(log: &LogRecord) {
+    for entry in &log.entries {
+        let level = serde_json::to_value(entry.level)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let source = serde_json::to_value(entry.source)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        eprintln!(
+            "[{source} {level}] {}{}",
+            entry.message,
+            if entry.truncated { " …(cut)" } else { "" }
+        );
+    }
+    if log.dropped > 0 {
+        eprintln!("[chitin] {} log entries dropped over the cap", log.dropped);
+    }
+}

@@ -1,0 +1,92 @@
+//! `chitin inspect FILE.wasm`: what a component is, imports, exports and carries.
+
+use std::path::PathBuf;
+
+use chitin_registry::artifact::{self, ContentHash, WitWorld};
+use serde_json::json;
+
+use super::{Cli, Exit, open_runtime};
+
+/// Arguments of `chitin inspect`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The component file.
+    file: PathBuf,
+    /// Print as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Also print the component's full WIT world.
+    #[arg(long)]
+    wit: bool,
+}
+
+pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
+    let bytes = std::fs::read(&args.file)
+        .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", args.file.display()))?;
+    let hash = ContentHash::of(&bytes);
+    artifact::validate(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+    let world = WitWorld::decode(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+    let (runtime, policy, _) = open_runtime(cli)?;
+    let loaded = runtime.load_bytes(&args.file, &bytes, &policy.limits).await;
+    let (tools, refusal) = match &loaded {
+        Ok(c) => (c.tools.iter().map(|t| t.spec.clone()).collect::<Vec<_>>(), None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
+    if args.json {
+        let mut out = json!({
+            "file": args.file,
+            "size": bytes.len(),
+            "hash": hash.to_string(),
+            "imports": world.imports(),
+            "exports": world.exports(),
+            "accepted": refusal.is_none(),
+            "refusal": refusal,
+            "tools": tools,
+        });
+        if args.wit {
+            out["wit"] = json!(world.to_wit()?);
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("file:     {}", args.file.display());
+        println!("size:     {} bytes", bytes.len());
+        println!("hash:     {hash}");
+        println!("imports:");
+        for name in world.imports() {
+            println!("  {name}");
+        }
+        println!("exports:");
+        for name in world.exports() {
+            println!("  {name}");
+        }
+        match &refusal {
+            None => println!("contract: accepted ({})", crate::contract::accepted_summary()),
+            Some(reason) => println!("contract: REFUSED: {reason}"),
+        }
+        if !tools.is_empty() {
+            println!("tools:");
+            for tool in &tools {
+                let a = tool.annotations;
+                let hints: Vec<&str> = [
+                    (a.read_only, "read-only"),
+                    (a.destructive, "destructive"),
+                    (a.idempotent, "idempotent"),
+                    (a.open_world, "open-world"),
+                ]
+                .into_iter()
+                .filter_map(|(on, name)| on.then_some(name))
+                .collect();
+                println!("  {} [{}]", tool.name, hints.join(", "));
+                println!("    {}", tool.description.lines().next().unwrap_or(""));
+                println!("    input schema: {}", tool.input_schema);
+                if let Some(out) = &tool.output_schema {
+                    println!("    output schema: {out}");
+                }
+            }
+        }
+        if args.wit {
+            println!("\n{}", world.to_wit()?);
+        }
+    }
+    Ok(if refusal.is_some() { Exit::Host } else { Exit::Ok })
+}

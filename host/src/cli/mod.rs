@@ -1,0 +1,223 @@
+//! The `chitin` command line: `list`, `call`, `schema`, `inspect`.
+
+mod call;
+mod inspect;
+mod list;
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::data_dir::{DATA_DIR_ENV, DataDir};
+use crate::engine::EngineOptions;
+use crate::error::ToolError;
+use crate::host::Host;
+use crate::policy::Policy;
+use crate::runtime::Runtime;
+
+/// Where `just build-components` puts the first-party components, relative to the working
+/// directory; used when no `--components` is given and it exists.
+pub const BUILD_COMPONENTS_DIR: &str = "build/components";
+
+/// Exit codes, so scripts can tell failures apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Exit {
+    /// Success.
+    Ok = 0,
+    /// The host itself failed (cannot load components, bad policy, I/O).
+    Host = 1,
+    /// Command-line usage error (from the argument parser).
+    Usage = 2,
+    /// The tool's arguments were invalid (malformed JSON, schema violation).
+    InvalidArgs = 3,
+    /// The call was denied (permission, path, rate limit).
+    Denied = 4,
+    /// The tool ran and failed, or the sandbox stopped it (trap, memory, fuel).
+    Failed = 5,
+    /// The call ran out of time.
+    Timeout = 6,
+    /// No such tool (or the tool reported something not found).
+    NotFound = 7,
+}
+
+impl Exit {
+    /// The exit code for a tool error.
+    pub fn for_error(e: &ToolError) -> Self {
+        match e {
+            ToolError::InvalidArgs(_) => Self::InvalidArgs,
+            ToolError::PermissionDenied(_)
+            | ToolError::InvalidPath(_)
+            | ToolError::RateLimited(_) => Self::Denied,
+            ToolError::ExecutionFailed(_) | ToolError::ExternalService(_) => Self::Failed,
+            ToolError::Timeout(_) => Self::Timeout,
+            ToolError::NotFound(_) => Self::NotFound,
+        }
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> Self {
+        ExitCode::from(e as u8)
+    }
+}
+
+fn long_version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        format!(
+            "{}\ncontracts accepted: {}\nwasmtime 48.0.8",
+            env!("CARGO_PKG_VERSION"),
+            crate::contract::accepted_summary()
+        )
+    })
+}
+
+/// chitin — a tool host for AI agents where every tool is a sandboxed WebAssembly component.
+#[derive(Debug, Parser)]
+#[command(name = "chitin", version, long_version = long_version())]
+pub struct Cli {
+    /// Data directory (compile cache; later database, keys, installed components).
+    /// Default: $XDG_DATA_HOME/chitin.
+    #[arg(long, global = true, env = DATA_DIR_ENV, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Component file or directory of `*.wasm` to load; repeatable. Default: ./build/components
+    /// if it exists, else the data directory's components folder.
+    #[arg(long, global = true, env = "CHITIN_COMPONENTS", value_delimiter = ':', value_name = "PATH")]
+    pub components: Vec<PathBuf>,
+
+    /// Policy file (default: the built-in policies/default.toml).
+    #[arg(long, global = true, env = "CHITIN_POLICY", value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+
+    /// More diagnostics on stderr (-v: info, -vv: debug). RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the loaded tools and their descriptions.
+    List(list::Args),
+    /// Call a tool with JSON arguments and print its JSON result.
+    Call(call::Args),
+    /// Print tool definitions ready to hand to an agent.
+    Schema(schema::Args),
+    /// Show a component's WIT imports and exports, hash and tool specs.
+    Inspect(inspect::Args),
+}
+
+/// Run the CLI; returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return Exit::Host.into();
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => code.into(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            Exit::Host.into()
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<Exit> {
+    match &cli.command {
+        Command::List(args) => list::run(&cli, args).await,
+        Command::Call(args) => call::run(&cli, args).await,
+        Command::Schema(args) => schema::run(&cli, args).await,
+        Command::Inspect(args) => inspect::run(&cli, args).await,
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "chitin_host=info,warn",
+        _ => "chitin_host=debug,info",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Diagnostics go to stderr: stdout carries results (and, when serving, the MCP protocol).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Start a runtime with the operator's data directory and policy.
+pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, DataDir)> {
+    let data = DataDir::resolve(cli.data_dir.as_deref())?;
+    let policy = match &cli.policy {
+        Some(path) => Policy::load(path)?,
+        None => Policy::builtin()?,
+    };
+    let runtime = Runtime::new(&data.cache(), &EngineOptions::default())?;
+    Ok((runtime, policy, data))
+}
+
+/// Start a host and load the configured components.
+pub(crate) async fn open_host(cli: &Cli) -> anyhow::Result<Host> {
+    let started = std::time::Instant::now();
+    let (runtime, policy, data) = open_runtime(cli)?;
+    let sources = component_sources(cli, &data);
+    let mut host = Host::new(runtime, policy.limits);
+    for source in &sources {
+        if !source.exists() {
+            anyhow::bail!(
+                "component source {} does not exist (run `just build-components`, or pass \
+                 --components)",
+                source.display()
+            );
+        }
+        host.load_path(source).await?;
+    }
+    let stats = host.runtime().cache_stats();
+    tracing::info!(
+        components = host.components().len(),
+        tools = host.tools().count(),
+        cache_hits = stats.hits,
+        compiled = stats.compiled,
+        rebuilt = stats.rebuilt,
+        elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+        "host ready"
+    );
+    Ok(host)
+}
+
+fn component_sources(cli: &Cli, data: &DataDir) -> Vec<PathBuf> {
+    if !cli.components.is_empty() {
+        return cli.components.clone();
+    }
+    let built = Path::new(BUILD_COMPONENTS_DIR);
+    if built.is_dir() {
+        vec![built.to_owned()]
+    } else {
+        vec![data.components()]
+    }
+}
+
+/// Read call arguments: the text itself, or stdin when it is `-`.
+pub(crate) fn read_args(text: &str) -> anyhow::Result<String> {
+    if text == "-" {
+        std::io::read_to_string(std::io::stdin()).context("cannot read arguments from stdin")
+    } else {
+        Ok(text.to_owned())
+    }
+}

@@ -1,0 +1,50 @@
+//! The data directory: one place for the compile cache and, later, the database, keys, trust
+//! store and installed components.
+
+use std::path::{Path, PathBuf};
+
+use crate::cache::{CacheError, create_private_dir};
+
+/// Environment variable that overrides the data directory.
+pub const DATA_DIR_ENV: &str = "CHITIN_DATA_DIR";
+
+/// The data directory and the paths inside it.
+#[derive(Debug, Clone)]
+pub struct DataDir {
+    root: PathBuf,
+}
+
+impl DataDir {
+    /// Resolve the data directory: `explicit` (the `--data-dir` flag or `CHITIN_DATA_DIR`), else
+    /// `$XDG_DATA_HOME/chitin` (`~/.local/share/chitin`). Created with mode 0700.
+    pub fn resolve(explicit: Option<&Path>) -> Result<Self, CacheError> {
+        let root = match explicit {
+            Some(p) => p.to_owned(),
+            None => dirs::data_dir()
+                .map(|d| d.join("chitin"))
+                .ok_or_else(|| CacheError::Io {
+                    path: PathBuf::from("$XDG_DATA_HOME"),
+                    source: std::io::Error::other(
+                        "cannot find a home directory; set CHITIN_DATA_DIR or pass --data-dir",
+                    ),
+                })?,
+        };
+        create_private_dir(&root)?;
+        Ok(Self { root })
+    }
+
+    /// The root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The compile cache root.
+    pub fn cache(&self) -> PathBuf {
+        self.root.join("cache")
+    }
+
+    /// Where installed components live (the default component source when nothing else is found).
+    pub fn components(&self) -> PathBuf {
+        self.root.join("components")
+    }
+}

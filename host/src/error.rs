@@ -1,0 +1,125 @@
+//! Typed errors at the host's boundaries: loading a component, and calling a tool.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// Why a tool call failed. Mirrors the WIT `tool-error` variant; the host maps its own refusals
+/// (deadline, memory, fuel, caps, schema) onto the same cases so an agent sees one error shape.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(tag = "kind", content = "message", rename_all = "kebab-case")]
+pub enum ToolError {
+    /// The arguments do not fit the tool's schema or its rules.
+    #[error("invalid arguments: {0}")]
+    InvalidArgs(String),
+    /// The tool, or something the call names, does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The call needs a right that was not granted.
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
+    /// A path is malformed or leaves the area the tool may touch.
+    #[error("invalid path: {0}")]
+    InvalidPath(String),
+    /// The tool ran and failed, or the sandbox stopped it (trap, memory, fuel).
+    #[error("execution failed: {0}")]
+    ExecutionFailed(String),
+    /// The call ran out of wall-clock time.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// Too many calls; the message says when to retry.
+    #[error("rate limited: {0}")]
+    RateLimited(String),
+    /// A service the tool depends on failed.
+    #[error("external service failed: {0}")]
+    ExternalService(String),
+}
+
+impl ToolError {
+    /// The stable kebab-case name of the case, as in the WIT variant.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::InvalidArgs(_) => "invalid-args",
+            Self::NotFound(_) => "not-found",
+            Self::PermissionDenied(_) => "permission-denied",
+            Self::InvalidPath(_) => "invalid-path",
+            Self::ExecutionFailed(_) => "execution-failed",
+            Self::Timeout(_) => "timeout",
+            Self::RateLimited(_) => "rate-limited",
+            Self::ExternalService(_) => "external-service",
+        }
+    }
+}
+
+/// Why a component could not be loaded. Each names the file and the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        /// The component file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The bytes are not a WebAssembly component.
+    #[error("{path}: {source}")]
+    Artifact {
+        /// The component file.
+        path: PathBuf,
+        /// What is wrong with the bytes.
+        source: chitin_registry::artifact::ArtifactError,
+    },
+    /// wasmtime refused to compile the component (malformed, truncated, invalid).
+    #[error("{path}: not a valid component: {reason}")]
+    Compile {
+        /// The component file.
+        path: PathBuf,
+        /// wasmtime's explanation.
+        reason: String,
+    },
+    /// The component's contract (its chitin WIT imports/exports) is not one this host accepts.
+    #[error("{path}: {source}")]
+    Contract {
+        /// The component file.
+        path: PathBuf,
+        /// Which interface and version.
+        source: crate::contract::ContractError,
+    },
+    /// Linking or the first instantiation failed.
+    #[error("{path}: cannot instantiate: {reason}")]
+    Instantiate {
+        /// The component file.
+        path: PathBuf,
+        /// wasmtime's or the component's explanation.
+        reason: String,
+    },
+    /// The component's `specs()` returned something the host cannot accept.
+    #[error("{path}: tool `{tool}`: {reason}")]
+    BadSpec {
+        /// The component file.
+        path: PathBuf,
+        /// The tool whose spec is wrong.
+        tool: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Two loaded components carry a tool of the same name.
+    #[error("tool `{tool}` is carried by both {first} and {second}")]
+    DuplicateTool {
+        /// The tool name.
+        tool: String,
+        /// The component loaded first.
+        first: PathBuf,
+        /// The component loaded second.
+        second: PathBuf,
+    },
+    /// A components directory could not be listed.
+    #[error("{path}: cannot list components: {source}")]
+    ListDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}

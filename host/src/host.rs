@@ -1,0 +1,149 @@
+//! The host: a runtime plus the set of loaded components and the index of their tools.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::caps::log::LogRecord;
+use crate::error::{LoadError, ToolError};
+use crate::limits::Limits;
+use crate::runtime::{CallReport, LoadedComponent, Runtime};
+use crate::spec::ToolSpec;
+
+/// Loaded components and their tools, served through one runtime.
+pub struct Host {
+    runtime: Runtime,
+    limits: Limits,
+    components: Vec<LoadedComponent>,
+    /// Tool name → (component index, tool index); a BTreeMap so listings are deterministic.
+    index: BTreeMap<String, (usize, usize)>,
+}
+
+impl Host {
+    /// A host with no components yet, running calls under `limits`.
+    pub fn new(runtime: Runtime, limits: Limits) -> Self {
+        Self {
+            runtime,
+            limits,
+            components: Vec::new(),
+            index: BTreeMap::new(),
+        }
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The per-call limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The loaded components, in load order.
+    pub fn components(&self) -> &[LoadedComponent] {
+        &self.components
+    }
+
+    /// Load every `*.wasm` in `dir` (sorted by name) or the file `path`.
+    pub async fn load_path(&mut self, path: &Path) -> Result<(), LoadError> {
+        if path.is_dir() {
+            for file in wasm_files(path)? {
+                self.load_file(&file).await?;
+            }
+            Ok(())
+        } else {
+            self.load_file(path).await
+        }
+    }
+
+    /// Load one component file and index its tools. A tool name already taken is refused.
+    pub async fn load_file(&mut self, path: &Path) -> Result<(), LoadError> {
+        let component = self.runtime.load(path, &self.limits).await?;
+        let slot = self.components.len();
+        for (i, tool) in component.tools.iter().enumerate() {
+            if let Some(&(other, _)) = self.index.get(&tool.spec.name) {
+                return Err(LoadError::DuplicateTool {
+                    tool: tool.spec.name.clone(),
+                    first: self.components[other].path.clone(),
+                    second: path.to_owned(),
+                });
+            }
+            if component.tools[..i]
+                .iter()
+                .any(|t| t.spec.name == tool.spec.name)
+            {
+                return Err(LoadError::BadSpec {
+                    path: path.to_owned(),
+                    tool: tool.spec.name.clone(),
+                    reason: "listed twice by the component".into(),
+                });
+            }
+        }
+        for (i, tool) in component.tools.iter().enumerate() {
+            self.index.insert(tool.spec.name.clone(), (slot, i));
+        }
+        tracing::info!(
+            component = %component.name(),
+            hash = %component.hash,
+            cache = ?component.cache,
+            tools = component.tools.len(),
+            "component loaded"
+        );
+        self.components.push(component);
+        Ok(())
+    }
+
+    /// Every tool, sorted by name.
+    pub fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.index
+            .values()
+            .map(|&(c, t)| &self.components[c].tools[t].spec)
+    }
+
+    /// The spec of tool `name`.
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        let &(c, t) = self.index.get(name)?;
+        Some(&self.components[c].tools[t].spec)
+    }
+
+    /// Call tool `name` with `args_json` in a fresh sandbox.
+    pub async fn call(&self, name: &str, args_json: &str) -> CallReport {
+        let Some(&(c, t)) = self.index.get(name) else {
+            return CallReport {
+                result: Err(ToolError::NotFound(self.unknown_tool(name))),
+                log: LogRecord::default(),
+                fuel_used: 0,
+                duration: std::time::Duration::ZERO,
+            };
+        };
+        self.runtime
+            .call(&self.components[c], t, args_json, &self.limits)
+            .await
+    }
+
+    fn unknown_tool(&self, name: &str) -> String {
+        let known: Vec<&str> = self.index.keys().map(String::as_str).collect();
+        if known.is_empty() {
+            format!("no tool named `{name}`: no components are loaded")
+        } else {
+            format!("no tool named `{name}`; loaded tools: {}", known.join(", "))
+        }
+    }
+}
+
+/// The `*.wasm` files in `dir`, sorted by name.
+fn wasm_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let list_err = |source| LoadError::ListDir {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(list_err)? {
+        let path = entry.map_err(list_err)?.path();
+        if path.extension().is_some_and(|e| e == "wasm") && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}

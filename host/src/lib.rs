@@ -1,0 +1,26 @@
+//! chitin's host: loads signed WebAssembly tool components, links the capabilities their grants
+//! allow, and runs every call in a fresh, limited sandbox. The host implements capabilities,
+//! never tools.
+
+#![deny(missing_docs)]
+
+mod bindings;
+pub mod cache;
+pub mod caps;
+pub mod cli;
+pub mod contract;
+pub mod data_dir;
+pub mod engine;
+pub mod error;
+pub mod host;
+pub mod limits;
+pub mod policy;
+pub mod runtime;
+mod sandbox;
+pub mod spec;
+pub mod state;
+
+pub use error::{LoadError, ToolError};
+pub use host::Host;
+pub use limits::Limits;
+pub use runtime::{CallOutput, CallReport, LoadedComponent, Runtime};

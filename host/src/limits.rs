@@ -1,0 +1,110 @@
+//! Per-call resource limits and the memory limiter that enforces the memory cap.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// One MiB, for readable limits.
+pub const MIB: usize = 1024 * 1024;
+
+/// What one call may use. Defaults come from the operator's policy (`policies/default.toml`);
+/// later a component's manifest asks for its own, clamped by the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Linear memory a call may grow to, in bytes (default 10 MiB: ample for JSON tools, small
+    /// enough that 1000 live calls stay within a laptop's memory).
+    pub memory_bytes: usize,
+    /// Fuel (roughly one unit per WebAssembly instruction) a call may burn: a CPU budget that,
+    /// unlike the wall-clock deadline, does not depend on how loaded the machine is.
+    pub fuel: u64,
+    /// Wall-clock time a call may take, in milliseconds.
+    pub timeout_ms: u64,
+    /// Bytes of result handed to the agent; longer results are cut with a visible marker.
+    pub output_bytes: usize,
+    /// Log entries (from `chitin:host/log`, stdout and stderr) kept per call; the rest are counted.
+    pub log_entries: usize,
+    /// Bytes kept of one log entry.
+    pub log_entry_bytes: usize,
+}
+
+impl Default for Limits {
+    /// 10 MiB memory, 5·10⁹ fuel, 30 s, 64 KiB output, 1000 log entries of 4 KiB.
+    fn default() -> Self {
+        Self {
+            memory_bytes: 10 * MIB,
+            fuel: 5_000_000_000,
+            timeout_ms: 30_000,
+            output_bytes: 64 * 1024,
+            log_entries: 1000,
+            log_entry_bytes: 4096,
+        }
+    }
+}
+
+impl Limits {
+    /// The wall-clock timeout as a duration.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+}
+
+/// Refuses linear-memory growth past the call's cap and remembers that it did, so the trap that
+/// follows (a Rust guest aborts when allocation fails) can be reported as a memory refusal.
+pub struct MemoryLimiter {
+    max_bytes: usize,
+    refused: Option<usize>,
+}
+
+impl MemoryLimiter {
+    /// A limiter for one call.
+    pub fn new(max_bytes: usize) -> Self {
+        Self {
+            max_bytes,
+            refused: None,
+        }
+    }
+
+    /// The size the guest asked for when growth was refused, if it was.
+    pub fn refused(&self) -> Option<usize> {
+        self.refused
+    }
+
+    /// The cap in bytes.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+}
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_bytes {
+            self.refused = Some(desired);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Tables hold function references; 10k entries is far beyond any tool's needs.
+        Ok(desired <= 10_000)
+    }
+}
+
+/// The largest length ≤ `max` at which `s` can be cut without splitting a character.
+pub fn floor_char_boundary_len(s: &str, max: usize) -> usize {
+    if max >= s.len() {
+        return s.len();
+    }
+    (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0)
+}

@@ -1,0 +1,280 @@
+//! The runtime: one engine, one shared linker, the compile cache and the epoch ticker. Loads
+//! components (cache → contract check → pre-link → specs) and runs calls in fresh sandboxes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chitin_registry::artifact::{self, ContentHash};
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+
+use crate::bindings::ToolComponentPre;
+use crate::cache::{CacheCounts, CacheError, CacheOutcome, CompileCache, LoadOrCompileError};
+use crate::caps::log::LogRecord;
+use crate::engine::{self, EngineOptions, EngineReport, EpochTicker};
+use crate::error::{LoadError, ToolError};
+use crate::limits::{Limits, floor_char_boundary_len};
+use crate::sandbox;
+use crate::spec::CheckedSpec;
+use crate::state::HostState;
+
+/// The runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// wasmtime rejected the engine configuration.
+    #[error("cannot create the WebAssembly engine: {0}")]
+    Engine(String),
+    /// The host's own capabilities could not be linked (a host bug).
+    #[error("cannot link host capabilities: {0}")]
+    Link(String),
+    /// The compile cache could not be opened.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    /// The epoch ticker thread could not be started.
+    #[error("cannot start the epoch ticker: {0}")]
+    Ticker(std::io::Error),
+}
+
+/// The engine, linker, compile cache and epoch ticker shared by all components.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache: CompileCache,
+    report: EngineReport,
+    _ticker: EpochTicker,
+}
+
+/// A component ready to run: pre-linked, with its checked tool specs.
+pub struct LoadedComponent {
+    /// Where it was loaded from.
+    pub path: PathBuf,
+    /// Its content hash.
+    pub hash: ContentHash,
+    /// Whether it came from the compile cache.
+    pub cache: CacheOutcome,
+    /// Its tools, in the order the component lists them.
+    pub tools: Vec<CheckedSpec>,
+    pre: ToolComponentPre<HostState>,
+}
+
+impl LoadedComponent {
+    /// The component's name: its file stem.
+    pub fn name(&self) -> String {
+        self.path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// What one tool call produced.
+#[derive(Debug)]
+pub struct CallReport {
+    /// The result: the tool's JSON output, or why it failed.
+    pub result: Result<CallOutput, ToolError>,
+    /// The call's log (log import, stdout, stderr), bounded.
+    pub log: LogRecord,
+    /// Fuel burned.
+    pub fuel_used: u64,
+    /// Wall-clock time of the sandboxed run.
+    pub duration: Duration,
+}
+
+/// A successful tool result as handed to the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallOutput {
+    /// The result text: the tool's JSON, or its first bytes plus a truncation marker.
+    pub text: String,
+    /// The full size in bytes when the result was cut to the output cap.
+    pub truncated_from: Option<usize>,
+}
+
+impl CallOutput {
+    /// The result as JSON, when it was not truncated and parses.
+    pub fn json(&self) -> Option<serde_json::Value> {
+        if self.truncated_from.is_some() {
+            return None;
+        }
+        serde_json::from_str(&self.text).ok()
+    }
+}
+
+impl Runtime {
+    /// Start a runtime whose compile cache lives under `cache_root`.
+    pub fn new(cache_root: &Path, options: &EngineOptions) -> Result<Self, RuntimeError> {
+        let (engine, report) =
+            engine::build(options).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        crate::caps::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        let cache = CompileCache::open(cache_root, &engine)?;
+        let ticker = EpochTicker::start(&engine).map_err(RuntimeError::Ticker)?;
+        Ok(Self {
+            engine,
+            linker,
+            cache,
+            report,
+            _ticker: ticker,
+        })
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// What allocator the engine ended up with.
+    pub fn engine_report(&self) -> EngineReport {
+        self.report
+    }
+
+    /// Compile cache counters.
+    pub fn cache_stats(&self) -> CacheCounts {
+        self.cache.stats()
+    }
+
+    /// The compile cache.
+    pub fn cache(&self) -> &CompileCache {
+        &self.cache
+    }
+
+    /// Load a component file: check it is a component, compile (or load from cache), check its
+    /// contract, pre-link it, and ask it for its tool specs under `limits`.
+    pub async fn load(&self, path: &Path, limits: &Limits) -> Result<LoadedComponent, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load_bytes(path, &bytes, limits).await
+    }
+
+    /// As [`Runtime::load`], for bytes already read; `path` names the component in errors.
+    pub async fn load_bytes(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        limits: &Limits,
+    ) -> Result<LoadedComponent, LoadError> {
+        artifact::check_header(bytes).map_err(|source| LoadError::Artifact {
+            path: path.to_owned(),
+            source,
+        })?;
+        let hash = ContentHash::of(bytes);
+        let (component, cache) = self
+            .cache
+            .load_or_compile(&self.engine, &hash, bytes)
+            .map_err(|LoadOrCompileError::Compile(reason)| LoadError::Compile {
+                path: path.to_owned(),
+                reason,
+            })?;
+        crate::contract::check(&self.engine, &component).map_err(|source| LoadError::Contract {
+            path: path.to_owned(),
+            source,
+        })?;
+        let pre = sandbox::pre_instantiate(&self.linker, &component).map_err(|e| {
+            LoadError::Instantiate {
+                path: path.to_owned(),
+                reason: format!("{e:#}"),
+            }
+        })?;
+        let report = sandbox::specs(&self.engine, &pre, limits).await;
+        let specs = report.result.map_err(|e| LoadError::Instantiate {
+            path: path.to_owned(),
+            reason: format!("specs() failed: {e}"),
+        })?;
+        let tools = specs
+            .into_iter()
+            .map(CheckedSpec::from_wit)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|(tool, reason)| LoadError::BadSpec {
+                path: path.to_owned(),
+                tool,
+                reason,
+            })?;
+        Ok(LoadedComponent {
+            path: path.to_owned(),
+            hash,
+            cache,
+            tools,
+            pre,
+        })
+    }
+
+    /// Call tool number `index` of `component` in a fresh sandbox, after validating the
+    /// arguments against its schema, and cap its output.
+    pub async fn call(
+        &self,
+        component: &LoadedComponent,
+        index: usize,
+        args_json: &str,
+        limits: &Limits,
+    ) -> CallReport {
+        let Some(tool) = component.tools.get(index) else {
+            return CallReport {
+                result: Err(ToolError::NotFound(format!(
+                    "{} has no tool number {index}",
+                    component.name()
+                ))),
+                log: LogRecord::default(),
+                fuel_used: 0,
+                duration: Duration::ZERO,
+            };
+        };
+        if let Err(e) = tool.validate_args(args_json) {
+            return CallReport {
+                result: Err(e),
+                log: LogRecord::default(),
+                fuel_used: 0,
+                duration: Duration::ZERO,
+            };
+        }
+        let report =
+            sandbox::call(&self.engine, &component.pre, limits, &tool.spec.name, args_json).await;
+        CallReport {
+            result: report.result.map(|text| cap_output(text, limits.output_bytes)),
+            log: report.log,
+            fuel_used: report.fuel_used,
+            duration: report.duration,
+        }
+    }
+}
+
+/// Cut `text` to `max` bytes (on a character boundary) and append a visible marker.
+fn cap_output(text: String, max: usize) -> CallOutput {
+    if text.len() <= max {
+        return CallOutput {
+            text,
+            truncated_from: None,
+        };
+    }
+    let total = text.len();
+    let keep = floor_char_boundary_len(&text, max);
+    let mut cut = text;
+    cut.truncate(keep);
+    cut.push_str(&format!(
+        "\n[chitin: output truncated: showing {keep} of {total} bytes]"
+    ));
+    CallOutput {
+        text: cut,
+        truncated_from: Some(total),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_under_the_cap_is_untouched() {
+        let out = cap_output("{\"a\":1}".into(), 100);
+        assert_eq!(out.text, "{\"a\":1}");
+        assert_eq!(out.truncated_from, None);
+    }
+
+    #[test]
+    fn output_over_the_cap_is_cut_with_a_marker() {
+        let out = cap_output("x".repeat(1000), 100);
+        assert_eq!(out.truncated_from, Some(1000));
+        assert!(out.text.starts_with(&"x".repeat(100)));
+        assert!(out.text.contains("output truncated: showing 100 of 1000 bytes"));
+    }
+}

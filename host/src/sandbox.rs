@@ -1,0 +1,196 @@
+//! One call in a fresh sandbox: a new store and instance with fuel, an epoch deadline, a
+//! wall-clock timeout and a memory cap; whatever stops it becomes a typed [`ToolError`], and the
+//! store is dropped with the instance so nothing carries over to the next call.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::component::Component;
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+
+use crate::bindings::ToolComponentPre;
+use crate::bindings::chitin::tool::types::ToolError as WitToolError;
+use crate::caps::log::{LogRecord, LogSource};
+use crate::error::ToolError;
+use crate::limits::{Limits, MIB};
+use crate::state::HostState;
+
+/// Raised from the epoch callback when the wall-clock deadline has passed.
+#[derive(Debug, thiserror::Error)]
+#[error("deadline exceeded")]
+struct DeadlineExceeded;
+
+/// What one sandboxed run produced.
+pub struct RunReport<T> {
+    /// The outcome.
+    pub result: Result<T, ToolError>,
+    /// The call's log.
+    pub log: LogRecord,
+    /// Fuel the call burned.
+    pub fuel_used: u64,
+    /// Wall-clock time from store creation to the end of the call.
+    pub duration: Duration,
+}
+
+/// A fresh store for one call under `limits`.
+fn new_store(engine: &Engine, limits: &Limits) -> wasmtime::Result<Store<HostState>> {
+    let mut store = Store::new(engine, HostState::new(limits));
+    store.limiter(|s| &mut s.limiter);
+    store.set_fuel(limits.fuel)?;
+    let deadline = Instant::now() + limits.timeout();
+    // Every tick: stop at the deadline, otherwise yield so timers and cancellation get to run
+    // even while the guest computes without calling the host.
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Err(DeadlineExceeded.into())
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    store.set_epoch_deadline(1);
+    Ok(store)
+}
+
+/// Instantiate `pre` in a fresh store and run `call` on the instance; `call` gets the store and
+/// the instance's tool interface.
+macro_rules! run_in_sandbox {
+    ($engine:expr, $pre:expr, $limits:expr, |$store:ident, $tool:ident| $body:expr) => {{
+        let limits: &Limits = $limits;
+        let started = Instant::now();
+        match new_store($engine, limits) {
+            Err(e) => RunReport {
+                result: Err(ToolError::ExecutionFailed(format!("cannot create a sandbox: {e:#}"))),
+                log: LogRecord::default(),
+                fuel_used: 0,
+                duration: started.elapsed(),
+            },
+            Ok(mut store) => {
+                let outcome = {
+                    let $store = &mut store;
+                    let fut = async {
+                        let instance = $pre.instantiate_async(&mut *$store).await?;
+                        let $tool = instance.chitin_tool_tool();
+                        $body.await
+                    };
+                    tokio::time::timeout(limits.timeout(), fut).await
+                };
+                let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+                let log = store.data().log.log.lock().finish();
+                let result = match outcome {
+                    Err(_elapsed) => Err(timeout_error(limits)),
+                    Ok(Err(trap)) => Err(trap_to_error(&trap, &store, limits, &log)),
+                    Ok(Ok(value)) => Ok(value),
+                };
+                RunReport {
+                    result,
+                    log,
+                    fuel_used,
+                    duration: started.elapsed(),
+                }
+            }
+        }
+    }};
+}
+
+/// Ask a component for its tool specs.
+pub async fn specs(
+    engine: &Engine,
+    pre: &ToolComponentPre<HostState>,
+    limits: &Limits,
+) -> RunReport<Vec<crate::bindings::exports::chitin::tool::tool::ToolSpec>> {
+    run_in_sandbox!(engine, pre, limits, |store, tool| tool.call_specs(store))
+}
+
+/// Call tool `name` with `args_json` (already validated).
+pub async fn call(
+    engine: &Engine,
+    pre: &ToolComponentPre<HostState>,
+    limits: &Limits,
+    name: &str,
+    args_json: &str,
+) -> RunReport<String> {
+    let report = run_in_sandbox!(engine, pre, limits, |store, tool| tool
+        .call_call(store, name, args_json));
+    RunReport {
+        result: report.result.and_then(|r| r.map_err(from_wit)),
+        log: report.log,
+        fuel_used: report.fuel_used,
+        duration: report.duration,
+    }
+}
+
+/// Pre-link a component against the shared linker.
+pub fn pre_instantiate(
+    linker: &wasmtime::component::Linker<HostState>,
+    component: &Component,
+) -> wasmtime::Result<ToolComponentPre<HostState>> {
+    ToolComponentPre::new(linker.instantiate_pre(component)?)
+}
+
+fn timeout_error(limits: &Limits) -> ToolError {
+    ToolError::Timeout(format!(
+        "the call exceeded its {} ms deadline and was stopped",
+        limits.timeout_ms
+    ))
+}
+
+fn trap_to_error(
+    err: &wasmtime::Error,
+    store: &Store<HostState>,
+    limits: &Limits,
+    log: &LogRecord,
+) -> ToolError {
+    if err.downcast_ref::<DeadlineExceeded>().is_some() {
+        return timeout_error(limits);
+    }
+    if let Some(asked) = store.data().limiter.refused() {
+        return ToolError::ExecutionFailed(format!(
+            "memory limit exceeded: the component tried to grow its memory to {} but may use at \
+             most {}",
+            human_bytes(asked),
+            human_bytes(limits.memory_bytes)
+        ));
+    }
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => ToolError::ExecutionFailed(format!(
+            "CPU budget exhausted: the call used all {} units of fuel",
+            limits.fuel
+        )),
+        Some(Trap::StackOverflow) => ToolError::ExecutionFailed(
+            "stack overflow: the component recursed too deeply and was stopped".into(),
+        ),
+        Some(trap) => {
+            let panic = log
+                .entries
+                .iter()
+                .rev()
+                .find(|e| e.source == LogSource::Stderr && e.message.contains("panicked"))
+                .map(|e| format!(" ({})", e.message))
+                .unwrap_or_default();
+            ToolError::ExecutionFailed(format!("the component trapped: {trap}{panic}"))
+        }
+        None => ToolError::ExecutionFailed(format!("{err:#}")),
+    }
+}
+
+fn human_bytes(n: usize) -> String {
+    if n >= MIB && n % MIB == 0 {
+        format!("{} MiB", n / MIB)
+    } else if n >= MIB {
+        format!("{:.1} MiB", n as f64 / MIB as f64)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+fn from_wit(e: WitToolError) -> ToolError {
+    match e {
+        WitToolError::InvalidArgs(m) => ToolError::InvalidArgs(m),
+        WitToolError::NotFound(m) => ToolError::NotFound(m),
+        WitToolError::PermissionDenied(m) => ToolError::PermissionDenied(m),
+        WitToolError::InvalidPath(m) => ToolError::InvalidPath(m),
+        WitToolError::ExecutionFailed(m) => ToolError::ExecutionFailed(m),
+        WitToolError::Timeout => ToolError::Timeout("the tool reported a timeout".into()),
+        WitToolError::RateLimited(m) => ToolError::RateLimited(m),
+        WitToolError::ExternalService(m) => ToolError::ExternalService(m),
+    }
+}

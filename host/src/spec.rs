@@ -1,0 +1,130 @@
+//! Tool specs as the host keeps them: checked once at load, with the argument validator compiled.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::bindings::exports::chitin::tool::tool::ToolSpec as WitToolSpec;
+use crate::error::ToolError;
+
+/// Behaviour hints of a tool (MCP tool annotations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Annotations {
+    /// Changes nothing outside its result.
+    pub read_only: bool,
+    /// May destroy or overwrite data.
+    pub destructive: bool,
+    /// Repeating a call has no further effect.
+    pub idempotent: bool,
+    /// Reaches an open world (internet, other systems).
+    pub open_world: bool,
+}
+
+/// A tool as an agent sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    /// Unique name.
+    pub name: String,
+    /// Description for the agent.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub input_schema: Value,
+    /// JSON Schema of a successful result, when declared.
+    pub output_schema: Option<Value>,
+    /// Behaviour hints.
+    pub annotations: Annotations,
+}
+
+/// A spec together with its compiled argument validator.
+pub struct CheckedSpec {
+    /// The spec.
+    pub spec: ToolSpec,
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for CheckedSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.spec.fmt(f)
+    }
+}
+
+/// Longest tool name accepted (the limit several agent APIs impose).
+pub const MAX_TOOL_NAME: usize = 64;
+
+impl CheckedSpec {
+    /// Check a spec a component returned and compile its schema; the error says what is wrong.
+    pub fn from_wit(wit: WitToolSpec) -> Result<Self, (String, String)> {
+        let name = wit.name;
+        let fail = |reason: String| (name.clone(), reason);
+        if name.is_empty()
+            || name.len() > MAX_TOOL_NAME
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(fail(format!(
+                "invalid tool name: use 1-{MAX_TOOL_NAME} characters of [A-Za-z0-9_-]"
+            )));
+        }
+        let input_schema: Value = serde_json::from_str(&wit.input_schema)
+            .map_err(|e| fail(format!("input schema is not JSON: {e}")))?;
+        if input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(fail(
+                "input schema must be an object schema (`\"type\": \"object\"`)".into(),
+            ));
+        }
+        let validator = jsonschema::validator_for(&input_schema)
+            .map_err(|e| fail(format!("input schema is not a valid JSON Schema: {e}")))?;
+        let output_schema = match wit.output_schema {
+            Some(text) => Some(
+                serde_json::from_str(&text)
+                    .map_err(|e| fail(format!("output schema is not JSON: {e}")))?,
+            ),
+            None => None,
+        };
+        let a = wit.annotations;
+        Ok(Self {
+            spec: ToolSpec {
+                name: name.clone(),
+                description: wit.description,
+                input_schema,
+                output_schema,
+                annotations: Annotations {
+                    read_only: a.read_only,
+                    destructive: a.destructive,
+                    idempotent: a.idempotent,
+                    open_world: a.open_world,
+                },
+            },
+            validator,
+        })
+    }
+
+    /// Parse and validate call arguments against the input schema. The error names each
+    /// offending field (by JSON pointer) and what is wrong with it.
+    pub fn validate_args(&self, args_json: &str) -> Result<(), ToolError> {
+        let value: Value = serde_json::from_str(args_json)
+            .map_err(|e| ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}")))?;
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(&value)
+            .take(5)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("`{at}`: {e}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ToolError::InvalidArgs(format!(
+                "arguments do not match the schema of `{}`: {}",
+                self.spec.name,
+                problems.join("; ")
+            )))
+        }
+    }
+}

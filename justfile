@@ -1,0 +1,41 @@
+# chitin — task runner. `just --list` shows the recipes.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# First-party tool components, built into build/components (the folder the host loads by default).
+components := "echo time json"
+# Test fixtures (hostile and special-purpose components), built into build/fixtures.
+fixtures := "test-counter test-hostile test-future-contract"
+
+# Build every first-party component for wasm32-wasip2, release, size-optimised, into build/components.
+build-components:
+    cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }}
+    mkdir -p build/components
+    for c in {{ components }}; do cp "target/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "build/components/$c.wasm"; done
+    @ls -l build/components
+
+# Build the test fixture components into build/fixtures.
+build-fixtures:
+    cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", fixtures) }}
+    mkdir -p build/fixtures
+    for c in {{ fixtures }}; do cp "target/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "build/fixtures/$c.wasm"; done
+
+# Build what is needed and run chitin's main job: list the tools, then a sample call.
+run: build-components
+    cargo build --quiet --bin chitin
+    target/debug/chitin list
+    target/debug/chitin call echo '{"message": "hello from chitin"}'
+    target/debug/chitin call time '{"operation": "now"}'
+
+# Run every test: unit, host integration and end-to-end.
+test: build-components build-fixtures
+    cargo test
+
+# Run the benchmarks and print the table.
+bench: build-components build-fixtures
+    cargo bench -p chitin-host --bench runtime
+
+# Format and lint (the CI gate).
+lint:
+    cargo fmt --all --check
+    cargo clippy --all-targets -- -D warnings

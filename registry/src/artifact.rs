@@ -1,0 +1,206 @@
+//! A component artifact: a `.wasm` file holding a WebAssembly component. Reads what it is, its
+//! content hash, and its WIT world (imports and exports), without compiling or running it.
+
+use std::fmt;
+
+use wit_parser::{Resolve, WorldId, WorldItem, WorldKey};
+
+/// Why bytes are not a usable component artifact.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    /// The bytes do not start with the WebAssembly magic number.
+    #[error("not a WebAssembly file (it does not start with the `\\0asm` magic bytes)")]
+    NotWasm,
+    /// The file is shorter than a WebAssembly header.
+    #[error("truncated: {0} bytes is shorter than a WebAssembly header")]
+    TooShort(usize),
+    /// A core module, not a component.
+    #[error(
+        "is a core WebAssembly module, not a component: build it for the wasm32-wasip2 target \
+         or wrap it with `wasm-tools component new`"
+    )]
+    CoreModule,
+    /// The binary is cut short or malformed.
+    #[error("truncated or malformed component: {0}")]
+    Malformed(String),
+}
+
+/// What kind of WebAssembly binary the bytes hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryKind {
+    /// A component (component-model layer).
+    Component,
+    /// A core module.
+    CoreModule,
+}
+
+/// Check the 8-byte header: WebAssembly magic and the component layer.
+pub fn check_header(bytes: &[u8]) -> Result<(), ArtifactError> {
+    if bytes.len() >= 4 && !bytes.starts_with(b"\0asm") {
+        return Err(ArtifactError::NotWasm);
+    }
+    if bytes.len() < 8 {
+        return Err(if bytes.starts_with(b"\0asm") || bytes.len() < 4 {
+            ArtifactError::TooShort(bytes.len())
+        } else {
+            ArtifactError::NotWasm
+        });
+    }
+    match kind(bytes) {
+        Some(BinaryKind::Component) => Ok(()),
+        Some(BinaryKind::CoreModule) => Err(ArtifactError::CoreModule),
+        None => Err(ArtifactError::Malformed(
+            "unknown WebAssembly version or layer in the header".into(),
+        )),
+    }
+}
+
+/// The kind of binary, from its header.
+pub fn kind(bytes: &[u8]) -> Option<BinaryKind> {
+    if wasmparser::Parser::is_component(bytes) {
+        Some(BinaryKind::Component)
+    } else if wasmparser::Parser::is_core_wasm(bytes) {
+        Some(BinaryKind::CoreModule)
+    } else {
+        None
+    }
+}
+
+/// The BLAKE3 hash of an artifact's bytes: its identity in caches, lockfiles and registries.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ContentHash(pub [u8; 32]);
+
+impl ContentHash {
+    /// Hash `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(*blake3::hash(bytes).as_bytes())
+    }
+
+    /// Lower-case hex.
+    pub fn to_hex(&self) -> String {
+        blake3::Hash::from_bytes(self.0).to_hex().to_string()
+    }
+}
+
+impl fmt::Display for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "blake3:{}", self.to_hex())
+    }
+}
+
+impl fmt::Debug for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Validate the whole binary (every section), as a compiler would, without compiling it.
+pub fn validate(bytes: &[u8]) -> Result<(), ArtifactError> {
+    check_header(bytes)?;
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(bytes)
+        .map(|_| ())
+        .map_err(|e| ArtifactError::Malformed(e.to_string()))
+}
+
+/// The WIT world of a component: what it imports and exports.
+pub struct WitWorld {
+    resolve: Resolve,
+    world: WorldId,
+}
+
+impl WitWorld {
+    /// Decode the world a component targets from its binary.
+    pub fn decode(bytes: &[u8]) -> Result<Self, ArtifactError> {
+        check_header(bytes)?;
+        match wit_parser::decoding::decode(bytes) {
+            Ok(wit_parser::decoding::DecodedWasm::Component(resolve, world)) => {
+                Ok(Self { resolve, world })
+            }
+            Ok(wit_parser::decoding::DecodedWasm::WitPackage(..)) => Err(
+                ArtifactError::Malformed("holds a WIT package, not a component".into()),
+            ),
+            Err(e) => Err(ArtifactError::Malformed(format!("{e:#}"))),
+        }
+    }
+
+    /// Names of the imported interfaces and functions, e.g. `wasi:cli/environment@0.2.6`.
+    pub fn imports(&self) -> Vec<String> {
+        let world = &self.resolve.worlds[self.world];
+        world
+            .imports
+            .iter()
+            .filter(|(_, item)| !matches!(item, WorldItem::Type(_)))
+            .map(|(key, _)| self.key_name(key))
+            .collect()
+    }
+
+    /// Names of the exported interfaces and functions, e.g. `chitin:tool/tool@0.1.0`.
+    pub fn exports(&self) -> Vec<String> {
+        let world = &self.resolve.worlds[self.world];
+        world.exports.keys().map(|key| self.key_name(key)).collect()
+    }
+
+    /// The world as WIT text, with every package it refers to.
+    pub fn to_wit(&self) -> Result<String, ArtifactError> {
+        let world = &self.resolve.worlds[self.world];
+        let Some(pkg) = world.package else {
+            return Err(ArtifactError::Malformed("world has no package".into()));
+        };
+        let nested: Vec<_> = self
+            .resolve
+            .packages
+            .iter()
+            .map(|(id, _)| id)
+            .filter(|id| *id != pkg)
+            .collect();
+        let mut printer = wit_component::WitPrinter::default();
+        printer
+            .print(&self.resolve, pkg, &nested)
+            .map_err(|e| ArtifactError::Malformed(format!("cannot print WIT: {e:#}")))?;
+        Ok(printer.output.to_string())
+    }
+
+    fn key_name(&self, key: &WorldKey) -> String {
+        self.resolve.name_world_key(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_text_that_is_not_wasm() {
+        assert!(matches!(
+            check_header(b"hello world"),
+            Err(ArtifactError::NotWasm)
+        ));
+    }
+
+    #[test]
+    fn refuses_a_core_module() {
+        let core = b"\0asm\x01\0\0\0";
+        assert!(matches!(check_header(core), Err(ArtifactError::CoreModule)));
+    }
+
+    #[test]
+    fn refuses_a_header_cut_short() {
+        assert!(matches!(
+            check_header(b"\0as"),
+            Err(ArtifactError::TooShort(3))
+        ));
+    }
+
+    #[test]
+    fn accepts_a_component_header() {
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+
+    #[test]
+    fn hashes_are_stable_hex() {
+        let h = ContentHash::of(b"abc");
+        assert_eq!(h.to_hex().len(), 64);
+        assert!(h.to_string().starts_with("blake3:"));
+    }
+}
