@@ -8,14 +8,14 @@ components := "echo time json"
 fixtures := "test-counter test-hostile test-future-contract"
 
 # Build every first-party component for wasm32-wasip2, release, size-optimised, into build/components.
-build-components:
+build-components: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }}
     mkdir -p build/components
     for c in {{ components }}; do cp "target/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "build/components/$c.wasm"; done
     @ls -l build/components
 
 # Build the test fixture components into build/fixtures.
-build-fixtures:
+build-fixtures: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", fixtures) }}
     mkdir -p build/fixtures
     for c in {{ fixtures }}; do cp "target/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "build/fixtures/$c.wasm"; done
@@ -27,9 +27,14 @@ run: build-components
     target/debug/chitin call echo '{"message": "hello from chitin"}'
     target/debug/chitin call time '{"operation": "now"}'
 
-# Run every test: unit, host integration and end-to-end.
+# Run every test: unit, host integration, end-to-end, and the guest SDK's own tests.
 test: build-components build-fixtures
-    cargo test
+    cargo test --workspace {{ prepend("--exclude chitin-", components) }} {{ prepend("--exclude chitin-", fixtures) }}
+
+# Make sure the wasm32-wasip2 target of the pinned toolchain is installed.
+[private]
+wasm-target:
+    @rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
 # Run the benchmarks and print the table.
 bench: build-components build-fixtures
@@ -38,4 +43,5 @@ bench: build-components build-fixtures
 # Format and lint (the CI gate).
 lint:
     cargo fmt --all --check
-    cargo clippy --all-targets -- -D warnings
+    cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }} {{ prepend("-p chitin-", fixtures) }} -- -D warnings

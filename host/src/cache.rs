@@ -18,12 +18,12 @@ use wasmtime::component::Component;
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
     /// The cache directory could not be created or written.
-    #[error("compile cache at {path}: {source}")]
+    #[error("compile cache at {path}: {cause}")]
     Io {
         /// The path involved.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -171,7 +171,7 @@ impl CompileCache {
     fn store(&self, component: &Component, artifact: &Path, checksum: &Path) -> Result<(), CacheError> {
         let bytes = component.serialize().map_err(|e| CacheError::Io {
             path: artifact.to_owned(),
-            source: std::io::Error::other(e.to_string()),
+            cause: std::io::Error::other(e.to_string()),
         })?;
         write_atomic(artifact, &bytes)?;
         write_atomic(checksum, blake3::hash(&bytes).to_hex().as_bytes())
@@ -207,9 +207,9 @@ fn engine_key(engine: &Engine) -> String {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
-    let io = |source| CacheError::Io {
+    let io = |cause| CacheError::Io {
         path: path.to_owned(),
-        source,
+        cause,
     };
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
@@ -221,9 +221,9 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
 
 /// Create a directory (and parents) readable only by the owner.
 pub fn create_private_dir(dir: &Path) -> Result<(), CacheError> {
-    let io = |source| CacheError::Io {
+    let io = |cause| CacheError::Io {
         path: dir.to_owned(),
-        source,
+        cause,
     };
     std::fs::create_dir_all(dir).map_err(io)?;
     #[cfg(unix)]

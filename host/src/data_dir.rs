@@ -24,7 +24,7 @@ impl DataDir {
                 .map(|d| d.join("chitin"))
                 .ok_or_else(|| CacheError::Io {
                     path: PathBuf::from("$XDG_DATA_HOME"),
-                    source: std::io::Error::other(
+                    cause: std::io::Error::other(
                         "cannot find a home directory; set CHITIN_DATA_DIR or pass --data-dir",
                     ),
                 })?,

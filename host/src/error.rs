@@ -55,20 +55,20 @@ impl ToolError {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be read.
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read: {cause}")]
     Read {
         /// The component file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The bytes are not a WebAssembly component.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Artifact {
         /// The component file.
         path: PathBuf,
         /// What is wrong with the bytes.
-        source: chitin_registry::artifact::ArtifactError,
+        cause: chitin_registry::artifact::ArtifactError,
     },
     /// wasmtime refused to compile the component (malformed, truncated, invalid).
     #[error("{path}: not a valid component: {reason}")]
@@ -79,12 +79,12 @@ pub enum LoadError {
         reason: String,
     },
     /// The component's contract (its chitin WIT imports/exports) is not one this host accepts.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Contract {
         /// The component file.
         path: PathBuf,
         /// Which interface and version.
-        source: crate::contract::ContractError,
+        cause: crate::contract::ContractError,
     },
     /// Linking or the first instantiation failed.
     #[error("{path}: cannot instantiate: {reason}")]
@@ -115,11 +115,11 @@ pub enum LoadError {
         second: PathBuf,
     },
     /// A components directory could not be listed.
-    #[error("{path}: cannot list components: {source}")]
+    #[error("{path}: cannot list components: {cause}")]
     ListDir {
         /// The directory.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }

@@ -133,9 +133,9 @@ impl Host {
 
 /// The `*.wasm` files in `dir`, sorted by name.
 fn wasm_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
-    let list_err = |source| LoadError::ListDir {
+    let list_err = |cause| LoadError::ListDir {
         path: dir.to_owned(),
-        source,
+        cause,
     };
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(list_err)? {

@@ -16,7 +16,7 @@ pub mod host;
 pub mod limits;
 pub mod policy;
 pub mod runtime;
-mod sandbox;
+pub mod sandbox;
 pub mod spec;
 pub mod state;
 

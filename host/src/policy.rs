@@ -27,12 +27,12 @@ pub struct Policy {
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// The file could not be read.
-    #[error("policy {path}: cannot read: {source}")]
+    #[error("policy {path}: cannot read: {cause}")]
     Read {
         /// The policy file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The TOML is malformed, has an unknown key, or lacks a required one.
     #[error("policy {path}: {message}")]
@@ -68,9 +68,9 @@ impl Policy {
 
     /// Read a policy file.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| PolicyError::Read {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
         Self::parse(&text, path)
     }

@@ -140,9 +140,9 @@ impl Runtime {
     /// Load a component file: check it is a component, compile (or load from cache), check its
     /// contract, pre-link it, and ask it for its tool specs under `limits`.
     pub async fn load(&self, path: &Path, limits: &Limits) -> Result<LoadedComponent, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+        let bytes = std::fs::read(path).map_err(|cause| LoadError::Read {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
         self.load_bytes(path, &bytes, limits).await
     }
@@ -154,9 +154,9 @@ impl Runtime {
         bytes: &[u8],
         limits: &Limits,
     ) -> Result<LoadedComponent, LoadError> {
-        artifact::check_header(bytes).map_err(|source| LoadError::Artifact {
+        artifact::check_header(bytes).map_err(|cause| LoadError::Artifact {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
         let hash = ContentHash::of(bytes);
         let (component, cache) = self
@@ -166,9 +166,9 @@ impl Runtime {
                 path: path.to_owned(),
                 reason,
             })?;
-        crate::contract::check(&self.engine, &component).map_err(|source| LoadError::Contract {
+        crate::contract::check(&self.engine, &component).map_err(|cause| LoadError::Contract {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
         let pre = sandbox::pre_instantiate(&self.linker, &component).map_err(|e| {
             LoadError::Instantiate {
@@ -197,6 +197,18 @@ impl Runtime {
             tools,
             pre,
         })
+    }
+
+    /// Instantiate `component` and keep the instance alive without calling it: what one
+    /// in-flight call holds (used to measure residency per live instance).
+    pub async fn hold(
+        &self,
+        component: &LoadedComponent,
+        limits: &Limits,
+    ) -> Result<sandbox::LiveInstance, ToolError> {
+        sandbox::hold(&self.engine, &component.pre, limits)
+            .await
+            .map_err(|e| ToolError::ExecutionFailed(format!("cannot instantiate: {e:#}")))
     }
 
     /// Call tool number `index` of `component` in a fresh sandbox, after validating the

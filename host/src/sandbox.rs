@@ -118,6 +118,26 @@ pub async fn call(
     }
 }
 
+/// An instance kept alive without running a call, with its store.
+pub struct LiveInstance {
+    _store: Store<HostState>,
+    _instance: crate::bindings::ToolComponent,
+}
+
+/// Instantiate `pre` in a fresh store and keep it alive (to measure what a live call costs).
+pub async fn hold(
+    engine: &Engine,
+    pre: &ToolComponentPre<HostState>,
+    limits: &Limits,
+) -> wasmtime::Result<LiveInstance> {
+    let mut store = new_store(engine, limits)?;
+    let instance = pre.instantiate_async(&mut store).await?;
+    Ok(LiveInstance {
+        _store: store,
+        _instance: instance,
+    })
+}
+
 /// Pre-link a component against the shared linker.
 pub fn pre_instantiate(
     linker: &wasmtime::component::Linker<HostState>,

@@ -1,0 +1,61 @@
+//! Helpers for end-to-end tests: find the `chitin` binary and the built components, run the CLI.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The `chitin` binary cargo built next to this test executable (`target/<profile>/chitin`).
+pub fn chitin_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/chitin
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let bin = dir.join("chitin");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it with `cargo build --bin chitin` (`just test` does)",
+        bin.display()
+    );
+    bin
+}
+
+/// A directory of built components (`build/components`, `build/fixtures`).
+pub fn built_dir(name: &str) -> PathBuf {
+    let dir = repo().join("build").join(name);
+    assert!(
+        dir.is_dir(),
+        "{} is missing: run `just build-components build-fixtures` (`just test` does)",
+        dir.display()
+    );
+    dir
+}
+
+/// A `chitin` command with a private data directory and the given component sources.
+pub fn chitin(data_dir: &Path, components: &[PathBuf]) -> Command {
+    let mut cmd = Command::new(chitin_bin());
+    cmd.env_remove("CHITIN_COMPONENTS")
+        .env_remove("CHITIN_POLICY")
+        .env_remove("RUST_LOG")
+        .env("CHITIN_DATA_DIR", data_dir)
+        .current_dir(data_dir);
+    for c in components {
+        cmd.arg("--components").arg(c);
+    }
+    cmd
+}
+
+/// Stdout as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Stderr as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

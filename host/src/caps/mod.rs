@@ -12,13 +12,20 @@ use crate::state::HostState;
 /// Link every capability the host offers. What a given component may use is decided per call
 /// from its grant; the linker itself is shared by all components.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    // `chitin:tool/types` holds only types; a component that uses them imports the interface
+    // as an instance with nothing to call, which an empty instance satisfies.
+    linker.instance(TOOL_TYPES)?;
     wasi::add_to_linker(linker)?;
     log::add_to_linker(linker)?;
     Ok(())
 }
 
+/// The contract's type-only interface, linked as an empty instance.
+const TOOL_TYPES: &str = "chitin:tool/types@0.1.0";
+
 /// Whether an import name is something the host links (used to explain unmet imports).
 pub fn is_linked(import: &str) -> bool {
     wasi::LINKED_PACKAGES.iter().any(|p| import.starts_with(p))
         || import.starts_with("chitin:host/log@")
+        || import.starts_with("chitin:tool/types@")
 }

@@ -1,0 +1,190 @@
+//! Runtime benchmarks, printed as a table: fresh-instance echo calls (p50/p99, 1 and 2 threads,
+//! default versus tuned allocator), host start (cold and warm cache), and resident memory per
+//! live instance. Run with `just bench` (builds the components first).
+//!
+//! Timing goals (echo ≤ 10 µs p50; 2 threads ≥ 1.8× one; warm start ≤ 20 ms; ≤ 64 KB per live
+//! instance) are reported, never asserted: the machines are shared and noisy.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use chitin_host::engine::{AllocatorProfile, EngineOptions};
+use chitin_host::{Host, Limits, Runtime};
+
+const ECHO_ARGS: &str = r#"{"message":"hello"}"#;
+
+fn components_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/components");
+    assert!(dir.is_dir(), "{} missing: run `just build-components`", dir.display());
+    dir
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+async fn host(data: &Path, allocator: AllocatorProfile, slots: u32, paths: &[PathBuf]) -> Host {
+    let options = EngineOptions {
+        allocator,
+        max_live_instances: slots,
+    };
+    let runtime = Runtime::new(&data.join("cache"), &options).expect("runtime");
+    let mut host = Host::new(runtime, Limits::default());
+    for p in paths {
+        host.load_path(p).await.expect("load");
+    }
+    host
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+/// Calls per second over `window` on `threads` threads.
+fn throughput(host: &Host, threads: usize, window: Duration) -> f64 {
+    let total: u64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let rt = rt();
+                    rt.block_on(async {
+                        let started = Instant::now();
+                        let mut n = 0u64;
+                        while started.elapsed() < window {
+                            for _ in 0..100 {
+                                let r = host.call("echo", ECHO_ARGS).await;
+                                assert!(r.result.is_ok(), "{:?}", r.result);
+                            }
+                            n += 100;
+                        }
+                        n
+                    })
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("bench thread")).sum()
+    });
+    total as f64 / window.as_secs_f64()
+}
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+fn main() {
+    let dir = components_dir();
+    let echo = dir.join("echo.wasm");
+    let calls = std::env::var("CHITIN_BENCH_CALLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000usize);
+    let window = Duration::from_millis(1500);
+    let rt = rt();
+
+    println!("\n## Fresh-instance echo call (full host path: validate args, new store, instantiate, call, drop)");
+    println!("| allocator | p50 | p99 | 1 thread calls/s | 2 threads calls/s | 2T / 1T |");
+    println!("|---|---|---|---|---|---|");
+    for (label, profile) in [
+        ("tuned pooling", AllocatorProfile::Tuned),
+        ("default pooling", AllocatorProfile::PoolingDefault),
+        ("on-demand", AllocatorProfile::OnDemand),
+    ] {
+        let data = tempfile::tempdir().expect("tempdir");
+        let host = rt.block_on(host(data.path(), profile, 1000, std::slice::from_ref(&echo)));
+        let report = host.runtime().engine_report();
+        let mut samples = Vec::with_capacity(calls);
+        rt.block_on(async {
+            for _ in 0..2_000 {
+                host.call("echo", ECHO_ARGS).await.result.expect("warm-up");
+            }
+            for _ in 0..calls {
+                let t = Instant::now();
+                let r = host.call("echo", ECHO_ARGS).await;
+                samples.push(t.elapsed());
+                assert!(r.result.is_ok());
+            }
+        });
+        samples.sort();
+        let one = throughput(&host, 1, window);
+        let two = throughput(&host, 2, window);
+        let label = if report.pagemap_scan {
+            format!("{label} (pagemap_scan)")
+        } else {
+            label.to_owned()
+        };
+        println!(
+            "| {label} | {} | {} | {:.0} | {:.0} | {:.2}× |",
+            us(percentile(&samples, 0.5)),
+            us(percentile(&samples, 0.99)),
+            one,
+            two,
+            two / one
+        );
+    }
+
+    println!("\n## Host start until every built-in component is ready (engine + load + specs)");
+    println!("| cache | median | min | max |");
+    println!("|---|---|---|---|");
+    let mut cold = Vec::new();
+    let mut warm = Vec::new();
+    for _ in 0..5 {
+        let data = tempfile::tempdir().expect("tempdir");
+        for bucket in [&mut cold, &mut warm] {
+            let t = Instant::now();
+            let h = rt.block_on(host(data.path(), AllocatorProfile::Tuned, 1000, std::slice::from_ref(&dir)));
+            bucket.push(t.elapsed());
+            drop(h);
+        }
+    }
+    for (label, v) in [("cold (empty)", &mut cold), ("warm", &mut warm)] {
+        v.sort();
+        println!(
+            "| {label} | {:.1} ms | {:.1} ms | {:.1} ms |",
+            v[v.len() / 2].as_secs_f64() * 1e3,
+            v[0].as_secs_f64() * 1e3,
+            v[v.len() - 1].as_secs_f64() * 1e3
+        );
+    }
+
+    println!("\n## Resident memory per live instance (1000 echo instances alive at once)");
+    println!("| allocator | RSS before | RSS after | per instance |");
+    println!("|---|---|---|---|");
+    for (label, profile) in [
+        ("tuned pooling", AllocatorProfile::Tuned),
+        ("on-demand", AllocatorProfile::OnDemand),
+    ] {
+        let data = tempfile::tempdir().expect("tempdir");
+        let host = rt.block_on(host(data.path(), profile, 1100, std::slice::from_ref(&echo)));
+        let component = &host.components()[0];
+        let limits = Limits::default();
+        // One instance first, so shared code and images are already resident.
+        let first = rt.block_on(host.runtime().hold(component, &limits)).expect("instance");
+        let before = rss_bytes();
+        let live: Vec<_> = (0..1000)
+            .map(|_| rt.block_on(host.runtime().hold(component, &limits)).expect("instance"))
+            .collect();
+        let after = rss_bytes();
+        println!(
+            "| {label} | {:.1} MiB | {:.1} MiB | {:.1} KiB |",
+            before as f64 / 1048576.0,
+            after as f64 / 1048576.0,
+            (after.saturating_sub(before)) as f64 / 1000.0 / 1024.0
+        );
+        drop(live);
+        drop(first);
+    }
+}

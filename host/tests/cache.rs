@@ -1,0 +1,70 @@
+//! The compile cache: a second start loads from it; a corrupt entry is detected and rebuilt.
+
+mod common;
+
+use chitin_host::Limits;
+use chitin_host::cache::CacheOutcome;
+use common::{TestEnv, component};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_second_start_loads_from_the_cache() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let paths = [component("echo"), component("time")];
+
+    let first = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    let stats = first.runtime().cache_stats();
+    assert_eq!((stats.hits, stats.compiled, stats.rebuilt), (0, 2, 0));
+    drop(first);
+
+    let second = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    let stats = second.runtime().cache_stats();
+    assert_eq!((stats.hits, stats.compiled, stats.rebuilt), (2, 0, 0));
+    assert!(second.components().iter().all(|c| c.cache == CacheOutcome::Hit));
+    let report = second.call("echo", r#"{"message":"cached"}"#).await;
+    assert_eq!(report.result.expect("echo").json(), Some(json!({"message": "cached"})));
+}
+
+#[tokio::test]
+async fn corrupt_and_truncated_cache_entries_are_rebuilt_not_trusted() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let paths = [component("echo")];
+    let first = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    let (artifact, _) = first.runtime().cache().entry_paths(&first.components()[0].hash);
+    drop(first);
+
+    // Flip bytes in the middle of the precompiled code.
+    let mut bytes = std::fs::read(&artifact).expect("cache entry");
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 64] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&artifact, &bytes).expect("corrupt");
+    let second = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    let stats = second.runtime().cache_stats();
+    assert_eq!((stats.hits, stats.rebuilt), (0, 1));
+    let report = second.call("echo", r#"{"message":"rebuilt"}"#).await;
+    assert!(report.result.is_ok());
+    drop(second);
+
+    // Truncate it.
+    let len = std::fs::metadata(&artifact).expect("entry").len();
+    let file = std::fs::OpenOptions::new().write(true).open(&artifact).expect("open");
+    file.set_len(len / 3).expect("truncate");
+    let third = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    assert_eq!(third.runtime().cache_stats().rebuilt, 1);
+    drop(third);
+
+    // After a rebuild the entry is good again.
+    let fourth = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    assert_eq!(fourth.runtime().cache_stats().hits, 1);
+}
+
+#[tokio::test]
+async fn a_changed_component_is_recompiled() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let first = TestEnv::host_in(data.path(), &[component("echo")], Limits::default()).await;
+    drop(first);
+    let second = TestEnv::host_in(data.path(), &[component("json")], Limits::default()).await;
+    assert_eq!(second.runtime().cache_stats().compiled, 1);
+}

@@ -1,0 +1,86 @@
+//! Shared test environment: a host over a private data directory, loading built components.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use chitin_host::engine::EngineOptions;
+use chitin_host::{CallReport, Host, Limits, Runtime};
+use serde_json::Value;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A built first-party component (`just build-components`).
+pub fn component(name: &str) -> PathBuf {
+    built("build/components", name, "just build-components")
+}
+
+/// A built test fixture (`just build-fixtures`).
+pub fn fixture(name: &str) -> PathBuf {
+    built("build/fixtures", name, "just build-fixtures")
+}
+
+fn built(dir: &str, name: &str, how: &str) -> PathBuf {
+    let path = repo().join(dir).join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing: run `{how}` first (`just test` does)",
+        path.display()
+    );
+    path
+}
+
+/// Engine options for tests: a small pool, so many test hosts fit in one process.
+pub fn test_engine() -> EngineOptions {
+    EngineOptions {
+        max_live_instances: 32,
+        ..EngineOptions::default()
+    }
+}
+
+/// A host over a temporary data directory.
+pub struct TestEnv {
+    pub data: tempfile::TempDir,
+    pub host: Host,
+}
+
+impl TestEnv {
+    /// A host with `paths` loaded under `limits`.
+    pub async fn new(paths: &[PathBuf], limits: Limits) -> TestEnv {
+        let data = tempfile::tempdir().expect("tempdir");
+        let host = Self::host_in(data.path(), paths, limits).await;
+        TestEnv { data, host }
+    }
+
+    /// A host with `paths` loaded under default limits.
+    pub async fn with(paths: &[PathBuf]) -> TestEnv {
+        Self::new(paths, Limits::default()).await
+    }
+
+    /// A host in an existing data directory (to test the cache across starts).
+    pub async fn host_in(data: &Path, paths: &[PathBuf], limits: Limits) -> Host {
+        let runtime = Runtime::new(&data.join("cache"), &test_engine()).expect("runtime");
+        let mut host = Host::new(runtime, limits);
+        for path in paths {
+            host.load_path(path).await.expect("load component");
+        }
+        host
+    }
+
+    /// Call a tool and return the parsed JSON result, panicking with the error otherwise.
+    pub async fn ok(&self, tool: &str, args: Value) -> Value {
+        let report = self.host.call(tool, &args.to_string()).await;
+        match report.result {
+            Ok(out) => out.json().expect("JSON result"),
+            Err(e) => panic!("{tool} {args} failed: {e}"),
+        }
+    }
+
+    /// Call a tool expecting an error; return the report.
+    pub async fn call(&self, tool: &str, args: Value) -> CallReport {
+        self.host.call(tool, &args.to_string()).await
+    }
+}

@@ -1,0 +1,198 @@
+//! The `chitin` CLI end to end: a real process over the built components.
+
+use std::process::Output;
+
+use chitin_e2e::{built_dir, chitin, stderr, stdout};
+use serde_json::{Value, json};
+
+fn run(args: &[&str]) -> (Output, tempfile::TempDir) {
+    let data = tempfile::tempdir().expect("tempdir");
+    let out = chitin(data.path(), &[built_dir("components"), built_dir("fixtures")])
+        .args(args)
+        .output()
+        .expect("run chitin");
+    (out, data)
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exit code")
+}
+
+#[test]
+fn list_shows_every_tool_with_its_description() {
+    let (out, _d) = run(&["list"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    for tool in ["echo", "time", "json", "count", "spin"] {
+        assert!(text.lines().any(|l| l.starts_with(tool)), "{tool} missing:\n{text}");
+    }
+    assert!(text.contains("Returns its input unchanged"), "{text}");
+}
+
+#[test]
+fn list_json_gives_full_specs() {
+    let (out, _d) = run(&["list", "--json"]);
+    let specs: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let echo = specs
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|s| s["name"] == "echo")
+        .expect("echo");
+    assert_eq!(echo["input_schema"]["required"], json!(["message"]));
+    assert_eq!(echo["annotations"]["read_only"], json!(true));
+}
+
+#[test]
+fn call_prints_the_result_json_on_stdout() {
+    let (out, _d) = run(&["call", "echo", r#"{"message":"hello"}"#]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let value: Value = serde_json::from_str(&stdout(&out)).expect("JSON result");
+    assert_eq!(value, json!({"message": "hello"}));
+}
+
+#[test]
+fn call_exit_codes_distinguish_invalid_args_failed_timeout_and_unknown() {
+    let (out, _d) = run(&["call", "echo", "{not json"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("invalid arguments"), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty());
+
+    let (out, _d) = run(&["call", "echo", r#"{"message": 1}"#]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+
+    let (out, _d) = run(&["call", "panic"]);
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert!(stderr(&out).contains("execution failed"), "{}", stderr(&out));
+
+    let (out, _d) = run(&["call", "nope"]);
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    assert!(stderr(&out).contains("no tool named `nope`"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_timeout_from_the_policy_gives_the_timeout_exit_code() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let policy = data.path().join("fast.toml");
+    let text = std::fs::read_to_string(chitin_e2e::repo().join("policies/default.toml"))
+        .expect("default policy")
+        .replace("timeout_ms = 30000", "timeout_ms = 200");
+    std::fs::write(&policy, text).expect("write policy");
+    let out = chitin(data.path(), &[built_dir("fixtures")])
+        .arg("--policy")
+        .arg(&policy)
+        .args(["call", "spin"])
+        .output()
+        .expect("run");
+    assert_eq!(code(&out), 6, "{}", stderr(&out));
+    assert!(stderr(&out).contains("200 ms deadline"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_bad_policy_is_refused_naming_the_key() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let policy = data.path().join("bad.toml");
+    std::fs::write(&policy, "schema = 1\n[limits]\nmemory = 5\n").expect("write");
+    let out = chitin(data.path(), &[built_dir("components")])
+        .arg("--policy")
+        .arg(&policy)
+        .arg("list")
+        .output()
+        .expect("run");
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("memory"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_stdout_flood_never_reaches_the_hosts_stdout() {
+    let (out, _d) = run(&["call", "stdout_flood", r#"{"lines": 5000}"#]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let value: Value = serde_json::from_str(&stdout(&out)).expect("stdout is only the result");
+    assert_eq!(value, json!({"printed": 5000}));
+    assert!(stderr(&out).len() < 1000, "the log stays off the terminal unless asked");
+    assert!(stderr(&out).contains("dropped over the cap"), "{}", stderr(&out));
+}
+
+#[test]
+fn call_log_shows_the_tools_log_on_stderr_only() {
+    let (out, _d) = run(&["call", "--log", "log_flood", r#"{"count": 3}"#]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("[log info]"), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("[log"), "{}", stdout(&out));
+}
+
+#[test]
+fn schema_openai_has_function_definitions_without_type_arrays() {
+    let (out, _d) = run(&["schema", "--format", "openai"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let tools: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let json_tool = tools
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|t| t["function"]["name"] == "json")
+        .expect("json tool");
+    assert_eq!(json_tool["type"], "function");
+    assert_eq!(json_tool["function"]["parameters"]["type"], "object");
+    assert!(!stdout(&out).contains("\"type\": ["), "no type arrays");
+}
+
+#[test]
+fn schema_mcp_has_annotations_and_output_schemas() {
+    let (out, _d) = run(&["schema", "--format", "mcp"]);
+    let doc: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let echo = doc["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["name"] == "echo")
+        .expect("echo");
+    assert_eq!(echo["annotations"]["readOnlyHint"], json!(true));
+    assert_eq!(echo["inputSchema"]["type"], "object");
+    assert_eq!(echo["outputSchema"]["type"], "object");
+}
+
+#[test]
+fn inspect_shows_imports_exports_hash_and_tools() {
+    let echo = built_dir("components").join("echo.wasm");
+    let (out, _d) = run(&["inspect", echo.to_str().expect("utf-8 path"), "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert!(doc["hash"].as_str().expect("hash").starts_with("blake3:"));
+    let exports = doc["exports"].to_string();
+    assert!(exports.contains("chitin:tool/tool@0.1.0"), "{exports}");
+    let imports = doc["imports"].to_string();
+    assert!(imports.contains("wasi:"), "{imports}");
+    assert_eq!(doc["tools"][0]["name"], "echo");
+}
+
+#[test]
+fn inspect_refuses_a_future_contract_with_a_reason() {
+    let file = built_dir("fixtures").join("test-future-contract.wasm");
+    let (out, _d) = run(&["inspect", file.to_str().expect("utf-8 path")]);
+    assert_eq!(code(&out), 1);
+    let text = stdout(&out);
+    assert!(text.contains("chitin:tool/tool@0.2.0"), "{text}");
+    assert!(text.contains("REFUSED"), "{text}");
+}
+
+#[test]
+fn inspect_refuses_a_core_module() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let core = data.path().join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").expect("write");
+    let out = chitin(data.path(), &[])
+        .args(["inspect", core.to_str().expect("utf-8 path")])
+        .output()
+        .expect("run");
+    assert_eq!(code(&out), 1);
+    assert!(stderr(&out).contains("not a component"), "{}", stderr(&out));
+}
+
+#[test]
+fn version_states_the_accepted_contracts() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let out = chitin(data.path(), &[]).arg("--version").output().expect("run");
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains("chitin:tool@^0.1"), "{}", stdout(&out));
+}
