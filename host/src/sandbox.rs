@@ -179,18 +179,27 @@ fn trap_to_error(
             "stack overflow: the component recursed too deeply and was stopped".into(),
         ),
         Some(trap) => {
-            let panic = log
-                .entries
-                .iter()
-                .rev()
-                .find(|e| e.source == LogSource::Stderr && e.message.contains("panicked"))
-                .map(|e| format!(" ({})", e.message))
-                .unwrap_or_default();
-            ToolError::ExecutionFailed(format!("the component trapped: {trap}{panic}"))
+            ToolError::ExecutionFailed(format!("the component trapped: {trap}{}", panic_message(log)))
         }
         None => ToolError::ExecutionFailed(format!("{err:#}")),
     }
 }
+
+/// A Rust guest's panic message from its stderr: the `panicked at` line and the line after it,
+/// which holds the message itself.
+fn panic_message(log: &LogRecord) -> String {
+    let stderr: Vec<&str> = log
+        .entries
+        .iter()
+        .filter(|e| e.source == LogSource::Stderr)
+        .map(|e| e.message.as_str())
+        .collect();
+    match stderr.iter().rposition(|line| line.contains("panicked at")) {
+        Some(i) => format!(" ({})", stderr[i..stderr.len().min(i + 2)].join(" ")),
+        None => String::new(),
+    }
+}
+
 
 fn human_bytes(n: usize) -> String {
     if n >= MIB && n % MIB == 0 {

@@ -75,8 +75,11 @@ async fn a_truncated_component_is_refused() {
     for cut in [4, 8, 100, bytes.len() / 2, bytes.len() - 1] {
         let err = load_err(&bytes[..cut]).await;
         let text = err.to_string();
+        // A cut right after the 8-byte header leaves a valid, empty component: it carries no tools.
         assert!(
-            text.contains("truncated") || text.contains("not a valid component"),
+            text.contains("truncated")
+                || text.contains("not a valid component")
+                || text.contains("carries no tools"),
             "cut at {cut}: {text}"
         );
     }

@@ -1,17 +1,33 @@
 //! The `chitin` CLI end to end: a real process over the built components.
 
+use std::path::PathBuf;
 use std::process::Output;
 
 use chitin_e2e::{built_dir, chitin, stderr, stdout};
 use serde_json::{Value, json};
 
-fn run(args: &[&str]) -> (Output, tempfile::TempDir) {
-    let data = tempfile::tempdir().expect("tempdir");
-    let out = chitin(data.path(), &[built_dir("components"), built_dir("fixtures")])
+/// The built-in components plus the loadable fixtures (not the future-contract one, which the
+/// host refuses by design).
+fn sources() -> Vec<PathBuf> {
+    let fixtures = built_dir("fixtures");
+    vec![
+        built_dir("components"),
+        fixtures.join("test-counter.wasm"),
+        fixtures.join("test-hostile.wasm"),
+    ]
+}
+
+/// One data directory for this test process, so its compile cache is shared across tests.
+fn shared_data() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir")).path()
+}
+
+fn run(args: &[&str]) -> Output {
+    chitin(shared_data(), &sources())
         .args(args)
         .output()
-        .expect("run chitin");
-    (out, data)
+        .expect("run chitin")
 }
 
 fn code(out: &Output) -> i32 {
@@ -20,7 +36,7 @@ fn code(out: &Output) -> i32 {
 
 #[test]
 fn list_shows_every_tool_with_its_description() {
-    let (out, _d) = run(&["list"]);
+    let out = run(&["list"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
     for tool in ["echo", "time", "json", "count", "spin"] {
@@ -31,7 +47,7 @@ fn list_shows_every_tool_with_its_description() {
 
 #[test]
 fn list_json_gives_full_specs() {
-    let (out, _d) = run(&["list", "--json"]);
+    let out = run(&["list", "--json"]);
     let specs: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
     let echo = specs
         .as_array()
@@ -45,7 +61,7 @@ fn list_json_gives_full_specs() {
 
 #[test]
 fn call_prints_the_result_json_on_stdout() {
-    let (out, _d) = run(&["call", "echo", r#"{"message":"hello"}"#]);
+    let out = run(&["call", "echo", r#"{"message":"hello"}"#]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let value: Value = serde_json::from_str(&stdout(&out)).expect("JSON result");
     assert_eq!(value, json!({"message": "hello"}));
@@ -53,19 +69,19 @@ fn call_prints_the_result_json_on_stdout() {
 
 #[test]
 fn call_exit_codes_distinguish_invalid_args_failed_timeout_and_unknown() {
-    let (out, _d) = run(&["call", "echo", "{not json"]);
+    let out = run(&["call", "echo", "{not json"]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(stderr(&out).contains("invalid arguments"), "{}", stderr(&out));
     assert!(stdout(&out).is_empty());
 
-    let (out, _d) = run(&["call", "echo", r#"{"message": 1}"#]);
+    let out = run(&["call", "echo", r#"{"message": 1}"#]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
 
-    let (out, _d) = run(&["call", "panic"]);
+    let out = run(&["call", "panic"]);
     assert_eq!(code(&out), 5, "{}", stderr(&out));
     assert!(stderr(&out).contains("execution failed"), "{}", stderr(&out));
 
-    let (out, _d) = run(&["call", "nope"]);
+    let out = run(&["call", "nope"]);
     assert_eq!(code(&out), 7, "{}", stderr(&out));
     assert!(stderr(&out).contains("no tool named `nope`"), "{}", stderr(&out));
 }
@@ -78,7 +94,7 @@ fn a_timeout_from_the_policy_gives_the_timeout_exit_code() {
         .expect("default policy")
         .replace("timeout_ms = 30000", "timeout_ms = 200");
     std::fs::write(&policy, text).expect("write policy");
-    let out = chitin(data.path(), &[built_dir("fixtures")])
+    let out = chitin(data.path(), &sources())
         .arg("--policy")
         .arg(&policy)
         .args(["call", "spin"])
@@ -105,7 +121,7 @@ fn a_bad_policy_is_refused_naming_the_key() {
 
 #[test]
 fn a_stdout_flood_never_reaches_the_hosts_stdout() {
-    let (out, _d) = run(&["call", "stdout_flood", r#"{"lines": 5000}"#]);
+    let out = run(&["call", "stdout_flood", r#"{"lines": 5000}"#]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let value: Value = serde_json::from_str(&stdout(&out)).expect("stdout is only the result");
     assert_eq!(value, json!({"printed": 5000}));
@@ -115,7 +131,7 @@ fn a_stdout_flood_never_reaches_the_hosts_stdout() {
 
 #[test]
 fn call_log_shows_the_tools_log_on_stderr_only() {
-    let (out, _d) = run(&["call", "--log", "log_flood", r#"{"count": 3}"#]);
+    let out = run(&["call", "--log", "log_flood", r#"{"count": 3}"#]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stderr(&out).contains("[log info]"), "{}", stderr(&out));
     assert!(!stdout(&out).contains("[log"), "{}", stdout(&out));
@@ -123,7 +139,7 @@ fn call_log_shows_the_tools_log_on_stderr_only() {
 
 #[test]
 fn schema_openai_has_function_definitions_without_type_arrays() {
-    let (out, _d) = run(&["schema", "--format", "openai"]);
+    let out = run(&["schema", "--format", "openai"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let tools: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
     let json_tool = tools
@@ -139,7 +155,7 @@ fn schema_openai_has_function_definitions_without_type_arrays() {
 
 #[test]
 fn schema_mcp_has_annotations_and_output_schemas() {
-    let (out, _d) = run(&["schema", "--format", "mcp"]);
+    let out = run(&["schema", "--format", "mcp"]);
     let doc: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
     let echo = doc["tools"]
         .as_array()
@@ -155,7 +171,7 @@ fn schema_mcp_has_annotations_and_output_schemas() {
 #[test]
 fn inspect_shows_imports_exports_hash_and_tools() {
     let echo = built_dir("components").join("echo.wasm");
-    let (out, _d) = run(&["inspect", echo.to_str().expect("utf-8 path"), "--json"]);
+    let out = run(&["inspect", echo.to_str().expect("utf-8 path"), "--json"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let doc: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
     assert!(doc["hash"].as_str().expect("hash").starts_with("blake3:"));
@@ -169,7 +185,7 @@ fn inspect_shows_imports_exports_hash_and_tools() {
 #[test]
 fn inspect_refuses_a_future_contract_with_a_reason() {
     let file = built_dir("fixtures").join("test-future-contract.wasm");
-    let (out, _d) = run(&["inspect", file.to_str().expect("utf-8 path")]);
+    let out = run(&["inspect", file.to_str().expect("utf-8 path")]);
     assert_eq!(code(&out), 1);
     let text = stdout(&out);
     assert!(text.contains("chitin:tool/tool@0.2.0"), "{text}");
@@ -187,6 +203,19 @@ fn inspect_refuses_a_core_module() {
         .expect("run");
     assert_eq!(code(&out), 1);
     assert!(stderr(&out).contains("not a component"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_directory_holding_a_refused_component_fails_to_load_naming_it() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let out = chitin(data.path(), &[built_dir("fixtures")])
+        .arg("list")
+        .output()
+        .expect("run");
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(err.contains("test-future-contract.wasm"), "{err}");
+    assert!(err.contains("0.2.0") && err.contains("^0.1"), "{err}");
 }
 
 #[test]

@@ -112,11 +112,11 @@ macro_rules! export_tools {
 /// Support for [`export_tools!`]; not a stable API.
 #[doc(hidden)]
 pub mod __private {
+    use crate::bindings::chitin::tool::types::Annotations as WitAnnotations;
     pub use crate::bindings::chitin::tool::types::{
         ToolError as WitToolError, ToolSpec as WitToolSpec,
     };
     pub use crate::bindings::exports::chitin::tool::tool::Guest;
-    use crate::bindings::chitin::tool::types::Annotations as WitAnnotations;
     use crate::{Tool, dispatch};
 
     /// The WIT specs of the tools.
@@ -177,6 +177,18 @@ mod tests {
         data: Value,
         mode: Option<Mode>,
         count: u64,
+        #[serde(default)]
+        tag: Option<String>,
+        /// Any JSON value, or nothing
+        extra: Option<Value>,
+        /// A nested object
+        inner: Option<Inner>,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Inner {
+        x: i32,
     }
 
     #[derive(Serialize, JsonSchema)]
@@ -232,6 +244,14 @@ mod tests {
         assert!(props["limit"].get("format").is_none());
         assert_eq!(props["mode"]["type"], "string");
         assert_eq!(props["mode"]["enum"], json!(["fast", "slow"]));
+        assert_eq!(props["tag"], json!({ "type": "string" }));
+        assert_eq!(
+            props["extra"],
+            json!({ "description": "Any JSON value, or nothing" })
+        );
+        assert_eq!(props["inner"]["type"], "object");
+        assert_eq!(props["inner"]["description"], "A nested object");
+        assert_eq!(props["inner"]["required"], json!(["x"]));
     }
 
     #[test]
@@ -295,8 +315,12 @@ mod tests {
 
     #[test]
     fn wrong_type_is_invalid_args_naming_the_field() {
-        let err = dispatch(&tools(), "run", r#"{"name": "a", "data": 1, "count": "two"}"#)
-            .unwrap_err();
+        let err = dispatch(
+            &tools(),
+            "run",
+            r#"{"name": "a", "data": 1, "count": "two"}"#,
+        )
+        .unwrap_err();
         let ToolError::InvalidArgs(message) = err else {
             panic!("expected InvalidArgs, got {err:?}");
         };
@@ -311,7 +335,11 @@ mod tests {
 
     #[test]
     fn good_call_serialises_the_result() {
-        let out = dispatch(&tools(), "run", r#"{"name": "a", "data": null, "count": 2}"#);
+        let out = dispatch(
+            &tools(),
+            "run",
+            r#"{"name": "a", "data": null, "count": 2}"#,
+        );
         assert_eq!(out.as_deref(), Ok(r#"{"name":"a"}"#));
     }
 

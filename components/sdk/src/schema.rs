@@ -11,7 +11,9 @@ use serde_json::{Map, Value, json};
 
 /// The input schema for an argument type `T`, in the OpenAI-compatible form.
 pub fn input_schema<T: JsonSchema>() -> Value {
-    let settings = base_settings().for_deserialize().with_transform(OpenAiCompat);
+    let settings = base_settings()
+        .for_deserialize()
+        .with_transform(OpenAiCompat);
     object_root(settings.into_generator().into_root_schema_for::<T>())
 }
 
@@ -78,6 +80,11 @@ impl Transform for OpenAiCompat {
         drop_null_branches(object, "anyOf");
         drop_null_branches(object, "oneOf");
         drop_numeric_format(object);
+        // `#[serde(default)]` on an `Option` documents `"default": null`, which the now
+        // non-nullable type contradicts.
+        if object.get("default").is_some_and(Value::is_null) {
+            object.remove("default");
+        }
     }
 }
 
@@ -153,7 +160,10 @@ fn drop_null_branches(object: &mut Map<String, Value>, key: &str) {
 /// schemars marks integer widths with formats such as `uint32` that no JSON Schema consumer knows
 /// (some reject them); `minimum` already carries the sign.
 fn drop_numeric_format(object: &mut Map<String, Value>) {
-    let numeric = matches!(object.get("type").and_then(Value::as_str), Some("integer" | "number"));
+    let numeric = matches!(
+        object.get("type").and_then(Value::as_str),
+        Some("integer" | "number")
+    );
     if numeric {
         object.remove("format");
     }

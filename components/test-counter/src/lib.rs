@@ -21,12 +21,8 @@ fn count(_: NoArgs) -> Result<CountOutput, ToolError> {
 
 fn tools() -> Vec<Tool> {
     vec![
-        Tool::new(
-            "count",
-            "Counts the calls this instance has served.",
-            count,
-        )
-        .output_schema::<CountOutput>(),
+        Tool::new("count", "Counts the calls this instance has served.", count)
+            .output_schema::<CountOutput>(),
     ]
 }
 

@@ -41,6 +41,12 @@ pub fn test_engine() -> EngineOptions {
     }
 }
 
+/// One compile cache per test process, so each component compiles once, not once per test.
+fn shared_cache() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir")).path()
+}
+
 /// A host over a temporary data directory.
 pub struct TestEnv {
     pub data: tempfile::TempDir,
@@ -48,10 +54,14 @@ pub struct TestEnv {
 }
 
 impl TestEnv {
-    /// A host with `paths` loaded under `limits`.
+    /// A host with `paths` loaded under `limits`, sharing this test process's compile cache.
     pub async fn new(paths: &[PathBuf], limits: Limits) -> TestEnv {
         let data = tempfile::tempdir().expect("tempdir");
-        let host = Self::host_in(data.path(), paths, limits).await;
+        let runtime = Runtime::new(shared_cache(), &test_engine()).expect("runtime");
+        let mut host = Host::new(runtime, limits);
+        for path in paths {
+            host.load_path(path).await.expect("load component");
+        }
         TestEnv { data, host }
     }
 
@@ -60,7 +70,7 @@ impl TestEnv {
         Self::new(paths, Limits::default()).await
     }
 
-    /// A host in an existing data directory (to test the cache across starts).
+    /// A host in its own data directory (to test the cache across starts).
     pub async fn host_in(data: &Path, paths: &[PathBuf], limits: Limits) -> Host {
         let runtime = Runtime::new(&data.join("cache"), &test_engine()).expect("runtime");
         let mut host = Host::new(runtime, limits);
