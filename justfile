@@ -43,5 +43,5 @@ bench: build-components build-fixtures
 # Format and lint (the CI gate).
 lint:
     cargo fmt --all --check
-    cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy --workspace --all-targets {{ prepend("--exclude chitin-", components) }} {{ prepend("--exclude chitin-", fixtures) }} -- -D warnings
     cargo clippy --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }} {{ prepend("-p chitin-", fixtures) }} -- -D warnings

@@ -15,7 +15,11 @@ const ECHO_ARGS: &str = r#"{"message":"hello"}"#;
 
 fn components_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/components");
-    assert!(dir.is_dir(), "{} missing: run `just build-components`", dir.display());
+    assert!(
+        dir.is_dir(),
+        "{} missing: run `just build-components`",
+        dir.display()
+    );
     dir
 }
 
@@ -26,10 +30,17 @@ fn rt() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-async fn host(data: &Path, allocator: AllocatorProfile, slots: u32, paths: &[PathBuf]) -> Host {
+async fn host(
+    data: &Path,
+    allocator: AllocatorProfile,
+    keep_resident: Option<usize>,
+    slots: u32,
+    paths: &[PathBuf],
+) -> Host {
     let options = EngineOptions {
         allocator,
         max_live_instances: slots,
+        keep_resident,
     };
     let runtime = Runtime::new(&data.join("cache"), &options).expect("runtime");
     let mut host = Host::new(runtime, Limits::default());
@@ -70,9 +81,77 @@ fn throughput(host: &Host, threads: usize, window: Duration) -> f64 {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("bench thread")).sum()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread"))
+            .sum()
     });
     total as f64 / window.as_secs_f64()
+}
+
+/// Median cost of each phase of a call, measured separately (tuned pooling).
+fn breakdown(rt: &tokio::runtime::Runtime, echo: &Path, calls: usize) {
+    let data = tempfile::tempdir().expect("tempdir");
+    let host = rt.block_on(host(
+        data.path(),
+        AllocatorProfile::Tuned,
+        None,
+        1000,
+        &[echo.to_owned()],
+    ));
+    let component = &host.components()[0];
+    let limits = Limits::default();
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let mut state = Vec::with_capacity(calls);
+    let mut validate = Vec::with_capacity(calls);
+    let mut instantiate = Vec::with_capacity(calls);
+    let mut drop_instance = Vec::with_capacity(calls);
+    let mut full = Vec::with_capacity(calls);
+    rt.block_on(async {
+        for _ in 0..calls {
+            let t = Instant::now();
+            drop(std::hint::black_box(chitin_host::state::HostState::new(
+                &limits,
+            )));
+            state.push(t.elapsed());
+            let t = Instant::now();
+            component.tools[0].validate_args(ECHO_ARGS).expect("valid");
+            validate.push(t.elapsed());
+            let t = Instant::now();
+            let live = host
+                .runtime()
+                .hold(component, &limits)
+                .await
+                .expect("instance");
+            instantiate.push(t.elapsed());
+            let t = Instant::now();
+            drop(live);
+            drop_instance.push(t.elapsed());
+            let t = Instant::now();
+            host.call("echo", ECHO_ARGS).await.result.expect("echo");
+            full.push(t.elapsed());
+        }
+    });
+    println!("\n## Where an echo call's time goes (medians, tuned pooling)");
+    println!("| phase | median |");
+    println!("|---|---|");
+    println!(
+        "| validate arguments against the schema | {} |",
+        us(median(validate))
+    );
+    println!(
+        "| per-call state (WASI context, log), built and dropped | {} |",
+        us(median(state))
+    );
+    println!("| new store + instantiate | {} |", us(median(instantiate)));
+    println!(
+        "| drop store (slot reset) | {} |",
+        us(median(drop_instance))
+    );
+    println!("| whole call | {} |", us(median(full)));
 }
 
 fn rss_bytes() -> u64 {
@@ -95,16 +174,45 @@ fn main() {
     let window = Duration::from_millis(1500);
     let rt = rt();
 
-    println!("\n## Fresh-instance echo call (full host path: validate args, new store, instantiate, call, drop)");
+    breakdown(&rt, &echo, calls);
+
+    println!(
+        "\n## Fresh-instance echo call (full host path: validate args, new store, instantiate, call, drop)"
+    );
     println!("| allocator | p50 | p99 | 1 thread calls/s | 2 threads calls/s | 2T / 1T |");
     println!("|---|---|---|---|---|---|");
-    for (label, profile) in [
-        ("tuned pooling", AllocatorProfile::Tuned),
-        ("default pooling", AllocatorProfile::PoolingDefault),
-        ("on-demand", AllocatorProfile::OnDemand),
+    for (label, profile, keep) in [
+        ("tuned pooling".to_owned(), AllocatorProfile::Tuned, None),
+        (
+            "tuned, keep-resident 64 KiB".to_owned(),
+            AllocatorProfile::Tuned,
+            Some(64 << 10),
+        ),
+        (
+            "tuned, keep-resident 256 KiB".to_owned(),
+            AllocatorProfile::Tuned,
+            Some(256 << 10),
+        ),
+        (
+            "tuned, keep-resident 4 MiB".to_owned(),
+            AllocatorProfile::Tuned,
+            Some(4 << 20),
+        ),
+        (
+            "default pooling".to_owned(),
+            AllocatorProfile::PoolingDefault,
+            None,
+        ),
+        ("on-demand".to_owned(), AllocatorProfile::OnDemand, None),
     ] {
         let data = tempfile::tempdir().expect("tempdir");
-        let host = rt.block_on(host(data.path(), profile, 1000, std::slice::from_ref(&echo)));
+        let host = rt.block_on(host(
+            data.path(),
+            profile,
+            keep,
+            1000,
+            std::slice::from_ref(&echo),
+        ));
         let report = host.runtime().engine_report();
         let mut samples = Vec::with_capacity(calls);
         rt.block_on(async {
@@ -124,7 +232,7 @@ fn main() {
         let label = if report.pagemap_scan {
             format!("{label} (pagemap_scan)")
         } else {
-            label.to_owned()
+            label
         };
         println!(
             "| {label} | {} | {} | {:.0} | {:.0} | {:.2}× |",
@@ -145,7 +253,13 @@ fn main() {
         let data = tempfile::tempdir().expect("tempdir");
         for bucket in [&mut cold, &mut warm] {
             let t = Instant::now();
-            let h = rt.block_on(host(data.path(), AllocatorProfile::Tuned, 1000, std::slice::from_ref(&dir)));
+            let h = rt.block_on(host(
+                data.path(),
+                AllocatorProfile::Tuned,
+                None,
+                1000,
+                std::slice::from_ref(&dir),
+            ));
             bucket.push(t.elapsed());
             drop(h);
         }
@@ -168,14 +282,25 @@ fn main() {
         ("on-demand", AllocatorProfile::OnDemand),
     ] {
         let data = tempfile::tempdir().expect("tempdir");
-        let host = rt.block_on(host(data.path(), profile, 1100, std::slice::from_ref(&echo)));
+        let host = rt.block_on(host(
+            data.path(),
+            profile,
+            None,
+            1100,
+            std::slice::from_ref(&echo),
+        ));
         let component = &host.components()[0];
         let limits = Limits::default();
         // One instance first, so shared code and images are already resident.
-        let first = rt.block_on(host.runtime().hold(component, &limits)).expect("instance");
+        let first = rt
+            .block_on(host.runtime().hold(component, &limits))
+            .expect("instance");
         let before = rss_bytes();
         let live: Vec<_> = (0..1000)
-            .map(|_| rt.block_on(host.runtime().hold(component, &limits)).expect("instance"))
+            .map(|_| {
+                rt.block_on(host.runtime().hold(component, &limits))
+                    .expect("instance")
+            })
             .collect();
         let after = rss_bytes();
         println!(

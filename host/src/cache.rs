@@ -134,8 +134,8 @@ impl CompileCache {
                 }
             }
         }
-        let component =
-            Component::new(engine, bytes).map_err(|e| LoadOrCompileError::Compile(format!("{e:#}")))?;
+        let component = Component::new(engine, bytes)
+            .map_err(|e| LoadOrCompileError::Compile(format!("{e:#}")))?;
         let outcome = if existed {
             CacheOutcome::Rebuilt
         } else {
@@ -155,8 +155,8 @@ impl CompileCache {
         artifact: &Path,
         checksum: &Path,
     ) -> Result<Component, String> {
-        let expected = std::fs::read_to_string(checksum)
-            .map_err(|e| format!("no readable checksum ({e})"))?;
+        let expected =
+            std::fs::read_to_string(checksum).map_err(|e| format!("no readable checksum ({e})"))?;
         let data = std::fs::read(artifact).map_err(|e| format!("unreadable ({e})"))?;
         let actual = blake3::hash(&data).to_hex();
         if expected.trim() != actual.as_str() {
@@ -168,7 +168,12 @@ impl CompileCache {
             .map_err(|e| format!("rejected by wasmtime ({e:#})"))
     }
 
-    fn store(&self, component: &Component, artifact: &Path, checksum: &Path) -> Result<(), CacheError> {
+    fn store(
+        &self,
+        component: &Component,
+        artifact: &Path,
+        checksum: &Path,
+    ) -> Result<(), CacheError> {
         let bytes = component.serialize().map_err(|e| CacheError::Io {
             path: artifact.to_owned(),
             cause: std::io::Error::other(e.to_string()),

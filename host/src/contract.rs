@@ -14,7 +14,9 @@ pub const TOOL_INTERFACE: &str = "chitin:tool/tool";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ContractError {
     /// It exports no `chitin:tool/tool` interface.
-    #[error("exports no `{TOOL_INTERFACE}` interface, so it carries no tools (it exports: {exports})")]
+    #[error(
+        "exports no `{TOOL_INTERFACE}` interface, so it carries no tools (it exports: {exports})"
+    )]
     NotATool {
         /// What it exports instead.
         exports: String,

@@ -40,14 +40,18 @@ pub struct EngineOptions {
     pub allocator: AllocatorProfile,
     /// How many calls may be live at once (pool slots).
     pub max_live_instances: u32,
+    /// Override of the tuned keep-resident size (bytes of memory and table kept resident per slot
+    /// between calls); `None` uses the measured default. For benchmarks.
+    pub keep_resident: Option<usize>,
 }
 
 impl Default for EngineOptions {
-    /// Tuned pooling with 1000 slots (wasmtime's own pool default).
+    /// Tuned pooling with 1000 slots (wasmtime's own pool default), measured keep-resident size.
     fn default() -> Self {
         Self {
             allocator: AllocatorProfile::Tuned,
             max_live_instances: 1000,
+            keep_resident: None,
         }
     }
 }
@@ -69,11 +73,12 @@ pub fn build(options: &EngineOptions) -> anyhow::Result<(Engine, EngineReport)> 
         AllocatorProfile::OnDemand => None,
         AllocatorProfile::PoolingDefault => Some((pooling(options, None), false)),
         AllocatorProfile::Tuned => {
-            let keep = if pagemap {
+            let measured = if pagemap {
                 KEEP_RESIDENT_PAGEMAP
             } else {
                 KEEP_RESIDENT_MEMSET
             };
+            let keep = options.keep_resident.unwrap_or(measured);
             Some((pooling(options, Some((keep, pagemap))), pagemap))
         }
     };

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::caps::log::LogRecord;
 use crate::error::{LoadError, ToolError};
 use crate::limits::Limits;
 use crate::runtime::{CallReport, LoadedComponent, Runtime};
@@ -109,12 +108,7 @@ impl Host {
     /// Call tool `name` with `args_json` in a fresh sandbox.
     pub async fn call(&self, name: &str, args_json: &str) -> CallReport {
         let Some(&(c, t)) = self.index.get(name) else {
-            return CallReport {
-                result: Err(ToolError::NotFound(self.unknown_tool(name))),
-                log: LogRecord::default(),
-                fuel_used: 0,
-                duration: std::time::Duration::ZERO,
-            };
+            return CallReport::refused(ToolError::NotFound(self.unknown_tool(name)));
         };
         self.runtime
             .call(&self.components[c], t, args_json, &self.limits)

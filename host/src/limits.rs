@@ -106,5 +106,8 @@ pub fn floor_char_boundary_len(s: &str, max: usize) -> usize {
     if max >= s.len() {
         return s.len();
     }
-    (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0)
+    (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
 }

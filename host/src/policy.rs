@@ -43,7 +43,9 @@ pub enum PolicyError {
         message: String,
     },
     /// The schema version is not one this host reads.
-    #[error("policy {path}: schema {found} is not supported (this host reads schema {POLICY_SCHEMA})")]
+    #[error(
+        "policy {path}: schema {found} is not supported (this host reads schema {POLICY_SCHEMA})"
+    )]
     Schema {
         /// The policy file.
         path: PathBuf,
@@ -63,7 +65,10 @@ pub enum PolicyError {
 impl Policy {
     /// The built-in default policy.
     pub fn builtin() -> Result<Self, PolicyError> {
-        Self::parse(DEFAULT_POLICY, Path::new("<built-in policies/default.toml>"))
+        Self::parse(
+            DEFAULT_POLICY,
+            Path::new("<built-in policies/default.toml>"),
+        )
     }
 
     /// Read a policy file.

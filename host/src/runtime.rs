@@ -89,6 +89,18 @@ pub struct CallOutput {
     pub truncated_from: Option<usize>,
 }
 
+impl CallReport {
+    /// A call refused before any sandbox ran (unknown tool, invalid arguments).
+    pub fn refused(error: ToolError) -> Self {
+        Self {
+            result: Err(error),
+            log: LogRecord::default(),
+            fuel_used: 0,
+            duration: Duration::ZERO,
+        }
+    }
+}
+
 impl CallOutput {
     /// The result as JSON, when it was not truncated and parses.
     pub fn json(&self) -> Option<serde_json::Value> {
@@ -105,7 +117,8 @@ impl Runtime {
         let (engine, report) =
             engine::build(options).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(&engine);
-        crate::caps::add_to_linker(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        crate::caps::add_to_linker(&mut linker)
+            .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
         let cache = CompileCache::open(cache_root, &engine)?;
         let ticker = EpochTicker::start(&engine).map_err(RuntimeError::Ticker)?;
         Ok(Self {
@@ -221,28 +234,26 @@ impl Runtime {
         limits: &Limits,
     ) -> CallReport {
         let Some(tool) = component.tools.get(index) else {
-            return CallReport {
-                result: Err(ToolError::NotFound(format!(
-                    "{} has no tool number {index}",
-                    component.name()
-                ))),
-                log: LogRecord::default(),
-                fuel_used: 0,
-                duration: Duration::ZERO,
-            };
+            return CallReport::refused(ToolError::NotFound(format!(
+                "{} has no tool number {index}",
+                component.name()
+            )));
         };
         if let Err(e) = tool.validate_args(args_json) {
-            return CallReport {
-                result: Err(e),
-                log: LogRecord::default(),
-                fuel_used: 0,
-                duration: Duration::ZERO,
-            };
+            return CallReport::refused(e);
         }
-        let report =
-            sandbox::call(&self.engine, &component.pre, limits, &tool.spec.name, args_json).await;
+        let report = sandbox::call(
+            &self.engine,
+            &component.pre,
+            limits,
+            &tool.spec.name,
+            args_json,
+        )
+        .await;
         CallReport {
-            result: report.result.map(|text| cap_output(text, limits.output_bytes)),
+            result: report
+                .result
+                .map(|text| cap_output(text, limits.output_bytes)),
             log: report.log,
             fuel_used: report.fuel_used,
             duration: report.duration,
@@ -287,6 +298,9 @@ mod tests {
         let out = cap_output("x".repeat(1000), 100);
         assert_eq!(out.truncated_from, Some(1000));
         assert!(out.text.starts_with(&"x".repeat(100)));
-        assert!(out.text.contains("output truncated: showing 100 of 1000 bytes"));
+        assert!(
+            out.text
+                .contains("output truncated: showing 100 of 1000 bytes")
+        );
     }
 }

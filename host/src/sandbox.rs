@@ -58,7 +58,9 @@ macro_rules! run_in_sandbox {
         let started = Instant::now();
         match new_store($engine, limits) {
             Err(e) => RunReport {
-                result: Err(ToolError::ExecutionFailed(format!("cannot create a sandbox: {e:#}"))),
+                result: Err(ToolError::ExecutionFailed(format!(
+                    "cannot create a sandbox: {e:#}"
+                ))),
                 log: LogRecord::default(),
                 fuel_used: 0,
                 duration: started.elapsed(),
@@ -178,9 +180,10 @@ fn trap_to_error(
         Some(Trap::StackOverflow) => ToolError::ExecutionFailed(
             "stack overflow: the component recursed too deeply and was stopped".into(),
         ),
-        Some(trap) => {
-            ToolError::ExecutionFailed(format!("the component trapped: {trap}{}", panic_message(log)))
-        }
+        Some(trap) => ToolError::ExecutionFailed(format!(
+            "the component trapped: {trap}{}",
+            panic_message(log)
+        )),
         None => ToolError::ExecutionFailed(format!("{err:#}")),
     }
 }
@@ -200,9 +203,8 @@ fn panic_message(log: &LogRecord) -> String {
     }
 }
 
-
 fn human_bytes(n: usize) -> String {
-    if n >= MIB && n % MIB == 0 {
+    if n >= MIB && n.is_multiple_of(MIB) {
         format!("{} MiB", n / MIB)
     } else if n >= MIB {
         format!("{:.1} MiB", n as f64 / MIB as f64)

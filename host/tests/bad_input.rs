@@ -42,7 +42,11 @@ async fn malformed_json_arguments_are_invalid_args() {
 async fn arguments_that_are_not_an_object_are_invalid_args() {
     let env = TestEnv::with(&[component("echo")]).await;
     let report = env.call("echo", json!(["message"])).await;
-    assert!(matches!(report.result, Err(ToolError::InvalidArgs(_))), "{:?}", report.result);
+    assert!(
+        matches!(report.result, Err(ToolError::InvalidArgs(_))),
+        "{:?}",
+        report.result
+    );
 }
 
 #[tokio::test]
@@ -60,7 +64,11 @@ async fn an_unknown_tool_is_not_found_and_lists_the_known_ones() {
 async fn a_core_module_is_refused_as_not_a_component() {
     let core = wat::parse_str("(module (func (export \"f\")))").expect("wat");
     let err = load_err(&core).await;
-    assert!(err.to_string().contains("core WebAssembly module, not a component"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("core WebAssembly module, not a component"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -106,8 +114,14 @@ async fn a_contract_version_the_host_does_not_accept_is_refused() {
 #[tokio::test]
 async fn two_components_carrying_the_same_tool_name_are_refused() {
     let data = tempfile::tempdir().expect("tempdir");
-    let rt = Runtime::new(&data.path().join("cache"), &EngineOptions { max_live_instances: 8, ..test_engine() })
-        .expect("runtime");
+    let rt = Runtime::new(
+        &data.path().join("cache"),
+        &EngineOptions {
+            max_live_instances: 8,
+            ..test_engine()
+        },
+    )
+    .expect("runtime");
     let mut host = Host::new(rt, Limits::default());
     host.load_file(&component("echo")).await.expect("echo");
     let copy = data.path().join("echo-copy.wasm");

@@ -20,9 +20,17 @@ async fn a_second_start_loads_from_the_cache() {
     let second = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
     let stats = second.runtime().cache_stats();
     assert_eq!((stats.hits, stats.compiled, stats.rebuilt), (2, 0, 0));
-    assert!(second.components().iter().all(|c| c.cache == CacheOutcome::Hit));
+    assert!(
+        second
+            .components()
+            .iter()
+            .all(|c| c.cache == CacheOutcome::Hit)
+    );
     let report = second.call("echo", r#"{"message":"cached"}"#).await;
-    assert_eq!(report.result.expect("echo").json(), Some(json!({"message": "cached"})));
+    assert_eq!(
+        report.result.expect("echo").json(),
+        Some(json!({"message": "cached"}))
+    );
 }
 
 #[tokio::test]
@@ -30,7 +38,10 @@ async fn corrupt_and_truncated_cache_entries_are_rebuilt_not_trusted() {
     let data = tempfile::tempdir().expect("tempdir");
     let paths = [component("echo")];
     let first = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
-    let (artifact, _) = first.runtime().cache().entry_paths(&first.components()[0].hash);
+    let (artifact, _) = first
+        .runtime()
+        .cache()
+        .entry_paths(&first.components()[0].hash);
     drop(first);
 
     // Flip bytes in the middle of the precompiled code.
@@ -49,7 +60,10 @@ async fn corrupt_and_truncated_cache_entries_are_rebuilt_not_trusted() {
 
     // Truncate it.
     let len = std::fs::metadata(&artifact).expect("entry").len();
-    let file = std::fs::OpenOptions::new().write(true).open(&artifact).expect("open");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&artifact)
+        .expect("open");
     file.set_len(len / 3).expect("truncate");
     let third = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
     assert_eq!(third.runtime().cache_stats().rebuilt, 1);

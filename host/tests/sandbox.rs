@@ -110,7 +110,12 @@ async fn a_huge_output_is_truncated_with_a_marker() {
     let total = out.truncated_from.expect("marked as truncated");
     assert!(total > 1_000_000, "{total}");
     assert!(out.text.len() < 64 * 1024 + 200, "{}", out.text.len());
-    assert!(out.text.ends_with(&format!("showing 65536 of {total} bytes]")), "{}", &out.text[out.text.len() - 80..]);
+    assert!(
+        out.text
+            .ends_with(&format!("showing 65536 of {total} bytes]")),
+        "{}",
+        &out.text[out.text.len() - 80..]
+    );
     still_works(&env).await;
 }
 
@@ -118,7 +123,10 @@ async fn a_huge_output_is_truncated_with_a_marker() {
 async fn a_log_flood_is_capped_in_entries_and_bytes() {
     let env = hostile(Limits::default()).await;
     let report = env.call("log_flood", json!({"count": 5000})).await;
-    assert_eq!(report.result.expect("log flood returns").json(), Some(json!({"logged": 5000})));
+    assert_eq!(
+        report.result.expect("log flood returns").json(),
+        Some(json!({"logged": 5000}))
+    );
     assert_eq!(report.log.entries.len(), 1000);
     assert!(report.log.dropped >= 4000, "{}", report.log.dropped);
     assert!(report.log.entries.iter().all(|e| e.message.len() <= 4096));
@@ -142,9 +150,18 @@ async fn a_long_log_entry_is_cut_to_4_kib() {
 async fn a_stdout_flood_lands_in_the_capped_log() {
     let env = hostile(Limits::default()).await;
     let report = env.call("stdout_flood", json!({"lines": 20_000})).await;
-    assert_eq!(report.result.expect("flood returns").json(), Some(json!({"printed": 20_000})));
+    assert_eq!(
+        report.result.expect("flood returns").json(),
+        Some(json!({"printed": 20_000}))
+    );
     assert_eq!(report.log.entries.len(), 1000);
-    assert!(report.log.entries.iter().any(|e| e.source == LogSource::Stdout));
+    assert!(
+        report
+            .log
+            .entries
+            .iter()
+            .any(|e| e.source == LogSource::Stdout)
+    );
     assert!(report.log.dropped > 30_000, "{}", report.log.dropped);
     still_works(&env).await;
 }
@@ -154,7 +171,9 @@ async fn concurrent_calls_do_not_share_state() {
     let env = hostile(Limits::default()).await;
     let calls = (0..16).map(|_| env.host.call("count", "{}"));
     for report in futures::future::join_all(calls).await {
-        assert_eq!(report.result.expect("count").json(), Some(json!({"count": 1})));
+        assert_eq!(
+            report.result.expect("count").json(),
+            Some(json!({"count": 1}))
+        );
     }
 }
-

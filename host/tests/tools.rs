@@ -48,13 +48,19 @@ async fn time_now_parse_format_and_diff() {
     assert!(now["iso"].as_str().unwrap().contains('T'), "{now}");
 
     let parsed = env
-        .ok("time", json!({"operation": "parse", "timestamp": "2024-02-29T12:00:00Z"}))
+        .ok(
+            "time",
+            json!({"operation": "parse", "timestamp": "2024-02-29T12:00:00Z"}),
+        )
         .await;
     assert_eq!(parsed["unix"], json!(1_709_208_000));
     assert_eq!(parsed["unix_millis"], json!(1_709_208_000_000i64));
 
     let unix = env
-        .ok("time", json!({"operation": "parse", "timestamp": "1709208000"}))
+        .ok(
+            "time",
+            json!({"operation": "parse", "timestamp": "1709208000"}),
+        )
         .await;
     assert_eq!(unix["unix"], json!(1_709_208_000));
 
@@ -83,8 +89,11 @@ async fn time_rejects_bad_operations_timestamps_and_formats() {
     let msg = invalid_args(&env.call("time", json!({"operation": "parse"})).await);
     assert!(msg.contains("timestamp"), "{msg}");
     let msg = invalid_args(
-        &env.call("time", json!({"operation": "parse", "timestamp": "not a time"}))
-            .await,
+        &env.call(
+            "time",
+            json!({"operation": "parse", "timestamp": "not a time"}),
+        )
+        .await,
     );
     assert!(msg.contains("not a time"), "{msg}");
     let msg = invalid_args(
@@ -101,7 +110,10 @@ async fn time_rejects_bad_operations_timestamps_and_formats() {
 async fn json_parse_query_stringify_validate() {
     let env = env().await;
     let parsed = env
-        .ok("json", json!({"operation": "parse", "data": "{\"a\": [1, 2]}"}))
+        .ok(
+            "json",
+            json!({"operation": "parse", "data": "{\"a\": [1, 2]}"}),
+        )
         .await;
     assert_eq!(parsed["value"], json!({"a": [1, 2]}));
 
@@ -115,7 +127,10 @@ async fn json_parse_query_stringify_validate() {
     assert_eq!(queried["count"], json!(1));
 
     let text = env
-        .ok("json", json!({"operation": "stringify", "data": {"k": [true, null]}}))
+        .ok(
+            "json",
+            json!({"operation": "stringify", "data": {"k": [true, null]}}),
+        )
         .await;
     assert_eq!(text["json"], json!("{\"k\":[true,null]}"));
 
@@ -136,11 +151,17 @@ async fn json_rejects_missing_data_bad_paths_and_bad_text() {
     let msg = invalid_args(&env.call("json", json!({"operation": "parse"})).await);
     assert!(msg.contains("data"), "{msg}");
     let msg = invalid_args(
-        &env.call("json", json!({"operation": "query", "data": {}, "path": "$[?"}))
-            .await,
+        &env.call(
+            "json",
+            json!({"operation": "query", "data": {}, "path": "$[?"}),
+        )
+        .await,
     );
     assert!(!msg.is_empty());
-    let msg = invalid_args(&env.call("json", json!({"operation": "parse", "data": "{oops"})).await);
+    let msg = invalid_args(
+        &env.call("json", json!({"operation": "parse", "data": "{oops"}))
+            .await,
+    );
     assert!(msg.contains("line"), "{msg}");
 }
 
@@ -152,5 +173,8 @@ async fn json_schema_of_data_accepts_any_value_and_has_no_type() {
     assert!(data.is_object(), "{data}");
     assert!(data.get("type").is_none(), "{data}");
     let text = spec.input_schema.to_string();
-    assert!(!text.contains("\"type\":["), "type arrays are not OpenAI-compatible: {text}");
+    assert!(
+        !text.contains("\"type\":["),
+        "type arrays are not OpenAI-compatible: {text}"
+    );
 }

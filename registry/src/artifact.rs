@@ -117,9 +117,9 @@ impl WitWorld {
             Ok(wit_parser::decoding::DecodedWasm::Component(resolve, world)) => {
                 Ok(Self { resolve, world })
             }
-            Ok(wit_parser::decoding::DecodedWasm::WitPackage(..)) => Err(
-                ArtifactError::Malformed("holds a WIT package, not a component".into()),
-            ),
+            Ok(wit_parser::decoding::DecodedWasm::WitPackage(..)) => Err(ArtifactError::Malformed(
+                "holds a WIT package, not a component".into(),
+            )),
             Err(e) => Err(ArtifactError::Malformed(format!("{e:#}"))),
         }
     }

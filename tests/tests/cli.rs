@@ -20,7 +20,8 @@ fn sources() -> Vec<PathBuf> {
 /// One data directory for this test process, so its compile cache is shared across tests.
 fn shared_data() -> &'static std::path::Path {
     static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir")).path()
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
+        .path()
 }
 
 fn run(args: &[&str]) -> Output {
@@ -40,7 +41,10 @@ fn list_shows_every_tool_with_its_description() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
     for tool in ["echo", "time", "json", "count", "spin"] {
-        assert!(text.lines().any(|l| l.starts_with(tool)), "{tool} missing:\n{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with(tool)),
+            "{tool} missing:\n{text}"
+        );
     }
     assert!(text.contains("Returns its input unchanged"), "{text}");
 }
@@ -71,7 +75,11 @@ fn call_prints_the_result_json_on_stdout() {
 fn call_exit_codes_distinguish_invalid_args_failed_timeout_and_unknown() {
     let out = run(&["call", "echo", "{not json"]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
-    assert!(stderr(&out).contains("invalid arguments"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("invalid arguments"),
+        "{}",
+        stderr(&out)
+    );
     assert!(stdout(&out).is_empty());
 
     let out = run(&["call", "echo", r#"{"message": 1}"#]);
@@ -79,11 +87,19 @@ fn call_exit_codes_distinguish_invalid_args_failed_timeout_and_unknown() {
 
     let out = run(&["call", "panic"]);
     assert_eq!(code(&out), 5, "{}", stderr(&out));
-    assert!(stderr(&out).contains("execution failed"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("execution failed"),
+        "{}",
+        stderr(&out)
+    );
 
     let out = run(&["call", "nope"]);
     assert_eq!(code(&out), 7, "{}", stderr(&out));
-    assert!(stderr(&out).contains("no tool named `nope`"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no tool named `nope`"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -125,8 +141,15 @@ fn a_stdout_flood_never_reaches_the_hosts_stdout() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let value: Value = serde_json::from_str(&stdout(&out)).expect("stdout is only the result");
     assert_eq!(value, json!({"printed": 5000}));
-    assert!(stderr(&out).len() < 1000, "the log stays off the terminal unless asked");
-    assert!(stderr(&out).contains("dropped over the cap"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).len() < 1000,
+        "the log stays off the terminal unless asked"
+    );
+    assert!(
+        stderr(&out).contains("dropped over the cap"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -221,7 +244,14 @@ fn a_directory_holding_a_refused_component_fails_to_load_naming_it() {
 #[test]
 fn version_states_the_accepted_contracts() {
     let data = tempfile::tempdir().expect("tempdir");
-    let out = chitin(data.path(), &[]).arg("--version").output().expect("run");
+    let out = chitin(data.path(), &[])
+        .arg("--version")
+        .output()
+        .expect("run");
     assert_eq!(code(&out), 0);
-    assert!(stdout(&out).contains("chitin:tool@^0.1"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("chitin:tool@^0.1"),
+        "{}",
+        stdout(&out)
+    );
 }

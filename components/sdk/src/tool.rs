@@ -26,7 +26,7 @@ pub struct Annotations {
 /// Everything the host learns about a tool at load, with the schemas as JSON values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Spec {
-    /// Unique within the component; `[a-z0-9_]`, at most 64 characters.
+    /// Unique within the component; 1-64 characters of `[A-Za-z0-9_-]`.
     pub name: String,
     /// Plain-language description for the agent.
     pub description: String,

@@ -69,7 +69,11 @@ impl Pollable for CapturedOutput {
 }
 
 impl AsyncWrite for CapturedOutput {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.log.lock().write_stream(self.source, buf);
         Poll::Ready(Ok(buf.len()))
     }

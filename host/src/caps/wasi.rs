@@ -47,9 +47,7 @@ pub fn add_to_linker(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     clocks::monotonic_clock::add_to_linker::<HostState, WasiClocks>(l, HostState::clocks)?;
     random::random::add_to_linker::<HostState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
     random::insecure::add_to_linker::<HostState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
-    random::insecure_seed::add_to_linker::<HostState, WasiRandom>(l, |t| {
-        t.ctx().ctx.random()
-    })?;
+    random::insecure_seed::add_to_linker::<HostState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
     cli::exit::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
     cli::environment::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
     cli::stdin::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;

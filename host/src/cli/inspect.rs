@@ -25,11 +25,15 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", args.file.display()))?;
     let hash = ContentHash::of(&bytes);
     artifact::validate(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
-    let world = WitWorld::decode(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+    let world =
+        WitWorld::decode(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     let (runtime, policy, _) = open_runtime(cli)?;
     let loaded = runtime.load_bytes(&args.file, &bytes, &policy.limits).await;
     let (tools, refusal) = match &loaded {
-        Ok(c) => (c.tools.iter().map(|t| t.spec.clone()).collect::<Vec<_>>(), None),
+        Ok(c) => (
+            c.tools.iter().map(|t| t.spec.clone()).collect::<Vec<_>>(),
+            None,
+        ),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
     if args.json {
@@ -60,7 +64,10 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             println!("  {name}");
         }
         match &refusal {
-            None => println!("contract: accepted ({})", crate::contract::accepted_summary()),
+            None => println!(
+                "contract: accepted ({})",
+                crate::contract::accepted_summary()
+            ),
             Some(reason) => println!("contract: REFUSED: {reason}"),
         }
         if !tools.is_empty() {
@@ -88,5 +95,9 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             println!("\n{}", world.to_wit()?);
         }
     }
-    Ok(if refusal.is_some() { Exit::Host } else { Exit::Ok })
+    Ok(if refusal.is_some() {
+        Exit::Host
+    } else {
+        Exit::Ok
+    })
 }

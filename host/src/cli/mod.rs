@@ -87,7 +87,13 @@ pub struct Cli {
 
     /// Component file or directory of `*.wasm` to load; repeatable. Default: ./build/components
     /// if it exists, else the data directory's components folder.
-    #[arg(long, global = true, env = "CHITIN_COMPONENTS", value_delimiter = ':', value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        env = "CHITIN_COMPONENTS",
+        value_delimiter = ':',
+        value_name = "PATH"
+    )]
     pub components: Vec<PathBuf>,
 
     /// Policy file (default: the built-in policies/default.toml).
@@ -120,7 +126,10 @@ pub enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

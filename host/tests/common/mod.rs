@@ -44,7 +44,8 @@ pub fn test_engine() -> EngineOptions {
 /// One compile cache per test process, so each component compiles once, not once per test.
 fn shared_cache() -> &'static Path {
     static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir")).path()
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
+        .path()
 }
 
 /// A host over a temporary data directory.
