@@ -105,7 +105,8 @@ impl Host {
         Some(&self.components[c].tools[t].spec)
     }
 
-    /// Call tool `name` with `args_json` in a fresh sandbox.
+    /// Call tool `name` with `args_json` in a fresh sandbox. Runs inside a Tokio runtime with
+    /// timers enabled (the wall-clock timeout uses them).
     pub async fn call(&self, name: &str, args_json: &str) -> CallReport {
         let Some(&(c, t)) = self.index.get(name) else {
             return CallReport::refused(ToolError::NotFound(self.unknown_tool(name)));
