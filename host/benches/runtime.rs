@@ -89,15 +89,22 @@ fn throughput(host: &Host, threads: usize, window: Duration) -> f64 {
     total as f64 / window.as_secs_f64()
 }
 
-/// Median cost of each phase of a call, measured separately (tuned pooling).
-fn breakdown(rt: &tokio::runtime::Runtime, echo: &Path, calls: usize) {
+/// Median cost of each phase of a call to `tool` of `component_file`, measured separately
+/// (tuned pooling).
+fn breakdown(
+    rt: &tokio::runtime::Runtime,
+    label: &str,
+    tool: &str,
+    component_file: &Path,
+    calls: usize,
+) {
     let data = tempfile::tempdir().expect("tempdir");
     let host = rt.block_on(host(
         data.path(),
         AllocatorProfile::Tuned,
         None,
         1000,
-        &[echo.to_owned()],
+        &[component_file.to_owned()],
     ));
     let component = &host.components()[0];
     let limits = Limits::default();
@@ -131,11 +138,11 @@ fn breakdown(rt: &tokio::runtime::Runtime, echo: &Path, calls: usize) {
             drop(live);
             drop_instance.push(t.elapsed());
             let t = Instant::now();
-            host.call("echo", ECHO_ARGS).await.result.expect("echo");
+            host.call(tool, ECHO_ARGS).await.result.expect("call");
             full.push(t.elapsed());
         }
     });
-    println!("\n## Where an echo call's time goes (medians, tuned pooling)");
+    println!("\n## Where a call's time goes: {label} (medians, tuned pooling)");
     println!("| phase | median |");
     println!("|---|---|");
     println!(
@@ -174,7 +181,20 @@ fn main() {
     let window = Duration::from_millis(1500);
     let rt = rt();
 
-    breakdown(&rt, &echo, calls);
+    let minimal = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/fixtures/test-minimal.wasm");
+    assert!(
+        minimal.is_file(),
+        "{} missing: run `just build-fixtures`",
+        minimal.display()
+    );
+    breakdown(&rt, "echo (SDK component, serde)", "echo", &echo, calls);
+    breakdown(
+        &rt,
+        "minimal_echo (wit-bindgen only, no SDK)",
+        "minimal_echo",
+        &minimal,
+        calls,
+    );
 
     println!(
         "\n## Fresh-instance echo call (full host path: validate args, new store, instantiate, call, drop)"
