@@ -242,6 +242,42 @@ fn a_directory_holding_a_refused_component_fails_to_load_naming_it() {
 }
 
 #[test]
+fn data_dir_flag_holds_the_compile_cache_and_is_private() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let dir = data.path().join("chitin-data");
+    let out = chitin(data.path(), &[built_dir("components").join("echo.wasm")])
+        .env_remove("CHITIN_DATA_DIR")
+        .arg("--data-dir")
+        .arg(&dir)
+        .arg("list")
+        .output()
+        .expect("run");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let entries: Vec<_> = std::fs::read_dir(dir.join("cache"))
+        .expect("cache dir")
+        .flatten()
+        .flat_map(|engine| {
+            std::fs::read_dir(engine.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(entries.iter().any(|n| n.ends_with(".cwasm")), "{entries:?}");
+    assert!(
+        entries.iter().any(|n| n.ends_with(".cwasm.b3")),
+        "{entries:?}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&dir)
+        .expect("data dir")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+}
+
+#[test]
 fn version_states_the_accepted_contracts() {
     let data = tempfile::tempdir().expect("tempdir");
     let out = chitin(data.path(), &[])

@@ -231,3 +231,25 @@ pub(crate) fn read_args(text: &str) -> anyhow::Result<String> {
         Ok(text.to_owned())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_error_kind_has_its_exit_code() {
+        let cases = [
+            (ToolError::InvalidArgs(String::new()), 3),
+            (ToolError::PermissionDenied(String::new()), 4),
+            (ToolError::InvalidPath(String::new()), 4),
+            (ToolError::RateLimited(String::new()), 4),
+            (ToolError::ExecutionFailed(String::new()), 5),
+            (ToolError::ExternalService(String::new()), 5),
+            (ToolError::Timeout(String::new()), 6),
+            (ToolError::NotFound(String::new()), 7),
+        ];
+        for (error, code) in cases {
+            assert_eq!(Exit::for_error(&error) as u8, code, "{}", error.kind());
+        }
+    }
+}
