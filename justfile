@@ -11,21 +11,21 @@ fixtures := "test-counter test-hostile test-future-contract test-minimal"
 build-components: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }}
     mkdir -p build/components
-    for c in {{ components }}; do cp "target/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "build/components/$c.wasm"; done
+    for c in {{ components }}; do cp "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "build/components/$c.wasm"; done
     @ls -l build/components
 
 # Build the test fixture components into build/fixtures.
 build-fixtures: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", fixtures) }}
     mkdir -p build/fixtures
-    for c in {{ fixtures }}; do cp "target/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "build/fixtures/$c.wasm"; done
+    for c in {{ fixtures }}; do cp "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "build/fixtures/$c.wasm"; done
 
 # Build what is needed and run chitin's main job: list the tools, then a sample call.
 run: build-components
     cargo build --quiet --bin chitin
-    target/debug/chitin list
-    target/debug/chitin call echo '{"message": "hello from chitin"}'
-    target/debug/chitin call time '{"operation": "now"}'
+    "${CARGO_TARGET_DIR:-target}"/debug/chitin list
+    "${CARGO_TARGET_DIR:-target}"/debug/chitin call echo '{"message": "hello from chitin"}'
+    "${CARGO_TARGET_DIR:-target}"/debug/chitin call time '{"operation": "now"}'
 
 # Run every test: unit, host integration, end-to-end, and the guest SDK's own tests.
 test: build-components build-fixtures
