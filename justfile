@@ -27,9 +27,16 @@ run: build-components
     "${CARGO_TARGET_DIR:-target}"/debug/chitin call echo '{"message": "hello from chitin"}'
     "${CARGO_TARGET_DIR:-target}"/debug/chitin call time '{"operation": "now"}'
 
-# Run every test: unit, host integration, end-to-end, and the guest SDK's own tests.
-test: build-components build-fixtures
+# Run every test: unit, host integration, end-to-end, the guest SDK's own, and MCP clients.
+test: build-components build-fixtures && test-mcp
     cargo test --workspace {{ prepend("--exclude chitin-", components) }} {{ prepend("--exclude chitin-", fixtures) }}
+
+# MCP over stdio, with the official MCP Python SDK as an independent client (in a venv under target/).
+test-mcp: build-components build-fixtures
+    cargo build --quiet --bin chitin
+    test -x "${CARGO_TARGET_DIR:-target}/mcp-venv/bin/python" || python3 -m venv "${CARGO_TARGET_DIR:-target}/mcp-venv"
+    "${CARGO_TARGET_DIR:-target}/mcp-venv/bin/pip" install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
+    "${CARGO_TARGET_DIR:-target}/mcp-venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp
 
 # Make sure the wasm32-wasip2 target of the pinned toolchain is installed.
 [private]

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod error;
 pub mod host;
 pub mod limits;
+pub mod mcp;
 pub mod policy;
 pub mod runtime;
 pub mod sandbox;

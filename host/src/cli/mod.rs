@@ -1,9 +1,10 @@
-//! The `chitin` command line: `list`, `call`, `schema`, `inspect`.
+//! The `chitin` command line: `list`, `call`, `schema`, `inspect`, `serve`.
 
 mod call;
 mod inspect;
 mod list;
 mod schema;
+mod serve;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -120,6 +121,8 @@ pub enum Command {
     Schema(schema::Args),
     /// Show a component's WIT imports and exports, hash and tool specs.
     Inspect(inspect::Args),
+    /// Serve the tools to an agent over MCP on stdio.
+    Serve(serve::Args),
 }
 
 /// Run the CLI; returns the process exit code.
@@ -151,6 +154,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Call(args) => call::run(&cli, args).await,
         Command::Schema(args) => schema::run(&cli, args).await,
         Command::Inspect(args) => inspect::run(&cli, args).await,
+        Command::Serve(args) => serve::run(&cli, args).await,
     }
 }
 

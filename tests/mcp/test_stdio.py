@@ -1,0 +1,101 @@
+"""chitin serve over stdio, driven by the official MCP Python SDK as an independent client."""
+
+import json
+import os
+import pathlib
+import tempfile
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+CHITIN = pathlib.Path(os.environ.get("CHITIN_BIN", TARGET / "debug" / "chitin"))
+COMPONENTS = REPO / "build" / "components"
+HOSTILE = REPO / "build" / "fixtures" / "test-hostile.wasm"
+DATA = tempfile.mkdtemp(prefix="chitin-mcp-test-")
+MODES = ["legacy", "auto"]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def server(*extra: str) -> StdioServerParameters:
+    assert CHITIN.is_file(), f"{CHITIN} missing: cargo build --bin chitin (just test does)"
+    assert COMPONENTS.is_dir(), f"{COMPONENTS} missing: just build-components"
+    args = ["serve", "--components", str(COMPONENTS), "--components", str(HOSTILE), *extra]
+    env = {"CHITIN_DATA_DIR": DATA, "PATH": os.environ.get("PATH", "")}
+    return StdioServerParameters(command=str(CHITIN), args=args, env=env)
+
+
+def text_of(result) -> str:
+    return "".join(block.text for block in result.content if block.type == "text")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_lists_tools_sorted_with_annotations_and_schemas(mode):
+    async with Client(server(), mode=mode) as client:
+        listed = await client.list_tools()
+        names = [tool.name for tool in listed.tools]
+        assert names == sorted(names)
+        assert {"echo", "json", "time", "spin", "ok"} <= set(names)
+        assert listed.next_cursor is None
+        echo = next(tool for tool in listed.tools if tool.name == "echo")
+        assert echo.annotations.read_only_hint is True
+        assert echo.input_schema["required"] == ["message"]
+        assert echo.output_schema["type"] == "object"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_call_returns_structured_content_and_text(mode):
+    async with Client(server(), mode=mode) as client:
+        result = await client.call_tool("echo", {"message": "hi from python"})
+        assert not result.is_error
+        assert result.structured_content == {"message": "hi from python"}
+        assert json.loads(text_of(result)) == {"message": "hi from python"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_tool_errors_are_is_error_results_with_the_kind(mode):
+    async with Client(server(), mode=mode) as client:
+        bad = await client.call_tool("echo", {"message": 5})
+        assert bad.is_error
+        assert text_of(bad).startswith("invalid-args:")
+        assert "/message" in text_of(bad)
+
+        unknown = await client.call_tool("no_such_tool", {})
+        assert unknown.is_error
+        assert text_of(unknown).startswith("not-found:")
+
+        trapped = await client.call_tool("panic", {})
+        assert trapped.is_error
+        assert "deliberate panic" in text_of(trapped)
+
+        # The server carries on after each refusal.
+        ok = await client.call_tool("ok", {})
+        assert ok.structured_content == {"ok": True}
+
+
+@pytest.mark.anyio
+async def test_a_stdout_flood_does_not_corrupt_the_protocol_stream():
+    async with Client(server(), mode="legacy") as client:
+        result = await client.call_tool("stdout_flood", {"lines": 5000})
+        assert result.structured_content == {"printed": 5000}
+        again = await client.call_tool("echo", {"message": "still framed"})
+        assert again.structured_content == {"message": "still framed"}
+
+
+@pytest.mark.anyio
+async def test_a_runaway_tool_times_out_under_the_policy():
+    policy = pathlib.Path(DATA) / "fast.toml"
+    text = (REPO / "policies" / "default.toml").read_text()
+    policy.write_text(text.replace("timeout_ms = 30000", "timeout_ms = 300"))
+    async with Client(server("--policy", str(policy)), mode="legacy") as client:
+        result = await client.call_tool("spin", {})
+        assert result.is_error
+        assert text_of(result).startswith("timeout:")
