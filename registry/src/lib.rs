@@ -1,6 +1,9 @@
-//! The chitin package layer: what a component artifact is and how to read it. Manifests,
-//! signatures, trust and registries build on this.
+//! The chitin package layer: what a component artifact is and how to read it, who signed it
+//! and whether the trust store vouches for them. Manifests and registries build on this.
 
 #![deny(missing_docs)]
 
 pub mod artifact;
+pub mod keys;
+pub mod signature;
+pub mod trust;
