@@ -20,6 +20,7 @@ pub mod runtime;
 pub mod sandbox;
 pub mod spec;
 pub mod state;
+pub mod trust;
 
 pub use error::{LoadError, ToolError};
 pub use host::Host;

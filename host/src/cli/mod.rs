@@ -1,10 +1,15 @@
-//! The `chitin` command line: `list`, `call`, `schema`, `inspect`, `serve`.
+//! The `chitin` command line: `list`, `call`, `schema`, `inspect`, `serve`, `key`, `sign`,
+//! `verify`, `trust`.
 
 mod call;
 mod inspect;
+mod key;
 mod list;
 mod schema;
 mod serve;
+mod sign;
+mod trust;
+mod verify;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -101,6 +106,10 @@ pub struct Cli {
     #[arg(long, global = true, env = "CHITIN_POLICY", value_name = "FILE")]
     pub policy: Option<PathBuf>,
 
+    /// Trust store file (default: `<data dir>/trusted_keys`).
+    #[arg(long, global = true, env = crate::trust::TRUSTED_KEYS_ENV, value_name = "FILE")]
+    pub trusted_keys: Option<PathBuf>,
+
     /// More diagnostics on stderr (-v: info, -vv: debug). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -123,6 +132,14 @@ pub enum Command {
     Inspect(inspect::Args),
     /// Serve the tools to an agent over MCP on stdio.
     Serve(serve::Args),
+    /// Manage signing keys.
+    Key(key::Args),
+    /// Sign a component.
+    Sign(sign::Args),
+    /// Verify a component's signatures against the trust store.
+    Verify(verify::Args),
+    /// Manage the trust store: which keys may sign which components.
+    Trust(trust::Args),
 }
 
 /// Run the CLI; returns the process exit code.
@@ -155,6 +172,10 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Schema(args) => schema::run(&cli, args).await,
         Command::Inspect(args) => inspect::run(&cli, args).await,
         Command::Serve(args) => serve::run(&cli, args).await,
+        Command::Key(args) => key::run(&cli, args).await,
+        Command::Sign(args) => sign::run(&cli, args).await,
+        Command::Verify(args) => verify::run(&cli, args).await,
+        Command::Trust(args) => trust::run(&cli, args).await,
     }
 }
 
@@ -184,6 +205,11 @@ pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, DataDi
     };
     let runtime = Runtime::new(&data.cache(), &EngineOptions::default())?;
     Ok((runtime, policy, data))
+}
+
+/// The trust store file this invocation uses.
+pub(crate) fn trust_file(cli: &Cli, data: &DataDir) -> PathBuf {
+    crate::trust::trust_path(data, cli.trusted_keys.as_deref())
 }
 
 /// Start a host and load the configured components.
