@@ -78,6 +78,14 @@ pub enum LoadError {
         /// What is wrong with the manifest.
         cause: chitin_registry::manifest::ManifestError,
     },
+    /// The signatures do not establish that a trusted key vouches for the component.
+    #[error("{path}: {cause}")]
+    Signature {
+        /// The component file.
+        path: PathBuf,
+        /// Unsigned, tampered, unknown signer, or signer outside its scope.
+        cause: chitin_registry::signature::SignatureError,
+    },
     /// The manifest asks for something this host cannot grant.
     #[error("{path}: {cause}")]
     Grant {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chitin_registry::artifact::{self, ContentHash};
+use chitin_registry::signature;
 use chitin_registry::manifest::Manifest;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
@@ -188,6 +189,12 @@ impl Runtime {
             path: path.to_owned(),
             cause,
         })?;
+        // The whole file is verified before anything of it is parsed further, compiled or run.
+        let signed = |cause| LoadError::Signature {
+            path: path.to_owned(),
+            cause,
+        };
+        let signatures = signature::verify(bytes, services.trust()).map_err(signed)?;
         let manifest = artifact::manifest_text(bytes)
             .map_err(|cause| LoadError::Artifact {
                 path: path.to_owned(),
@@ -199,6 +206,11 @@ impl Runtime {
                 path: path.to_owned(),
                 cause,
             })?;
+        match &manifest {
+            Some(m) => signatures.authorize(&m.component.namespace, &m.component.name),
+            None => signatures.authorize_unnamed(),
+        }
+        .map_err(signed)?;
         let grant = Arc::new(Grant::resolve(manifest, policy, services).map_err(|cause| {
             LoadError::Grant {
                 path: path.to_owned(),

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use chitin_registry::trust::TrustStore;
+
 use crate::data_dir::DataDir;
 
 /// The workspace could not be used or the database could not be opened.
@@ -41,6 +43,7 @@ pub struct Services {
     workspace: PathBuf,
     data_dir: DataDir,
     db: Mutex<Option<Arc<redb::Database>>>,
+    trust: TrustStore,
 }
 
 impl Services {
@@ -59,12 +62,25 @@ impl Services {
             workspace: canonical,
             data_dir,
             db: Mutex::new(None),
+            trust: TrustStore::empty(),
         })
     }
 
     /// The operator's workspace, canonical.
     pub fn workspace(&self) -> &Path {
         &self.workspace
+    }
+
+    /// These services with `trust` as the trust store (the default trusts no key, so no
+    /// component loads).
+    pub fn with_trust(mut self, trust: TrustStore) -> Self {
+        self.trust = trust;
+        self
+    }
+
+    /// The keys trusted to sign components, and for what.
+    pub fn trust(&self) -> &TrustStore {
+        &self.trust
     }
 
     /// The data directory.

@@ -20,8 +20,7 @@ use wasmsign2::{Module, Section, WSError};
 use crate::keys::{KeyId, SigningKey};
 use crate::trust::{TrustStore, TrustedKey};
 
-/// Name of the custom section holding the manifest.
-pub const MANIFEST_SECTION: &str = "chitin-manifest";
+use crate::artifact::MANIFEST_SECTION;
 const SIGNATURE_SECTION: &str = "signature";
 const DELIMITER_SECTION: &str = "signature_delimiter";
 
@@ -208,6 +207,27 @@ impl SignatureReport {
         }
         Err(SignatureError::OutOfScope {
             component: format!("{namespace}/{name}"),
+            signers: self
+                .valid()
+                .map(|k| format!("{} (scope {})", k.publisher, k.scope_text()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
+
+    /// For a component without a manifest (so without a name): a valid signer whose scope is
+    /// `*`.
+    pub fn authorize_unnamed(&self) -> Result<&TrustedKey, SignatureError> {
+        self.require_valid()?;
+        if let Some(key) = self
+            .valid()
+            .find(|k| k.scopes.contains(&crate::trust::Scope::Any))
+        {
+            return Ok(key);
+        }
+        Err(SignatureError::OutOfScope {
+            component: "a component without a manifest (only a key trusted for `*` may sign one)"
+                .to_owned(),
             signers: self
                 .valid()
                 .map(|k| format!("{} (scope {})", k.publisher, k.scope_text()))

@@ -220,7 +220,8 @@ pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, Arc<Se
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let services = Arc::new(Services::new(&workspace, data)?);
+    let trust = chitin_registry::trust::TrustStore::load(&trust_file(cli, &data))?;
+    let services = Arc::new(Services::new(&workspace, data)?.with_trust(trust));
     Ok((runtime, policy, services))
 }
 
