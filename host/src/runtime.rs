@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chitin_registry::artifact::{self, ContentHash};
-use chitin_registry::signature;
 use chitin_registry::manifest::Manifest;
+use chitin_registry::signature;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 

@@ -349,6 +349,19 @@ fn check_signed_layout(module: &Module) -> Result<(), SignError> {
     Ok(())
 }
 
+/// `bytes` without its signatures and delimiters: the unsigned artifact, ready to be signed
+/// afresh (after editing its manifest, say).
+pub fn strip(bytes: &[u8]) -> Result<Vec<u8>, SignError> {
+    let malformed = |e: WSError| SignError::Malformed(e.to_string());
+    let mut module = parse(bytes).map_err(malformed)?;
+    module
+        .sections
+        .retain(|s| !s.is_signature_header() && !s.is_signature_delimiter());
+    let mut out = Vec::with_capacity(bytes.len());
+    module.serialize(&mut out).map_err(malformed)?;
+    Ok(out)
+}
+
 /// Check every signature of `bytes` against `trust`. Fails only when the file is unsigned or
 /// its signature data cannot be read; the per-signer verdicts are in the report (see
 /// [`SignatureReport::require_valid`] and [`SignatureReport::authorize`]).
@@ -699,6 +712,19 @@ mod tests {
             sign(&signed, &SigningKey::generate()),
             Err(SignError::Stale)
         ));
+    }
+
+    #[test]
+    fn stripping_gives_back_a_file_that_signs_afresh() {
+        let key = SigningKey::generate();
+        let signed = sign(&component(Some(MANIFEST)), &key).unwrap();
+        let bare = strip(&signed).unwrap();
+        assert!(matches!(
+            verify(&bare, &TrustStore::empty()),
+            Err(SignatureError::Unsigned)
+        ));
+        let again = sign(&bare, &key).unwrap();
+        verify(&again, &trust(&[(&key, "acme", "*")])).unwrap();
     }
 
     #[test]
