@@ -78,6 +78,27 @@ pub enum LoadError {
         /// What is wrong with the manifest.
         cause: chitin_registry::manifest::ManifestError,
     },
+    /// The component imports interfaces its manifest does not declare a capability for.
+    #[error("{path}: imports not covered by its manifest: {imports}")]
+    UncoveredImports {
+        /// The component file.
+        path: PathBuf,
+        /// Each uncovered import and what would cover it.
+        imports: String,
+    },
+    /// A third-party component carries a tool named like a protected built-in.
+    #[error(
+        "{path}: tool `{tool}` of {component} takes a protected built-in name; only first-party \
+         (`chitin` namespace) components may carry it"
+    )]
+    ProtectedName {
+        /// The component file.
+        path: PathBuf,
+        /// The tool name.
+        tool: String,
+        /// The component.
+        component: String,
+    },
     /// The signatures do not establish that a trusted key vouches for the component.
     #[error("{path}: {cause}")]
     Signature {

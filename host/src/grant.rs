@@ -91,6 +91,20 @@ impl Grant {
         })
     }
 
+    /// A digest of the effective grant (the manifest and what the policy cut from it):
+    /// remembered approvals are bound to it, so a changed grant is asked about again.
+    pub fn digest(&self) -> String {
+        let mut hasher = blake3::Hasher::new();
+        if let Some(manifest) = &self.manifest {
+            hasher.update(manifest.to_toml().as_bytes());
+        }
+        for cut in &self.cuts {
+            hasher.update(b"\0cut:");
+            hasher.update(cut.what.as_bytes());
+        }
+        hasher.finalize().to_hex().to_string()
+    }
+
     /// The approval hint for `tool`.
     pub fn approval(&self, tool: &str) -> ApprovalHint {
         self.approvals.get(tool).copied().unwrap_or_default()

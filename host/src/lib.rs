@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod approval;
+pub mod approvals;
 mod bindings;
 pub mod cache;
 pub mod caps;

@@ -229,6 +229,19 @@ impl Runtime {
             path: path.to_owned(),
             cause,
         })?;
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let asked = grant.manifest.as_ref().map(|m| &m.capabilities);
+        let uncovered = chitin_registry::imports::uncovered(&imports, asked);
+        if !uncovered.is_empty() {
+            return Err(LoadError::UncoveredImports {
+                path: path.to_owned(),
+                imports: chitin_registry::imports::describe_uncovered(&uncovered),
+            });
+        }
         let pre = sandbox::pre_instantiate(&self.linker, &component).map_err(|e| {
             LoadError::Instantiate {
                 path: path.to_owned(),
