@@ -225,10 +225,8 @@ impl Runtime {
                 path: path.to_owned(),
                 reason,
             })?;
-        crate::contract::check(&self.engine, &component).map_err(|cause| LoadError::Contract {
-            path: path.to_owned(),
-            cause,
-        })?;
+        // Imports versus manifest first: an undeclared capability import is named as such, even
+        // when the contract check would refuse the component too.
         let imports: Vec<String> = component
             .component_type()
             .imports(&self.engine)
@@ -242,6 +240,10 @@ impl Runtime {
                 imports: chitin_registry::imports::describe_uncovered(&uncovered),
             });
         }
+        crate::contract::check(&self.engine, &component).map_err(|cause| LoadError::Contract {
+            path: path.to_owned(),
+            cause,
+        })?;
         let pre = sandbox::pre_instantiate(&self.linker, &component).map_err(|e| {
             LoadError::Instantiate {
                 path: path.to_owned(),
