@@ -86,6 +86,14 @@ pub enum LoadError {
         /// Each uncovered import and what would cover it.
         imports: String,
     },
+    /// An installed component does not match its pin (downgrade, or widened grant).
+    #[error("{path}: {cause}")]
+    Pin {
+        /// The component file.
+        path: PathBuf,
+        /// How it differs from the pin.
+        cause: crate::pins::PinError,
+    },
     /// A third-party component carries a tool named like a protected built-in.
     #[error(
         "{path}: tool `{tool}` of {component} takes a protected built-in name; only first-party \

@@ -18,6 +18,7 @@ pub mod grant;
 pub mod host;
 pub mod limits;
 pub mod mcp;
+pub mod pins;
 pub mod policy;
 pub mod runtime;
 pub mod sandbox;

@@ -206,18 +206,33 @@ impl Runtime {
                 path: path.to_owned(),
                 cause,
             })?;
-        match &manifest {
+        let signer = match &manifest {
             Some(m) => signatures.authorize(&m.component.namespace, &m.component.name),
             None => signatures.authorize_unnamed(),
         }
         .map_err(signed)?;
+        let hash = ContentHash::of(bytes);
+        // Installed components are pinned: no replayed older version, no silent widening.
+        if path.starts_with(services.data_dir().components())
+            && let Some(m) = &manifest
+        {
+            let pin = |cause| LoadError::Pin {
+                path: path.to_owned(),
+                cause,
+            };
+            let db = services
+                .db()
+                .map_err(|e| pin(crate::pins::PinError::Store(e.to_string())))?;
+            crate::pins::PinStore::new(db)
+                .check_and_pin(m, &hash.to_string(), &signer.key.fingerprint())
+                .map_err(pin)?;
+        }
         let grant = Arc::new(Grant::resolve(manifest, policy, services).map_err(|cause| {
             LoadError::Grant {
                 path: path.to_owned(),
                 cause,
             }
         })?);
-        let hash = ContentHash::of(bytes);
         let (component, cache) = self
             .cache
             .load_or_compile(&self.engine, &hash, bytes)

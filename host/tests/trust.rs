@@ -356,3 +356,47 @@ async fn a_call_needing_approval_with_nobody_to_ask_is_denied() {
         report.result
     );
 }
+
+#[tokio::test]
+async fn installed_components_refuse_a_replayed_older_version_and_a_widened_upgrade() {
+    let (key, trust) = trusted("chitin/*");
+    let env = env(trust);
+    let installed = env.services.data_dir().components();
+    std::fs::create_dir_all(&installed).expect("components dir");
+    let path = installed.join("echo.wasm");
+    let version = |v: &str, extra: &str| {
+        echo_with(
+            &format!("{}{extra}", ECHO_MANIFEST.replace("0.1.0", v)),
+            &key,
+        )
+    };
+    let policy = builtin();
+    let load_at = |bytes: Vec<u8>| {
+        let (env, path, policy) = (&env, &path, &policy);
+        async move {
+            std::fs::write(path, bytes).expect("install");
+            env.runtime
+                .load(path, policy, &env.services)
+                .await
+                .map(|_| ())
+        }
+    };
+    load_at(version("0.2.0", ""))
+        .await
+        .expect("first install pins");
+    match load_at(version("0.1.0", "")).await {
+        Err(LoadError::Pin { cause, .. }) => {
+            assert!(cause.to_string().contains("downgrade"), "{cause}")
+        }
+        other => panic!("expected a downgrade refusal, got {:?}", other.err()),
+    }
+    match load_at(version("0.3.0", "[capabilities.env]\nkeys = [\"HOME\"]\n")).await {
+        Err(LoadError::Pin { cause, .. }) => {
+            assert!(cause.to_string().contains("capabilities.env"), "{cause}")
+        }
+        other => panic!("expected a widening refusal, got {:?}", other.err()),
+    }
+    load_at(version("0.3.0", ""))
+        .await
+        .expect("a plain upgrade is accepted");
+}

@@ -9,3 +9,4 @@ pub mod keys;
 pub mod manifest;
 pub mod signature;
 pub mod trust;
+pub mod widening;
