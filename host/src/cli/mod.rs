@@ -1,11 +1,14 @@
 //! The `chitin` command line: `list`, `call`, `schema`, `inspect`, `serve`, `key`, `sign`,
-//! `verify`, `trust`.
+//! `verify`, `trust`, `policy`, `approvals`, `audit`.
 
+mod approvals;
+mod audit;
 mod call;
 mod inspect;
 mod key;
 mod list;
 mod manifest;
+mod policy;
 mod schema;
 mod serve;
 mod sign;
@@ -148,6 +151,12 @@ pub enum Command {
     Verify(verify::Args),
     /// Manage the trust store: which keys may sign which components.
     Trust(trust::Args),
+    /// Explain what the policy lets a tool do.
+    Policy(policy::Args),
+    /// List or revoke remembered approvals and pins.
+    Approvals(approvals::Args),
+    /// Report what a component is and could touch, before installing it.
+    Audit(audit::Args),
     /// Check a manifest, or embed one into a component.
     #[command(subcommand)]
     Manifest(manifest::Command),
@@ -187,6 +196,9 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Sign(args) => sign::run(&cli, args).await,
         Command::Verify(args) => verify::run(&cli, args).await,
         Command::Trust(args) => trust::run(&cli, args).await,
+        Command::Policy(args) => policy::run(&cli, args).await,
+        Command::Approvals(args) => approvals::run(&cli, args).await,
+        Command::Audit(args) => audit::run(&cli, args).await,
         Command::Manifest(cmd) => manifest::run(cmd),
     }
 }
