@@ -189,29 +189,43 @@ impl Runtime {
             path: path.to_owned(),
             cause,
         })?;
-        // The whole file is verified before anything of it is parsed further, compiled or run.
+        // The whole file is verified before anything of it is parsed further, compiled or run,
+        // unless this content already passed under this trust store.
         let signed = |cause| LoadError::Signature {
             path: path.to_owned(),
             cause,
         };
-        let signatures = signature::verify(bytes, services.trust()).map_err(signed)?;
-        let manifest = artifact::manifest_text(bytes)
-            .map_err(|cause| LoadError::Artifact {
-                path: path.to_owned(),
-                cause,
-            })?
-            .map(Manifest::parse)
-            .transpose()
-            .map_err(|cause| LoadError::Manifest {
-                path: path.to_owned(),
-                cause,
-            })?;
-        let signer = match &manifest {
-            Some(m) => signatures.authorize(&m.component.namespace, &m.component.name),
-            None => signatures.authorize_unnamed(),
-        }
-        .map_err(signed)?;
+        let parse_manifest = || {
+            artifact::manifest_text(bytes)
+                .map_err(|cause| LoadError::Artifact {
+                    path: path.to_owned(),
+                    cause,
+                })?
+                .map(Manifest::parse)
+                .transpose()
+                .map_err(|cause| LoadError::Manifest {
+                    path: path.to_owned(),
+                    cause,
+                })
+        };
         let hash = ContentHash::of(bytes);
+        let trust = services.trust();
+        let verified = crate::trust::VerifiedCache::new(self.cache.dir().join("verified"));
+        let (signer, manifest) = match verified.get(&hash, trust) {
+            Some(fingerprint) => (fingerprint, parse_manifest()?),
+            None => {
+                let signatures = signature::verify(bytes, trust).map_err(signed)?;
+                let manifest = parse_manifest()?;
+                let key = match &manifest {
+                    Some(m) => signatures.authorize(&m.component.namespace, &m.component.name),
+                    None => signatures.authorize_unnamed(),
+                }
+                .map_err(signed)?;
+                let fingerprint = key.key.fingerprint();
+                verified.put(&hash, trust, &fingerprint);
+                (fingerprint, manifest)
+            }
+        };
         // Installed components are pinned: no replayed older version, no silent widening.
         if path.starts_with(services.data_dir().components())
             && let Some(m) = &manifest
@@ -224,7 +238,7 @@ impl Runtime {
                 .db()
                 .map_err(|e| pin(crate::pins::PinError::Store(e.to_string())))?;
             crate::pins::PinStore::new(db)
-                .check_and_pin(m, &hash.to_string(), &signer.key.fingerprint())
+                .check_and_pin(m, &hash.to_string(), &signer)
                 .map_err(pin)?;
         }
         let grant = Arc::new(Grant::resolve(manifest, policy, services).map_err(|cause| {

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use chitin_registry::artifact::ContentHash;
 use chitin_registry::keys::{KeyError, KeyStore};
 use chitin_registry::trust::{Scope, TrustError, TrustStore, TrustedKey};
 
@@ -27,6 +28,55 @@ pub fn trust_path(data: &DataDir, explicit: Option<&Path>) -> PathBuf {
     explicit
         .map(Path::to_owned)
         .unwrap_or_else(|| data.root().join("trusted_keys"))
+}
+
+/// Verification results remembered beside the compile cache: one marker file per (content
+/// hash, trust store) that a component passed verification and scope check under, holding the
+/// fingerprint of the key that vouched for it. Re-verifying a 1 MB component costs tens of
+/// milliseconds; a marker costs one small read. Editing the trust store changes its digest, so
+/// every component is verified afresh.
+#[derive(Debug, Clone)]
+pub struct VerifiedCache {
+    dir: PathBuf,
+}
+
+impl VerifiedCache {
+    /// Markers under `dir` (created on first write).
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    fn marker(&self, hash: &ContentHash, trust: &TrustStore) -> PathBuf {
+        let mut digest = blake3::Hasher::new();
+        for key in trust.keys() {
+            digest.update(key.to_line().as_bytes());
+            digest.update(b"\n");
+        }
+        self.dir.join(format!(
+            "{}-{}",
+            hash.to_hex(),
+            &digest.finalize().to_hex()[..32]
+        ))
+    }
+
+    /// The signer fingerprint remembered for `hash` under `trust`, if it was verified before.
+    pub fn get(&self, hash: &ContentHash, trust: &TrustStore) -> Option<String> {
+        let text = std::fs::read_to_string(self.marker(hash, trust)).ok()?;
+        let fingerprint = text.trim();
+        trust
+            .keys()
+            .iter()
+            .any(|k| k.key.fingerprint() == fingerprint)
+            .then(|| fingerprint.to_owned())
+    }
+
+    /// Remember that `hash` verified under `trust`, vouched for by `fingerprint`. Best effort:
+    /// a marker that cannot be written only means verifying again next time.
+    pub fn put(&self, hash: &ContentHash, trust: &TrustStore, fingerprint: &str) {
+        if crate::cache::create_private_dir(&self.dir).is_ok() {
+            let _ = std::fs::write(self.marker(hash, trust), fingerprint);
+        }
+    }
 }
 
 /// Why the development key could not be set up.

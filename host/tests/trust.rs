@@ -400,3 +400,35 @@ async fn installed_components_refuse_a_replayed_older_version_and_a_widened_upgr
         .await
         .expect("a plain upgrade is accepted");
 }
+
+#[tokio::test]
+async fn a_remembered_verification_does_not_outlive_a_trust_store_change() {
+    let (key, trust) = trusted("chitin/*");
+    let env = env(trust);
+    let bytes = echo_with(ECHO_MANIFEST, &key);
+    load(&env, &bytes, &builtin()).await.expect("verified");
+    load(&env, &bytes, &builtin()).await.expect("remembered");
+    let untrusting = Arc::new(
+        Services::new(
+            env.services.workspace(),
+            DataDir::resolve(Some(env.data.path())).expect("data dir"),
+        )
+        .expect("services"),
+    );
+    let err = env
+        .runtime
+        .load_bytes(Path::new("echo.wasm"), &bytes, &builtin(), &untrusting)
+        .await
+        .map(|_| ())
+        .expect_err("the key is no longer trusted");
+    assert!(
+        matches!(
+            err,
+            LoadError::Signature {
+                cause: SignatureError::UnknownSigner { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

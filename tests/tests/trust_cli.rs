@@ -150,7 +150,12 @@ fn golden(name: &str, actual: &str) {
     }
     let expected = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (CHITIN_BLESS=1 writes it)", path.display()));
-    assert_eq!(actual, expected, "audit output differs from {}", path.display());
+    assert_eq!(
+        actual,
+        expected,
+        "audit output differs from {}",
+        path.display()
+    );
 }
 
 #[test]
@@ -174,7 +179,10 @@ fn policy_explain_names_the_deciding_rule() {
     let out = run_in(dir.path(), &["policy", "explain", "echo"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("offered:     yes (tools.allow entry `*`)"), "{text}");
+    assert!(
+        text.contains("offered:     yes (tools.allow entry `*`)"),
+        "{text}"
+    );
     assert!(text.contains("protected:   yes"), "{text}");
     assert!(text.contains("none beyond the WASI base"), "{text}");
 }

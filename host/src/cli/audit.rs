@@ -94,7 +94,7 @@ pub(super) fn describe(caps: &Capabilities) -> Vec<CapabilityLine> {
     if let Some(http) = &caps.http {
         for entry in &http.allow {
             let methods = if entry.methods.is_empty() {
-                "any method".to_owned()
+                "GET".to_owned()
             } else {
                 entry.methods.join("/")
             };
@@ -105,7 +105,7 @@ pub(super) fn describe(caps: &Capabilities) -> Vec<CapabilityLine> {
             );
             out.push(CapabilityLine {
                 name: "http",
-                scope: format!("{methods} https://{target}"),
+                scope: format!("{methods} {target}"),
                 risk: format!(
                     "can send {methods} requests to {target}, carrying data off this machine"
                 ),
