@@ -367,8 +367,14 @@ pub fn strip(bytes: &[u8]) -> Result<Vec<u8>, SignError> {
 /// [`SignatureReport::require_valid`] and [`SignatureReport::authorize`]).
 pub fn inspect(bytes: &[u8], trust: &TrustStore) -> Result<SignatureReport, SignatureError> {
     let malformed = |e: WSError| SignatureError::Malformed(e.to_string());
-    let module = parse(bytes).map_err(malformed)?;
-    let header = match module.sections.first() {
+    // Only the first section is read here; the hashing passes below stream the rest.
+    let mut reader = bytes;
+    let first = Module::iterate(Module::init_from_reader(&mut reader).map_err(malformed)?)
+        .map_err(malformed)?
+        .next()
+        .transpose()
+        .map_err(malformed)?;
+    let header = match &first {
         Some(Section::Custom(c)) if c.is_signature_header() => c,
         _ => return Err(SignatureError::Unsigned),
     };

@@ -26,7 +26,12 @@ def server(*extra: str) -> StdioServerParameters:
     assert CHITIN.is_file(), f"{CHITIN} missing: cargo build --bin chitin (just test does)"
     assert COMPONENTS.is_dir(), f"{COMPONENTS} missing: just build-components"
     args = ["serve", "--components", str(COMPONENTS), "--components", str(HOSTILE), *extra]
-    env = {"CHITIN_DATA_DIR": DATA, "PATH": os.environ.get("PATH", "")}
+    env = {
+        "CHITIN_DATA_DIR": DATA,
+        # The development key that signed the built components (`just build-components`).
+        "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
+        "PATH": os.environ.get("PATH", ""),
+    }
     return StdioServerParameters(command=str(CHITIN), args=args, env=env)
 
 

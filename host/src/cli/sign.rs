@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use chitin_registry::signature;
+use chitin_registry::artifact::{self, WitWorld};
+use chitin_registry::manifest::Manifest;
+use chitin_registry::{imports, signature};
 
 use super::{Cli, Exit};
 use crate::data_dir::DataDir;
@@ -27,8 +29,24 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let key = key_store(&data).load(&args.key)?;
     let bytes = std::fs::read(&args.file)
         .with_context(|| format!("{}: cannot read", args.file.display()))?;
-    chitin_registry::artifact::check_header(&bytes)
-        .with_context(|| format!("{}: cannot sign", args.file.display()))?;
+    let refuse = || format!("{}: refusing to sign", args.file.display());
+    artifact::check_header(&bytes).with_context(refuse)?;
+    // Imports versus manifest, at sign as at load: never vouch for an undeclared capability.
+    let manifest = artifact::manifest_text(&bytes)
+        .with_context(refuse)?
+        .map(Manifest::parse)
+        .transpose()
+        .with_context(refuse)?;
+    let world = WitWorld::decode(&bytes).with_context(refuse)?;
+    let uncovered =
+        imports::uncovered(&world.imports(), manifest.as_ref().map(|m| &m.capabilities));
+    if !uncovered.is_empty() {
+        anyhow::bail!(
+            "{}: imports not covered by its manifest: {}",
+            refuse(),
+            imports::describe_uncovered(&uncovered)
+        );
+    }
     let signed = signature::sign(&bytes, &key)
         .with_context(|| format!("{}: cannot sign", args.file.display()))?;
     let out = args.output.as_ref().unwrap_or(&args.file);

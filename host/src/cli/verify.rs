@@ -36,7 +36,15 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             .unwrap_or_default();
         println!("signer {}: {}{scope}", signer.describe(), signer.status);
     }
-    match report.require_valid() {
+    let manifest = chitin_registry::artifact::manifest_text(&bytes)
+        .ok()
+        .flatten()
+        .and_then(|text| chitin_registry::manifest::Manifest::parse(text).ok());
+    let verdict = match &manifest {
+        Some(m) => report.authorize(&m.component.namespace, &m.component.name),
+        None => report.authorize_unnamed(),
+    };
+    match verdict.map(|_| ()) {
         Ok(()) => {
             let good = report
                 .signers
