@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{LoadError, ToolError};
+use crate::events::CallEvents;
 use crate::limits::Limits;
 use crate::runtime::{CallReport, LoadedComponent, Runtime};
 use crate::spec::ToolSpec;
@@ -108,11 +109,22 @@ impl Host {
     /// Call tool `name` with `args_json` in a fresh sandbox. Runs inside a Tokio runtime with
     /// timers enabled (the wall-clock timeout uses them).
     pub async fn call(&self, name: &str, args_json: &str) -> CallReport {
+        self.call_reporting(name, args_json, CallEvents::none())
+            .await
+    }
+
+    /// As [`Host::call`], sending the call's progress and log reports to `events` while it runs.
+    pub async fn call_reporting(
+        &self,
+        name: &str,
+        args_json: &str,
+        events: CallEvents,
+    ) -> CallReport {
         let Some(&(c, t)) = self.index.get(name) else {
             return CallReport::refused(ToolError::NotFound(self.unknown_tool(name)));
         };
         self.runtime
-            .call(&self.components[c], t, args_json, &self.limits)
+            .call(&self.components[c], t, args_json, &self.limits, events)
             .await
     }
 

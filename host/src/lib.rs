@@ -12,6 +12,7 @@ pub mod contract;
 pub mod data_dir;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod host;
 pub mod limits;
 pub mod mcp;

@@ -13,6 +13,7 @@ use crate::cache::{CacheCounts, CacheError, CacheOutcome, CompileCache, LoadOrCo
 use crate::caps::log::LogRecord;
 use crate::engine::{self, EngineOptions, EngineReport, EpochTicker};
 use crate::error::{LoadError, ToolError};
+use crate::events::CallEvents;
 use crate::limits::{Limits, floor_char_boundary_len};
 use crate::sandbox;
 use crate::spec::CheckedSpec;
@@ -225,13 +226,14 @@ impl Runtime {
     }
 
     /// Call tool number `index` of `component` in a fresh sandbox, after validating the
-    /// arguments against its schema, and cap its output.
+    /// arguments against its schema, and cap its output. Progress and log reports go to `events`.
     pub async fn call(
         &self,
         component: &LoadedComponent,
         index: usize,
         args_json: &str,
         limits: &Limits,
+        events: CallEvents,
     ) -> CallReport {
         let Some(tool) = component.tools.get(index) else {
             return CallReport::refused(ToolError::NotFound(format!(
@@ -248,6 +250,7 @@ impl Runtime {
             limits,
             &tool.spec.name,
             args_json,
+            events,
         )
         .await;
         CallReport {

@@ -11,6 +11,7 @@ use crate::bindings::ToolComponentPre;
 use crate::bindings::chitin::tool::types::ToolError as WitToolError;
 use crate::caps::log::{LogRecord, LogSource};
 use crate::error::ToolError;
+use crate::events::CallEvents;
 use crate::limits::{Limits, MIB};
 use crate::state::HostState;
 
@@ -31,9 +32,13 @@ pub struct RunReport<T> {
     pub duration: Duration,
 }
 
-/// A fresh store for one call under `limits`.
-fn new_store(engine: &Engine, limits: &Limits) -> wasmtime::Result<Store<HostState>> {
-    let mut store = Store::new(engine, HostState::new(limits));
+/// A fresh store for one call under `limits`, reporting to `events`.
+fn new_store(
+    engine: &Engine,
+    limits: &Limits,
+    events: CallEvents,
+) -> wasmtime::Result<Store<HostState>> {
+    let mut store = Store::new(engine, HostState::with_events(limits, events));
     store.limiter(|s| &mut s.limiter);
     store.set_fuel(limits.fuel)?;
     let deadline = Instant::now() + limits.timeout();
@@ -53,10 +58,10 @@ fn new_store(engine: &Engine, limits: &Limits) -> wasmtime::Result<Store<HostSta
 /// Instantiate `pre` in a fresh store and run `call` on the instance; `call` gets the store and
 /// the instance's tool interface.
 macro_rules! run_in_sandbox {
-    ($engine:expr, $pre:expr, $limits:expr, |$store:ident, $tool:ident| $body:expr) => {{
+    ($engine:expr, $pre:expr, $limits:expr, $events:expr, |$store:ident, $tool:ident| $body:expr) => {{
         let limits: &Limits = $limits;
         let started = Instant::now();
-        match new_store($engine, limits) {
+        match new_store($engine, limits, $events) {
             Err(e) => RunReport {
                 result: Err(ToolError::ExecutionFailed(format!(
                     "cannot create a sandbox: {e:#}"
@@ -99,18 +104,21 @@ pub async fn specs(
     pre: &ToolComponentPre<HostState>,
     limits: &Limits,
 ) -> RunReport<Vec<crate::bindings::exports::chitin::tool::tool::ToolSpec>> {
-    run_in_sandbox!(engine, pre, limits, |store, tool| tool.call_specs(store))
+    run_in_sandbox!(engine, pre, limits, CallEvents::none(), |store, tool| tool
+        .call_specs(store))
 }
 
-/// Call tool `name` with `args_json` (already validated).
+/// Call tool `name` with `args_json` (already validated), reporting progress and log entries to
+/// `events` while it runs.
 pub async fn call(
     engine: &Engine,
     pre: &ToolComponentPre<HostState>,
     limits: &Limits,
     name: &str,
     args_json: &str,
+    events: CallEvents,
 ) -> RunReport<String> {
-    let report = run_in_sandbox!(engine, pre, limits, |store, tool| tool
+    let report = run_in_sandbox!(engine, pre, limits, events, |store, tool| tool
         .call_call(store, name, args_json));
     RunReport {
         result: report.result.and_then(|r| r.map_err(from_wit)),
@@ -132,7 +140,7 @@ pub async fn hold(
     pre: &ToolComponentPre<HostState>,
     limits: &Limits,
 ) -> wasmtime::Result<LiveInstance> {
-    let mut store = new_store(engine, limits)?;
+    let mut store = new_store(engine, limits, CallEvents::none())?;
     let instance = pre.instantiate_async(&mut store).await?;
     Ok(LiveInstance {
         _store: store,

@@ -8,18 +8,10 @@ import tempfile
 import pytest
 from mcp import Client, StdioServerParameters
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-CHITIN = pathlib.Path(os.environ.get("CHITIN_BIN", TARGET / "debug" / "chitin"))
-COMPONENTS = REPO / "build" / "components"
-HOSTILE = REPO / "build" / "fixtures" / "test-hostile.wasm"
+from conftest import CHITIN, COMPONENTS, HOSTILE, REPO
+
 DATA = tempfile.mkdtemp(prefix="chitin-mcp-test-")
 MODES = ["legacy", "auto"]
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def server(*extra: str) -> StdioServerParameters:
