@@ -43,6 +43,11 @@ impl DataDir {
         self.root.join("cache")
     }
 
+    /// The database shared by the capabilities (key-value, secrets, approvals).
+    pub fn database(&self) -> PathBuf {
+        self.root.join("chitin.redb")
+    }
+
     /// The bearer token of `chitin serve --http` (mode 0600).
     pub fn http_token(&self) -> PathBuf {
         self.root.join("http-token")

@@ -11,7 +11,6 @@ use crate::bindings::ToolComponentPre;
 use crate::bindings::chitin::tool::types::ToolError as WitToolError;
 use crate::caps::log::{LogRecord, LogSource};
 use crate::error::ToolError;
-use crate::events::CallEvents;
 use crate::limits::{Limits, MIB};
 use crate::state::HostState;
 
@@ -32,13 +31,13 @@ pub struct RunReport<T> {
     pub duration: Duration,
 }
 
-/// A fresh store for one call under `limits`, reporting to `events`.
+/// A fresh store for one call holding `state`, under `limits`.
 fn new_store(
     engine: &Engine,
+    state: HostState,
     limits: &Limits,
-    events: CallEvents,
 ) -> wasmtime::Result<Store<HostState>> {
-    let mut store = Store::new(engine, HostState::with_events(limits, events));
+    let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_fuel(limits.fuel)?;
     let deadline = Instant::now() + limits.timeout();
@@ -58,10 +57,10 @@ fn new_store(
 /// Instantiate `pre` in a fresh store and run `call` on the instance; `call` gets the store and
 /// the instance's tool interface.
 macro_rules! run_in_sandbox {
-    ($engine:expr, $pre:expr, $limits:expr, $events:expr, |$store:ident, $tool:ident| $body:expr) => {{
+    ($engine:expr, $pre:expr, $state:expr, $limits:expr, |$store:ident, $tool:ident| $body:expr) => {{
         let limits: &Limits = $limits;
         let started = Instant::now();
-        match new_store($engine, limits, $events) {
+        match new_store($engine, $state, limits) {
             Err(e) => RunReport {
                 result: Err(ToolError::ExecutionFailed(format!(
                     "cannot create a sandbox: {e:#}"
@@ -102,23 +101,23 @@ macro_rules! run_in_sandbox {
 pub async fn specs(
     engine: &Engine,
     pre: &ToolComponentPre<HostState>,
+    state: HostState,
     limits: &Limits,
 ) -> RunReport<Vec<crate::bindings::exports::chitin::tool::tool::ToolSpec>> {
-    run_in_sandbox!(engine, pre, limits, CallEvents::none(), |store, tool| tool
+    run_in_sandbox!(engine, pre, state, limits, |store, tool| tool
         .call_specs(store))
 }
 
-/// Call tool `name` with `args_json` (already validated), reporting progress and log entries to
-/// `events` while it runs.
+/// Call tool `name` with `args_json` (already validated).
 pub async fn call(
     engine: &Engine,
     pre: &ToolComponentPre<HostState>,
+    state: HostState,
     limits: &Limits,
     name: &str,
     args_json: &str,
-    events: CallEvents,
 ) -> RunReport<String> {
-    let report = run_in_sandbox!(engine, pre, limits, events, |store, tool| tool
+    let report = run_in_sandbox!(engine, pre, state, limits, |store, tool| tool
         .call_call(store, name, args_json));
     RunReport {
         result: report.result.and_then(|r| r.map_err(from_wit)),
@@ -138,9 +137,10 @@ pub struct LiveInstance {
 pub async fn hold(
     engine: &Engine,
     pre: &ToolComponentPre<HostState>,
+    state: HostState,
     limits: &Limits,
 ) -> wasmtime::Result<LiveInstance> {
-    let mut store = new_store(engine, limits, CallEvents::none())?;
+    let mut store = new_store(engine, state, limits)?;
     let instance = pre.instantiate_async(&mut store).await?;
     Ok(LiveInstance {
         _store: store,

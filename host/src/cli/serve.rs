@@ -189,6 +189,7 @@ fn watch_components(
     let setup = Arc::new(Cli {
         data_dir: cli.data_dir.clone(),
         components: cli.components.clone(),
+        workspace: cli.workspace.clone(),
         policy: cli.policy.clone(),
         verbose: cli.verbose,
         command: Command::Serve(args.clone()),

@@ -1,6 +1,7 @@
 //! The MCP front: serves the loaded tools to agents over stdio or Streamable HTTP. The handler
 //! only dispatches to the host; no tool logic lives here.
 
+pub mod approver;
 pub mod content;
 pub mod http;
 pub mod served;

@@ -17,8 +17,10 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::approval::CallContext;
 use crate::caps::log::LogLevel;
 use crate::events::{CallEvent, CallEvents};
+use crate::mcp::approver::ElicitationApprover;
 use crate::mcp::{Served, content};
 use crate::spec::ToolSpec;
 
@@ -214,7 +216,23 @@ impl ServerHandler for McpServer {
             min_log: self.min_log_for(&context),
             peer: &context.peer,
         };
-        let call = host.call_reporting(&request.name, &args, events);
+        let legacy_session = context
+            .protocol_version()
+            .is_some_and(|v| v.has_initialize());
+        let can_elicit = context
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some();
+        let ctx = CallContext {
+            approver: Arc::new(ElicitationApprover::new(
+                context.peer.clone(),
+                can_elicit,
+                legacy_session,
+            )),
+            user: "mcp".into(),
+            events,
+        };
+        let call = host.call_in(&request.name, &args, &ctx);
         tokio::pin!(call);
         // Reports are forwarded while the call runs. A `notifications/cancelled` drops the call
         // future: the store yields at every epoch tick, so the instance stops within a tick and
