@@ -6,6 +6,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::approval::CallContext;
+use crate::caps::kv::KvCtx;
 use crate::caps::log::{LogCtx, SharedLog};
 use crate::caps::wasi;
 use crate::grant::Grant;
@@ -30,6 +31,7 @@ pub struct HostState {
     pub(crate) wasi: WasiCtx,
     pub(crate) log: LogCtx,
     pub(crate) limiter: MemoryLimiter,
+    pub(crate) kv: KvCtx,
 }
 
 /// A call's state could not be built (a granted directory vanished, say).
@@ -47,6 +49,7 @@ impl HostState {
             wasi: wasi::ctx(&log, env.grant)?,
             log: LogCtx { log },
             limiter: MemoryLimiter::new(limits.memory_bytes),
+            kv: KvCtx::new(&env.grant.kv),
         })
     }
 }

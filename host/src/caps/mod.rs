@@ -3,6 +3,7 @@
 
 pub mod env;
 pub mod files;
+pub mod kv;
 pub mod log;
 pub mod stdio;
 pub mod wasi;
@@ -19,6 +20,7 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.instance(TOOL_TYPES)?;
     wasi::add_to_linker(linker)?;
     log::add_to_linker(linker)?;
+    kv::add_to_linker(linker)?;
     Ok(())
 }
 
@@ -29,5 +31,6 @@ const TOOL_TYPES: &str = "chitin:tool/types@0.1.0";
 pub fn is_linked(import: &str) -> bool {
     wasi::LINKED_PACKAGES.iter().any(|p| import.starts_with(p))
         || import.starts_with("chitin:host/log@")
+        || import.starts_with(kv::LINKED_PACKAGE)
         || import.starts_with("chitin:tool/types@")
 }
