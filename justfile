@@ -3,7 +3,7 @@
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
 # First-party tool components, built into build/components (the folder the host loads by default).
-components := "echo time json"
+components := "echo time json fs memory"
 # Test fixtures (hostile and special-purpose components), built into build/fixtures.
 fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance"
 
@@ -31,6 +31,8 @@ run: build-components
 # Run every test: unit, host integration, end-to-end, the guest SDK's own, and MCP clients.
 test: build-components build-fixtures && test-mcp test-conformance
     cargo test --workspace {{ prepend("--exclude chitin-", components) }} {{ prepend("--exclude chitin-", fixtures) }}
+    # Components whose pure logic has native unit tests.
+    cargo test -p chitin-fs -p chitin-memory
 
 # MCP over stdio, with the official MCP Python SDK as an independent client (in a venv under target/).
 test-mcp: build-components build-fixtures

@@ -9,6 +9,7 @@ use chitin_registry::manifest::{ApprovalHint, LimitRequest, Manifest};
 
 use crate::caps::env::{self, EnvConfig};
 use crate::caps::files::{self, FilesConfig};
+use crate::caps::kv::{self, KvConfig};
 use crate::limits::Limits;
 use crate::policy::Policy;
 use crate::services::Services;
@@ -24,6 +25,9 @@ pub enum GrantError {
         /// Why it cannot be granted.
         reason: String,
     },
+    /// The key-value store cannot be opened.
+    #[error("kv grant: {0}")]
+    Kv(String),
 }
 
 /// What one component may use.
@@ -40,6 +44,8 @@ pub struct Grant {
     pub files: FilesConfig,
     /// Environment variables.
     pub env: EnvConfig,
+    /// Key-value buckets.
+    pub kv: KvConfig,
 }
 
 impl Grant {
@@ -51,6 +57,7 @@ impl Grant {
             approvals: BTreeMap::new(),
             files: FilesConfig::default(),
             env: EnvConfig::default(),
+            kv: KvConfig::default(),
         }
     }
 
@@ -73,6 +80,7 @@ impl Grant {
                 .collect(),
             files: files::configure(caps.files.as_ref(), services)?,
             env: env::configure(caps.env.as_ref()),
+            kv: kv::configure(caps.kv.as_ref(), &manifest.id(), services)?,
             manifest: Some(Arc::new(manifest)),
         })
     }

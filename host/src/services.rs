@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::caps::kv::KvStore;
 use crate::data_dir::DataDir;
 
 /// The workspace could not be used or the database could not be opened.
@@ -41,6 +42,7 @@ pub struct Services {
     workspace: PathBuf,
     data_dir: DataDir,
     db: Mutex<Option<Arc<redb::Database>>>,
+    kv: Mutex<Option<Arc<KvStore>>>,
 }
 
 impl Services {
@@ -59,6 +61,7 @@ impl Services {
             workspace: canonical,
             data_dir,
             db: Mutex::new(None),
+            kv: Mutex::new(None),
         })
     }
 
@@ -90,5 +93,21 @@ impl Services {
         let db = Arc::new(db);
         *slot = Some(db.clone());
         Ok(db)
+    }
+
+    /// The key-value store over the shared database, started on first use.
+    pub fn kv(&self) -> Result<Arc<KvStore>, ServicesError> {
+        let mut slot = self.kv.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(kv) = slot.as_ref() {
+            return Ok(kv.clone());
+        }
+        let kv = Arc::new(
+            KvStore::new(self.db()?).map_err(|e| ServicesError::Database {
+                path: self.data_dir.database(),
+                reason: e.to_string(),
+            })?,
+        );
+        *slot = Some(kv.clone());
+        Ok(kv)
     }
 }

@@ -6,6 +6,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::approval::CallContext;
+use crate::caps::kv::KvCtx;
 use crate::caps::log::{LogCtx, SharedLog};
 use crate::caps::progress::ProgressCtx;
 use crate::caps::wasi;
@@ -32,6 +33,7 @@ pub struct HostState {
     pub(crate) log: LogCtx,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) progress: ProgressCtx,
+    pub(crate) kv: KvCtx,
 }
 
 /// A call's state could not be built (a granted directory vanished, say).
@@ -55,6 +57,7 @@ impl HostState {
             progress: ProgressCtx {
                 events: env.ctx.events.clone(),
             },
+            kv: KvCtx::new(&env.grant.kv),
         })
     }
 }
