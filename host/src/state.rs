@@ -4,6 +4,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::caps::log::{LogCtx, SharedLog};
+use crate::caps::process::ProcessCtx;
 use crate::caps::wasi;
 use crate::limits::{Limits, MemoryLimiter};
 
@@ -12,6 +13,7 @@ pub struct HostState {
     pub(crate) table: ResourceTable,
     pub(crate) wasi: WasiCtx,
     pub(crate) log: LogCtx,
+    pub(crate) process: ProcessCtx,
     pub(crate) limiter: MemoryLimiter,
 }
 
@@ -23,6 +25,7 @@ impl HostState {
             table: ResourceTable::new(),
             wasi: wasi::ctx(&log),
             log: LogCtx { log },
+            process: ProcessCtx::default(),
             limiter: MemoryLimiter::new(limits.memory_bytes),
         }
     }

@@ -2,6 +2,7 @@
 //! visible list in [`add_to_linker`].
 
 pub mod log;
+pub mod process;
 pub mod stdio;
 pub mod wasi;
 
@@ -17,6 +18,7 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.instance(TOOL_TYPES)?;
     wasi::add_to_linker(linker)?;
     log::add_to_linker(linker)?;
+    process::add_to_linker(linker)?;
     Ok(())
 }
 
@@ -27,5 +29,6 @@ const TOOL_TYPES: &str = "chitin:tool/types@0.1.0";
 pub fn is_linked(import: &str) -> bool {
     wasi::LINKED_PACKAGES.iter().any(|p| import.starts_with(p))
         || import.starts_with("chitin:host/log@")
+        || import.starts_with("chitin:host/process@")
         || import.starts_with("chitin:tool/types@")
 }
