@@ -61,6 +61,19 @@ const DEVICES: &[&str] = &[
     "/dev/urandom",
 ];
 
+/// System-wide `/proc` files programs read for sizing themselves. `/proc` as a whole is never
+/// granted: `/proc/<pid>/environ` and `maps` of the host (same user) stay readable under
+/// Landlock's ptrace rule, and the host's environment may hold secrets.
+const PROC_FILES: &[&str] = &[
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/loadavg",
+    "/proc/uptime",
+    "/proc/version",
+    "/proc/filesystems",
+];
+
 /// Resource limits set in the child (`setrlimit`), inherited by everything it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rlimits {
@@ -230,7 +243,7 @@ impl Confinement {
 }
 
 /// The filesystem rules of `plan`: system directories and selected `/etc` entries read and
-/// execute, a few devices read-write, `/proc` read, the granted programs, the workspace, and the
+/// execute, a few devices read-write, a few `/proc` files read, the granted programs, the workspace, and the
 /// scratch directory. Nothing else — home directories, the data directory, `/root`, `/tmp`,
 /// `/run` — is reachable.
 fn fs_rules(plan: &Plan, abi: ABI) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
@@ -247,9 +260,7 @@ fn fs_rules(plan: &Plan, abi: ABI) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
     rules.extend(SYSTEM_DIRS.iter().map(|d| (PathBuf::from(d), read_exec)));
     rules.extend(ETC_ENTRIES.iter().map(|e| (PathBuf::from(e), read_exec)));
     rules.extend(DEVICES.iter().map(|d| (PathBuf::from(d), device)));
-    // `/proc` for `/proc/self`; Landlock's ptrace rule keeps other processes' `environ`, `mem`
-    // and `fd` out of reach.
-    rules.push((PathBuf::from("/proc"), read_exec & !AccessFs::Execute));
+    rules.extend(PROC_FILES.iter().map(|f| (PathBuf::from(f), read_exec)));
     rules.extend(plan.programs.iter().map(|p| (p.clone(), read_exec)));
     rules.push((plan.workspace.clone(), workspace));
     rules.push((plan.scratch.clone(), write));
