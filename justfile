@@ -7,11 +7,13 @@ components := "echo time json"
 # Test fixtures (hostile and special-purpose components), built into build/fixtures.
 fixtures := "test-counter test-hostile test-future-contract test-minimal"
 
-# Build every first-party component for wasm32-wasip2, release, size-optimised, into build/components.
+# Build every first-party component for wasm32-wasip2, release, size-optimised, and embed its
+# manifest (components/NAME/manifest.toml), into build/components.
 build-components: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }}
+    cargo build --quiet --bin chitin
     mkdir -p build/components
-    for c in {{ components }}; do cp "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "build/components/$c.wasm"; done
+    for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/components/$c.wasm"; done
     @ls -l build/components
 
 # Build the test fixture components into build/fixtures.

@@ -6,10 +6,14 @@
 //! instance) are reported, never asserted: the machines are shared and noisy.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use chitin_host::data_dir::DataDir;
 use chitin_host::engine::{AllocatorProfile, EngineOptions};
-use chitin_host::{Host, Limits, Runtime};
+use chitin_host::policy::Policy;
+use chitin_host::state::{CallEnv, HostState};
+use chitin_host::{CallContext, Host, Limits, Runtime, Services};
 
 const ECHO_ARGS: &str = r#"{"message":"hello"}"#;
 
@@ -43,7 +47,15 @@ async fn host(
         keep_resident,
     };
     let runtime = Runtime::new(&data.join("cache"), &options).expect("runtime");
-    let mut host = Host::new(runtime, Limits::default());
+    let workspace = data.join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    let services = Arc::new(
+        Services::new(&workspace, DataDir::resolve(Some(data)).expect("data dir"))
+            .expect("services"),
+    );
+    let mut policy = Policy::builtin().expect("policy");
+    policy.limits = Limits::default();
+    let mut host = Host::new(runtime, policy, services);
     for p in paths {
         host.load_path(p).await.expect("load");
     }
@@ -107,7 +119,7 @@ fn breakdown(
         &[component_file.to_owned()],
     ));
     let component = &host.components()[0];
-    let limits = Limits::default();
+    let ctx = CallContext::default();
     let median = |mut v: Vec<Duration>| {
         v.sort();
         v[v.len() / 2]
@@ -120,9 +132,12 @@ fn breakdown(
     rt.block_on(async {
         for _ in 0..calls {
             let t = Instant::now();
-            drop(std::hint::black_box(chitin_host::state::HostState::new(
-                &limits,
-            )));
+            let env = CallEnv {
+                grant: &component.grant,
+                services: host.services(),
+                ctx: &ctx,
+            };
+            drop(std::hint::black_box(HostState::new(&env).expect("state")));
             state.push(t.elapsed());
             let t = Instant::now();
             component.tools[0].validate_args(ECHO_ARGS).expect("valid");
@@ -130,7 +145,7 @@ fn breakdown(
             let t = Instant::now();
             let live = host
                 .runtime()
-                .hold(component, &limits)
+                .hold(component, host.services())
                 .await
                 .expect("instance");
             instantiate.push(t.elapsed());
@@ -310,15 +325,14 @@ fn main() {
             std::slice::from_ref(&echo),
         ));
         let component = &host.components()[0];
-        let limits = Limits::default();
         // One instance first, so shared code and images are already resident.
         let first = rt
-            .block_on(host.runtime().hold(component, &limits))
+            .block_on(host.runtime().hold(component, host.services()))
             .expect("instance");
         let before = rss_bytes();
         let live: Vec<_> = (0..1000)
             .map(|_| {
-                rt.block_on(host.runtime().hold(component, &limits))
+                rt.block_on(host.runtime().hold(component, host.services()))
                     .expect("instance")
             })
             .collect();

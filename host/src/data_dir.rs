@@ -43,6 +43,11 @@ impl DataDir {
         self.root.join("cache")
     }
 
+    /// The database shared by the capabilities (key-value, secrets, approvals).
+    pub fn database(&self) -> PathBuf {
+        self.root.join("chitin.redb")
+    }
+
     /// Where installed components live (the default component source when nothing else is found).
     pub fn components(&self) -> PathBuf {
         self.root.join("components")

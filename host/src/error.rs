@@ -70,6 +70,30 @@ pub enum LoadError {
         /// What is wrong with the bytes.
         cause: chitin_registry::artifact::ArtifactError,
     },
+    /// The embedded manifest is malformed or invalid.
+    #[error("{path}: {cause}")]
+    Manifest {
+        /// The component file.
+        path: PathBuf,
+        /// What is wrong with the manifest.
+        cause: chitin_registry::manifest::ManifestError,
+    },
+    /// The manifest asks for something this host cannot grant.
+    #[error("{path}: {cause}")]
+    Grant {
+        /// The component file.
+        path: PathBuf,
+        /// What cannot be granted.
+        cause: crate::grant::GrantError,
+    },
+    /// A tool the manifest names is not one the component carries.
+    #[error("{path}: the manifest names tool `{tool}`, which the component does not carry")]
+    UnknownManifestTool {
+        /// The component file.
+        path: PathBuf,
+        /// The tool name.
+        tool: String,
+    },
     /// wasmtime refused to compile the component (malformed, truncated, invalid).
     #[error("{path}: not a valid component: {reason}")]
     Compile {

@@ -2,27 +2,34 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use chitin_registry::manifest::ApprovalHint;
+
+use crate::approval::{ApprovalRequest, CallContext, Decision};
 use crate::error::{LoadError, ToolError};
-use crate::limits::Limits;
+use crate::policy::Policy;
 use crate::runtime::{CallReport, LoadedComponent, Runtime};
+use crate::services::Services;
 use crate::spec::ToolSpec;
 
 /// Loaded components and their tools, served through one runtime.
 pub struct Host {
     runtime: Runtime,
-    limits: Limits,
+    policy: Policy,
+    services: Arc<Services>,
     components: Vec<LoadedComponent>,
     /// Tool name → (component index, tool index); a BTreeMap so listings are deterministic.
     index: BTreeMap<String, (usize, usize)>,
 }
 
 impl Host {
-    /// A host with no components yet, running calls under `limits`.
-    pub fn new(runtime: Runtime, limits: Limits) -> Self {
+    /// A host with no components yet, granting under `policy` from `services`.
+    pub fn new(runtime: Runtime, policy: Policy, services: Arc<Services>) -> Self {
         Self {
             runtime,
-            limits,
+            policy,
+            services,
             components: Vec::new(),
             index: BTreeMap::new(),
         }
@@ -33,9 +40,14 @@ impl Host {
         &self.runtime
     }
 
-    /// The per-call limits.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
+    /// The operator's policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The workspace, data directory and database.
+    pub fn services(&self) -> &Arc<Services> {
+        &self.services
     }
 
     /// The loaded components, in load order.
@@ -57,7 +69,10 @@ impl Host {
 
     /// Load one component file and index its tools. A tool name already taken is refused.
     pub async fn load_file(&mut self, path: &Path) -> Result<(), LoadError> {
-        let component = self.runtime.load(path, &self.limits).await?;
+        let component = self
+            .runtime
+            .load(path, &self.policy, &self.services)
+            .await?;
         let slot = self.components.len();
         for (i, tool) in component.tools.iter().enumerate() {
             if let Some(&(other, _)) = self.index.get(&tool.spec.name) {
@@ -105,14 +120,38 @@ impl Host {
         Some(&self.components[c].tools[t].spec)
     }
 
-    /// Call tool `name` with `args_json` in a fresh sandbox. Runs inside a Tokio runtime with
-    /// timers enabled (the wall-clock timeout uses them).
+    /// Call tool `name` with `args_json` in a fresh sandbox as the local user, with nobody to
+    /// approve. Runs inside a Tokio runtime with timers enabled (the wall-clock timeout uses
+    /// them).
     pub async fn call(&self, name: &str, args_json: &str) -> CallReport {
+        self.call_in(name, args_json, &CallContext::default()).await
+    }
+
+    /// Call tool `name` with `args_json` for the caller in `ctx`, asking its approver first when
+    /// the tool needs approval.
+    pub async fn call_in(&self, name: &str, args_json: &str, ctx: &CallContext) -> CallReport {
         let Some(&(c, t)) = self.index.get(name) else {
             return CallReport::refused(ToolError::NotFound(self.unknown_tool(name)));
         };
+        let component = &self.components[c];
+        let hint = component.grant.approval(name);
+        if hint != ApprovalHint::Never {
+            // Validate first so a person is only ever asked about a call that can run.
+            if let Err(e) = component.tools[t].validate_args(args_json) {
+                return CallReport::refused(e);
+            }
+            let request = ApprovalRequest {
+                tool: name.to_owned(),
+                component: component.name(),
+                reason: format!("its manifest asks for approval ({hint:?})").to_lowercase(),
+                args_json: args_json.to_owned(),
+            };
+            if let Decision::Denied(why) = ctx.approver.approve(&request).await {
+                return CallReport::refused(ToolError::PermissionDenied(why));
+            }
+        }
         self.runtime
-            .call(&self.components[c], t, args_json, &self.limits)
+            .call(component, t, args_json, &self.services, ctx)
             .await
     }
 

@@ -4,6 +4,7 @@
 
 #![deny(missing_docs)]
 
+pub mod approval;
 mod bindings;
 pub mod cache;
 pub mod caps;
@@ -12,16 +13,20 @@ pub mod contract;
 pub mod data_dir;
 pub mod engine;
 pub mod error;
+pub mod grant;
 pub mod host;
 pub mod limits;
 pub mod mcp;
 pub mod policy;
 pub mod runtime;
 pub mod sandbox;
+pub mod services;
 pub mod spec;
 pub mod state;
 
+pub use approval::CallContext;
 pub use error::{LoadError, ToolError};
 pub use host::Host;
 pub use limits::Limits;
 pub use runtime::{CallOutput, CallReport, LoadedComponent, Runtime};
+pub use services::Services;

@@ -2,21 +2,27 @@
 //! components (cache → contract check → pre-link → specs) and runs calls in fresh sandboxes.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chitin_registry::artifact::{self, ContentHash};
+use chitin_registry::manifest::Manifest;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
+use crate::approval::CallContext;
 use crate::bindings::ToolComponentPre;
 use crate::cache::{CacheCounts, CacheError, CacheOutcome, CompileCache, LoadOrCompileError};
 use crate::caps::log::LogRecord;
 use crate::engine::{self, EngineOptions, EngineReport, EpochTicker};
 use crate::error::{LoadError, ToolError};
-use crate::limits::{Limits, floor_char_boundary_len};
+use crate::grant::Grant;
+use crate::limits::floor_char_boundary_len;
+use crate::policy::Policy;
 use crate::sandbox;
+use crate::services::Services;
 use crate::spec::CheckedSpec;
-use crate::state::HostState;
+use crate::state::{CallEnv, HostState};
 
 /// The runtime could not start.
 #[derive(Debug, thiserror::Error)]
@@ -54,16 +60,20 @@ pub struct LoadedComponent {
     pub cache: CacheOutcome,
     /// Its tools, in the order the component lists them.
     pub tools: Vec<CheckedSpec>,
+    /// What it may use.
+    pub grant: Arc<Grant>,
     pre: ToolComponentPre<HostState>,
 }
 
 impl LoadedComponent {
-    /// The component's name: its file stem.
+    /// The component's name: `namespace/name` from its manifest, else its file stem.
     pub fn name(&self) -> String {
-        self.path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
+        self.grant.id().unwrap_or_else(|| {
+            self.path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
     }
 }
 
@@ -150,14 +160,20 @@ impl Runtime {
         &self.cache
     }
 
-    /// Load a component file: check it is a component, compile (or load from cache), check its
-    /// contract, pre-link it, and ask it for its tool specs under `limits`.
-    pub async fn load(&self, path: &Path, limits: &Limits) -> Result<LoadedComponent, LoadError> {
+    /// Load a component file: check it is a component, resolve its manifest's grant against
+    /// `policy`, compile (or load from cache), check its contract, pre-link it, and ask it for
+    /// its tool specs.
+    pub async fn load(
+        &self,
+        path: &Path,
+        policy: &Policy,
+        services: &Arc<Services>,
+    ) -> Result<LoadedComponent, LoadError> {
         let bytes = std::fs::read(path).map_err(|cause| LoadError::Read {
             path: path.to_owned(),
             cause,
         })?;
-        self.load_bytes(path, &bytes, limits).await
+        self.load_bytes(path, &bytes, policy, services).await
     }
 
     /// As [`Runtime::load`], for bytes already read; `path` names the component in errors.
@@ -165,12 +181,30 @@ impl Runtime {
         &self,
         path: &Path,
         bytes: &[u8],
-        limits: &Limits,
+        policy: &Policy,
+        services: &Arc<Services>,
     ) -> Result<LoadedComponent, LoadError> {
         artifact::check_header(bytes).map_err(|cause| LoadError::Artifact {
             path: path.to_owned(),
             cause,
         })?;
+        let manifest = artifact::manifest_text(bytes)
+            .map_err(|cause| LoadError::Artifact {
+                path: path.to_owned(),
+                cause,
+            })?
+            .map(Manifest::parse)
+            .transpose()
+            .map_err(|cause| LoadError::Manifest {
+                path: path.to_owned(),
+                cause,
+            })?;
+        let grant = Arc::new(Grant::resolve(manifest, policy, services).map_err(|cause| {
+            LoadError::Grant {
+                path: path.to_owned(),
+                cause,
+            }
+        })?);
         let hash = ContentHash::of(bytes);
         let (component, cache) = self
             .cache
@@ -189,7 +223,16 @@ impl Runtime {
                 reason: format!("{e:#}"),
             }
         })?;
-        let report = sandbox::specs(&self.engine, &pre, limits).await;
+        let env = CallEnv {
+            grant: &grant,
+            services,
+            ctx: &CallContext::default(),
+        };
+        let state = HostState::new(&env).map_err(|e| LoadError::Instantiate {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let report = sandbox::specs(&self.engine, &pre, state, &grant.limits).await;
         let specs = report.result.map_err(|e| LoadError::Instantiate {
             path: path.to_owned(),
             reason: format!("specs() failed: {e}"),
@@ -203,11 +246,22 @@ impl Runtime {
                 tool,
                 reason,
             })?;
+        if let Some(tool) = grant
+            .approvals
+            .keys()
+            .find(|name| !tools.iter().any(|t| &t.spec.name == *name))
+        {
+            return Err(LoadError::UnknownManifestTool {
+                path: path.to_owned(),
+                tool: tool.clone(),
+            });
+        }
         Ok(LoadedComponent {
             path: path.to_owned(),
             hash,
             cache,
             tools,
+            grant,
             pre,
         })
     }
@@ -217,9 +271,15 @@ impl Runtime {
     pub async fn hold(
         &self,
         component: &LoadedComponent,
-        limits: &Limits,
+        services: &Arc<Services>,
     ) -> Result<sandbox::LiveInstance, ToolError> {
-        sandbox::hold(&self.engine, &component.pre, limits)
+        let env = CallEnv {
+            grant: &component.grant,
+            services,
+            ctx: &CallContext::default(),
+        };
+        let state = HostState::new(&env).map_err(|e| ToolError::ExecutionFailed(e.to_string()))?;
+        sandbox::hold(&self.engine, &component.pre, state, &component.grant.limits)
             .await
             .map_err(|e| ToolError::ExecutionFailed(format!("cannot instantiate: {e:#}")))
     }
@@ -231,8 +291,10 @@ impl Runtime {
         component: &LoadedComponent,
         index: usize,
         args_json: &str,
-        limits: &Limits,
+        services: &Arc<Services>,
+        ctx: &CallContext,
     ) -> CallReport {
+        let limits = &component.grant.limits;
         let Some(tool) = component.tools.get(index) else {
             return CallReport::refused(ToolError::NotFound(format!(
                 "{} has no tool number {index}",
@@ -242,9 +304,19 @@ impl Runtime {
         if let Err(e) = tool.validate_args(args_json) {
             return CallReport::refused(e);
         }
+        let env = CallEnv {
+            grant: &component.grant,
+            services,
+            ctx,
+        };
+        let state = match HostState::new(&env) {
+            Ok(state) => state,
+            Err(e) => return CallReport::refused(ToolError::ExecutionFailed(e.to_string())),
+        };
         let report = sandbox::call(
             &self.engine,
             &component.pre,
+            state,
             limits,
             &tool.spec.name,
             args_json,

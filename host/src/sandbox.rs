@@ -31,9 +31,13 @@ pub struct RunReport<T> {
     pub duration: Duration,
 }
 
-/// A fresh store for one call under `limits`.
-fn new_store(engine: &Engine, limits: &Limits) -> wasmtime::Result<Store<HostState>> {
-    let mut store = Store::new(engine, HostState::new(limits));
+/// A fresh store for one call holding `state`, under `limits`.
+fn new_store(
+    engine: &Engine,
+    state: HostState,
+    limits: &Limits,
+) -> wasmtime::Result<Store<HostState>> {
+    let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_fuel(limits.fuel)?;
     let deadline = Instant::now() + limits.timeout();
@@ -53,10 +57,10 @@ fn new_store(engine: &Engine, limits: &Limits) -> wasmtime::Result<Store<HostSta
 /// Instantiate `pre` in a fresh store and run `call` on the instance; `call` gets the store and
 /// the instance's tool interface.
 macro_rules! run_in_sandbox {
-    ($engine:expr, $pre:expr, $limits:expr, |$store:ident, $tool:ident| $body:expr) => {{
+    ($engine:expr, $pre:expr, $state:expr, $limits:expr, |$store:ident, $tool:ident| $body:expr) => {{
         let limits: &Limits = $limits;
         let started = Instant::now();
-        match new_store($engine, limits) {
+        match new_store($engine, $state, limits) {
             Err(e) => RunReport {
                 result: Err(ToolError::ExecutionFailed(format!(
                     "cannot create a sandbox: {e:#}"
@@ -97,20 +101,23 @@ macro_rules! run_in_sandbox {
 pub async fn specs(
     engine: &Engine,
     pre: &ToolComponentPre<HostState>,
+    state: HostState,
     limits: &Limits,
 ) -> RunReport<Vec<crate::bindings::exports::chitin::tool::tool::ToolSpec>> {
-    run_in_sandbox!(engine, pre, limits, |store, tool| tool.call_specs(store))
+    run_in_sandbox!(engine, pre, state, limits, |store, tool| tool
+        .call_specs(store))
 }
 
 /// Call tool `name` with `args_json` (already validated).
 pub async fn call(
     engine: &Engine,
     pre: &ToolComponentPre<HostState>,
+    state: HostState,
     limits: &Limits,
     name: &str,
     args_json: &str,
 ) -> RunReport<String> {
-    let report = run_in_sandbox!(engine, pre, limits, |store, tool| tool
+    let report = run_in_sandbox!(engine, pre, state, limits, |store, tool| tool
         .call_call(store, name, args_json));
     RunReport {
         result: report.result.and_then(|r| r.map_err(from_wit)),
@@ -130,9 +137,10 @@ pub struct LiveInstance {
 pub async fn hold(
     engine: &Engine,
     pre: &ToolComponentPre<HostState>,
+    state: HostState,
     limits: &Limits,
 ) -> wasmtime::Result<LiveInstance> {
-    let mut store = new_store(engine, limits)?;
+    let mut store = new_store(engine, state, limits)?;
     let instance = pre.instantiate_async(&mut store).await?;
     Ok(LiveInstance {
         _store: store,

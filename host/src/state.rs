@@ -1,12 +1,29 @@
 //! The per-call store state: one field per capability and one resource table.
 
+use std::sync::Arc;
+
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::approval::CallContext;
 use crate::caps::log::{LogCtx, SharedLog};
 use crate::caps::process::ProcessCtx;
 use crate::caps::wasi;
-use crate::limits::{Limits, MemoryLimiter};
+use crate::grant::Grant;
+use crate::limits::MemoryLimiter;
+use crate::services::Services;
+
+/// What one call's state is built from: the component's grant, the host's services, and who is
+/// calling.
+#[derive(Clone, Copy)]
+pub struct CallEnv<'a> {
+    /// The component's effective grant.
+    pub grant: &'a Grant,
+    /// The host's workspace, data directory and database.
+    pub services: &'a Arc<Services>,
+    /// The caller and their approver.
+    pub ctx: &'a CallContext,
+}
 
 /// Everything one call's store holds. Built fresh per call and dropped with the instance.
 pub struct HostState {
@@ -17,17 +34,23 @@ pub struct HostState {
     pub(crate) limiter: MemoryLimiter,
 }
 
+/// A call's state could not be built (a granted directory vanished, say).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up the call's capabilities: {0}")]
+pub struct StateError(#[from] pub std::io::Error);
+
 impl HostState {
-    /// State for one call under `limits`.
-    pub fn new(limits: &Limits) -> Self {
+    /// State for one call under the grant in `env`.
+    pub fn new(env: &CallEnv<'_>) -> Result<Self, StateError> {
+        let limits = &env.grant.limits;
         let log = SharedLog::new(limits.log_entries, limits.log_entry_bytes);
-        Self {
+        Ok(Self {
             table: ResourceTable::new(),
-            wasi: wasi::ctx(&log),
+            wasi: wasi::ctx(&log, env.grant)?,
             log: LogCtx { log },
             process: ProcessCtx::default(),
             limiter: MemoryLimiter::new(limits.memory_bytes),
-        }
+        })
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use chitin_host::contract::ContractError;
 use chitin_host::engine::EngineOptions;
 use chitin_host::{Host, Limits, LoadError, Runtime, ToolError};
-use common::{TestEnv, component, fixture, test_engine};
+use common::{TestEnv, component, fixture, policy, services, test_engine};
 use serde_json::json;
 
 async fn runtime() -> (tempfile::TempDir, Runtime) {
@@ -16,10 +16,19 @@ async fn runtime() -> (tempfile::TempDir, Runtime) {
     (data, rt)
 }
 
+fn env_of(data: &tempfile::TempDir) -> std::sync::Arc<chitin_host::Services> {
+    services(data.path(), data.path())
+}
+
 async fn load_err(bytes: &[u8]) -> LoadError {
-    let (_data, rt) = runtime().await;
+    let (data, rt) = runtime().await;
     match rt
-        .load_bytes(&PathBuf::from("bad.wasm"), bytes, &Limits::default())
+        .load_bytes(
+            &PathBuf::from("bad.wasm"),
+            bytes,
+            &policy(Limits::default()),
+            &env_of(&data),
+        )
         .await
     {
         Ok(_) => panic!("bad bytes loaded"),
@@ -95,9 +104,12 @@ async fn a_truncated_component_is_refused() {
 
 #[tokio::test]
 async fn a_contract_version_the_host_does_not_accept_is_refused() {
-    let (_data, rt) = runtime().await;
+    let (data, rt) = runtime().await;
     let path = fixture("test-future-contract");
-    let err = match rt.load(&path, &Limits::default()).await {
+    let err = match rt
+        .load(&path, &policy(Limits::default()), &env_of(&data))
+        .await
+    {
         Ok(_) => panic!("future contract loaded"),
         Err(e) => e,
     };
@@ -122,7 +134,7 @@ async fn two_components_carrying_the_same_tool_name_are_refused() {
         },
     )
     .expect("runtime");
-    let mut host = Host::new(rt, Limits::default());
+    let mut host = Host::new(rt, policy(Limits::default()), env_of(&data));
     host.load_file(&component("echo")).await.expect("echo");
     let copy = data.path().join("echo-copy.wasm");
     std::fs::copy(component("echo"), &copy).expect("copy");

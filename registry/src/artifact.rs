@@ -2,6 +2,9 @@
 //! content hash, and its WIT world (imports and exports), without compiling or running it.
 
 use std::fmt;
+use std::ops::Range;
+
+use wasmparser::{Chunk, Parser, Payload};
 
 use wit_parser::{Resolve, WorldId, WorldItem, WorldKey};
 
@@ -166,6 +169,127 @@ impl WitWorld {
     }
 }
 
+/// The custom section that carries a component's manifest (TOML).
+pub const MANIFEST_SECTION: &str = "chitin-manifest";
+
+/// A top-level custom section: its name, its data, and the byte range of the whole section
+/// (id, size and contents) in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomSection<'a> {
+    /// Section name.
+    pub name: &'a str,
+    /// Section data.
+    pub data: &'a [u8],
+    /// The whole section's bytes in the file.
+    pub span: Range<usize>,
+}
+
+/// The custom sections at the top level of a component (not those of nested modules).
+pub fn custom_sections(bytes: &[u8]) -> Result<Vec<CustomSection<'_>>, ArtifactError> {
+    check_header(bytes)?;
+    let mut parser = Parser::new(0);
+    let mut pos = 0;
+    let mut out = Vec::new();
+    loop {
+        let rest = bytes.get(pos..).unwrap_or_default();
+        let (consumed, payload) = match parser
+            .parse(rest, true)
+            .map_err(|e| ArtifactError::Malformed(e.to_string()))?
+        {
+            Chunk::NeedMoreData(_) => {
+                return Err(ArtifactError::Malformed("the file is cut short".into()));
+            }
+            Chunk::Parsed { consumed, payload } => (consumed, payload),
+        };
+        let start = pos;
+        pos += consumed;
+        match payload {
+            Payload::CustomSection(c) => out.push(CustomSection {
+                name: c.name(),
+                data: c.data(),
+                span: start..pos,
+            }),
+            Payload::ModuleSection {
+                unchecked_range, ..
+            }
+            | Payload::ComponentSection {
+                unchecked_range, ..
+            } => {
+                // Nested modules and components are skipped whole (the parser has already moved
+                // past them; only the header was consumed): their custom sections are not the
+                // artifact's.
+                pos += unchecked_range.len();
+            }
+            Payload::End(_) => return Ok(out),
+            _ => {}
+        }
+    }
+}
+
+/// The manifest text embedded in a component, if it carries one.
+pub fn manifest_text(bytes: &[u8]) -> Result<Option<&str>, ArtifactError> {
+    let mut found = None;
+    for section in custom_sections(bytes)? {
+        if section.name != MANIFEST_SECTION {
+            continue;
+        }
+        if found.is_some() {
+            return Err(ArtifactError::Malformed(format!(
+                "it carries more than one `{MANIFEST_SECTION}` section"
+            )));
+        }
+        found = Some(std::str::from_utf8(section.data).map_err(|_| {
+            ArtifactError::Malformed(format!("the `{MANIFEST_SECTION}` section is not UTF-8"))
+        })?);
+    }
+    Ok(found)
+}
+
+/// `bytes` with `manifest` as its manifest section, replacing any it carried, appended after the
+/// component's other sections.
+pub fn embed_manifest(bytes: &[u8], manifest: &str) -> Result<Vec<u8>, ArtifactError> {
+    let old: Vec<Range<usize>> = custom_sections(bytes)?
+        .into_iter()
+        .filter(|s| s.name == MANIFEST_SECTION)
+        .map(|s| s.span)
+        .collect();
+    let mut out = Vec::with_capacity(bytes.len() + manifest.len() + 32);
+    let mut pos = 0;
+    for span in old {
+        out.extend_from_slice(&bytes[pos..span.start]);
+        pos = span.end;
+    }
+    out.extend_from_slice(&bytes[pos..]);
+    out.extend_from_slice(&custom_section(MANIFEST_SECTION, manifest.as_bytes()));
+    Ok(out)
+}
+
+/// Encode one custom section (id 0, size, name, data).
+pub fn custom_section(name: &str, data: &[u8]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(name.len() + data.len() + 5);
+    leb128(&mut body, name.len());
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(data);
+    let mut out = Vec::with_capacity(body.len() + 6);
+    out.push(0);
+    leb128(&mut out, body.len());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Unsigned LEB128, the encoding of every length in a WebAssembly binary.
+fn leb128(out: &mut Vec<u8>, mut value: usize) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,5 +326,35 @@ mod tests {
         let h = ContentHash::of(b"abc");
         assert_eq!(h.to_hex().len(), 64);
         assert!(h.to_string().starts_with("blake3:"));
+    }
+
+    /// The smallest component: just the header.
+    const EMPTY: &[u8] = b"\0asm\x0d\0\x01\0";
+
+    #[test]
+    fn a_manifest_is_embedded_read_back_and_replaced() {
+        assert_eq!(manifest_text(EMPTY).expect("parses"), None);
+        let one = embed_manifest(EMPTY, "schema = 1").expect("embeds");
+        assert_eq!(manifest_text(&one).expect("parses"), Some("schema = 1"));
+        let two = embed_manifest(&one, "schema = 2").expect("re-embeds");
+        assert_eq!(manifest_text(&two).expect("parses"), Some("schema = 2"));
+        assert_eq!(two.len(), one.len());
+    }
+
+    #[test]
+    fn two_manifest_sections_are_refused() {
+        let mut twice = embed_manifest(EMPTY, "a").expect("embeds");
+        twice.extend(custom_section(MANIFEST_SECTION, b"b"));
+        assert!(matches!(
+            manifest_text(&twice),
+            Err(ArtifactError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn a_long_section_uses_a_multi_byte_length() {
+        let text = "x".repeat(70_000);
+        let wasm = embed_manifest(EMPTY, &text).expect("embeds");
+        assert_eq!(manifest_text(&wasm).expect("parses"), Some(text.as_str()));
     }
 }

@@ -1,6 +1,8 @@
 //! Capabilities the host links into components. One module per capability; linking is one
 //! visible list in [`add_to_linker`].
 
+pub mod env;
+pub mod files;
 pub mod log;
 pub mod process;
 pub mod stdio;

@@ -1,7 +1,8 @@
 //! The WASI base every component gets: clocks, random, stdio (captured into the call's log),
-//! environment (empty), exit, and the filesystem interfaces with no preopened directory — Rust's
-//! standard library imports those even when it never opens a file, and without a preopen they
-//! reach nothing. `wasi:sockets` is never linked: no grant gives raw network access.
+//! environment (only granted keys), exit, and the filesystem interfaces with only the granted
+//! preopens — Rust's standard library imports those even when it never opens a file, and without
+//! a preopen they reach nothing. `wasi:sockets` is never linked: no grant gives raw network
+//! access.
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
@@ -11,8 +12,10 @@ use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, io, random};
 use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiView};
 
+use crate::caps::files;
 use crate::caps::log::{LogSource, SharedLog};
 use crate::caps::stdio::CapturedOutput;
+use crate::grant::Grant;
 use crate::state::HostState;
 
 /// The interface prefixes this module links, for explaining a component's unmet imports.
@@ -24,12 +27,16 @@ pub const LINKED_PACKAGES: &[&str] = &[
     "wasi:filesystem/",
 ];
 
-/// Build the per-call WASI context: stdio into `log`, no env, no args, no preopens.
-pub fn ctx(log: &SharedLog) -> WasiCtx {
-    WasiCtxBuilder::new()
+/// Build the per-call WASI context: stdio into `log`, no args, and the environment variables and
+/// preopened directories `grant` allows.
+pub fn ctx(log: &SharedLog, grant: &Grant) -> Result<WasiCtx, std::io::Error> {
+    let mut builder = WasiCtxBuilder::new();
+    builder
         .stdout(CapturedOutput::new(log.clone(), LogSource::Stdout))
         .stderr(CapturedOutput::new(log.clone(), LogSource::Stderr))
-        .build()
+        .envs(&grant.env.vars);
+    files::apply(&grant.files, &mut builder)?;
+    Ok(builder.build())
 }
 
 struct Io;

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use chitin_registry::artifact::{self, ContentHash, WitWorld};
+use chitin_registry::manifest::Manifest;
 use serde_json::json;
 
 use super::{Cli, Exit, open_runtime};
@@ -27,8 +28,13 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     artifact::validate(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     let world =
         WitWorld::decode(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
-    let (runtime, policy, _) = open_runtime(cli)?;
-    let loaded = runtime.load_bytes(&args.file, &bytes, &policy.limits).await;
+    let manifest = artifact::manifest_text(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?
+        .map(|text| Manifest::parse(text).map_err(|e| e.to_string()));
+    let (runtime, policy, services) = open_runtime(cli)?;
+    let loaded = runtime
+        .load_bytes(&args.file, &bytes, &policy, &services)
+        .await;
     let (tools, refusal) = match &loaded {
         Ok(c) => (
             c.tools.iter().map(|t| t.spec.clone()).collect::<Vec<_>>(),
@@ -46,6 +52,11 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             "accepted": refusal.is_none(),
             "refusal": refusal,
             "tools": tools,
+            "manifest": match &manifest {
+                Some(Ok(m)) => json!(m),
+                Some(Err(e)) => json!({ "error": e }),
+                None => json!(null),
+            },
         });
         if args.wit {
             out["wit"] = json!(world.to_wit()?);
@@ -55,6 +66,16 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         println!("file:     {}", args.file.display());
         println!("size:     {} bytes", bytes.len());
         println!("hash:     {hash}");
+        match &manifest {
+            Some(Ok(m)) => println!(
+                "manifest: {} {} by {}",
+                m.id(),
+                m.component.version,
+                m.component.publisher
+            ),
+            Some(Err(e)) => println!("manifest: invalid: {e}"),
+            None => println!("manifest: none (no capabilities beyond the WASI base and logging)"),
+        }
         println!("imports:");
         for name in world.imports() {
             println!("  {name}");

@@ -3,11 +3,13 @@
 mod call;
 mod inspect;
 mod list;
+mod manifest;
 mod schema;
 mod serve;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -18,6 +20,7 @@ use crate::error::ToolError;
 use crate::host::Host;
 use crate::policy::Policy;
 use crate::runtime::Runtime;
+use crate::services::Services;
 
 /// Where `just build-components` puts the first-party components, relative to the working
 /// directory; used when no `--components` is given and it exists.
@@ -97,6 +100,11 @@ pub struct Cli {
     )]
     pub components: Vec<PathBuf>,
 
+    /// The workspace: the directory components granted files may reach. Default: the current
+    /// directory.
+    #[arg(long, global = true, env = "CHITIN_WORKSPACE", value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
     /// Policy file (default: the built-in policies/default.toml).
     #[arg(long, global = true, env = "CHITIN_POLICY", value_name = "FILE")]
     pub policy: Option<PathBuf>,
@@ -123,6 +131,9 @@ pub enum Command {
     Inspect(inspect::Args),
     /// Serve the tools to an agent over MCP on stdio.
     Serve(serve::Args),
+    /// Check a manifest, or embed one into a component.
+    #[command(subcommand)]
+    Manifest(manifest::Command),
 }
 
 /// Run the CLI; returns the process exit code.
@@ -155,6 +166,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Schema(args) => schema::run(&cli, args).await,
         Command::Inspect(args) => inspect::run(&cli, args).await,
         Command::Serve(args) => serve::run(&cli, args).await,
+        Command::Manifest(cmd) => manifest::run(cmd),
     }
 }
 
@@ -175,23 +187,28 @@ fn init_tracing(verbose: u8) {
         .try_init();
 }
 
-/// Start a runtime with the operator's data directory and policy.
-pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, DataDir)> {
+/// Start a runtime with the operator's data directory, workspace and policy.
+pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, Arc<Services>)> {
     let data = DataDir::resolve(cli.data_dir.as_deref())?;
     let policy = match &cli.policy {
         Some(path) => Policy::load(path)?,
         None => Policy::builtin()?,
     };
     let runtime = Runtime::new(&data.cache(), &EngineOptions::default())?;
-    Ok((runtime, policy, data))
+    let workspace = match &cli.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let services = Arc::new(Services::new(&workspace, data)?);
+    Ok((runtime, policy, services))
 }
 
 /// Start a host and load the configured components.
 pub(crate) async fn open_host(cli: &Cli) -> anyhow::Result<Host> {
     let started = std::time::Instant::now();
-    let (runtime, policy, data) = open_runtime(cli)?;
-    let sources = component_sources(cli, &data);
-    let mut host = Host::new(runtime, policy.limits);
+    let (runtime, policy, services) = open_runtime(cli)?;
+    let sources = component_sources(cli, services.data_dir());
+    let mut host = Host::new(runtime, policy, services);
     for source in &sources {
         if !source.exists() {
             anyhow::bail!(

@@ -3,9 +3,12 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use chitin_host::data_dir::DataDir;
 use chitin_host::engine::EngineOptions;
-use chitin_host::{CallReport, Host, Limits, Runtime};
+use chitin_host::policy::Policy;
+use chitin_host::{CallReport, Host, Limits, Runtime, Services};
 use serde_json::Value;
 
 /// The repository root.
@@ -48,9 +51,23 @@ fn shared_cache() -> &'static Path {
         .path()
 }
 
-/// A host over a temporary data directory.
+/// The built-in policy with its limits replaced by `limits`.
+pub fn policy(limits: Limits) -> Policy {
+    let mut policy = Policy::builtin().expect("built-in policy");
+    policy.limits = limits;
+    policy
+}
+
+/// Services over `workspace` with data in `data`.
+pub fn services(data: &Path, workspace: &Path) -> Arc<Services> {
+    let data = DataDir::resolve(Some(data)).expect("data dir");
+    Arc::new(Services::new(workspace, data).expect("services"))
+}
+
+/// A host over a temporary data directory and workspace.
 pub struct TestEnv {
     pub data: tempfile::TempDir,
+    pub workspace: tempfile::TempDir,
     pub host: Host,
 }
 
@@ -58,12 +75,18 @@ impl TestEnv {
     /// A host with `paths` loaded under `limits`, sharing this test process's compile cache.
     pub async fn new(paths: &[PathBuf], limits: Limits) -> TestEnv {
         let data = tempfile::tempdir().expect("tempdir");
+        let workspace = tempfile::tempdir().expect("tempdir");
         let runtime = Runtime::new(shared_cache(), &test_engine()).expect("runtime");
-        let mut host = Host::new(runtime, limits);
+        let services = services(data.path(), workspace.path());
+        let mut host = Host::new(runtime, policy(limits), services);
         for path in paths {
             host.load_path(path).await.expect("load component");
         }
-        TestEnv { data, host }
+        TestEnv {
+            data,
+            workspace,
+            host,
+        }
     }
 
     /// A host with `paths` loaded under default limits.
@@ -71,10 +94,13 @@ impl TestEnv {
         Self::new(paths, Limits::default()).await
     }
 
-    /// A host in its own data directory (to test the cache across starts).
+    /// A host in its own data directory (to test the cache across starts), with the data
+    /// directory's `workspace` folder as its workspace.
     pub async fn host_in(data: &Path, paths: &[PathBuf], limits: Limits) -> Host {
         let runtime = Runtime::new(&data.join("cache"), &test_engine()).expect("runtime");
-        let mut host = Host::new(runtime, limits);
+        let workspace = data.join("workspace");
+        std::fs::create_dir_all(&workspace).expect("workspace");
+        let mut host = Host::new(runtime, policy(limits), services(data, &workspace));
         for path in paths {
             host.load_path(path).await.expect("load component");
         }

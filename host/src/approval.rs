@@ -1,0 +1,76 @@
+//! Approvals: before a call that needs a person's consent, the host asks an [`Approver`]. The
+//! front decides who that is (a terminal prompt, MCP elicitation); an agent never answers for
+//! itself.
+
+use std::sync::Arc;
+
+/// What a person is asked to approve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    /// The tool to run.
+    pub tool: String,
+    /// The component carrying it (`namespace/name`, or the file stem without a manifest).
+    pub component: String,
+    /// Why approval is needed.
+    pub reason: String,
+    /// The call's arguments, as JSON.
+    pub args_json: String,
+}
+
+/// A person's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Run the call.
+    Approved,
+    /// Do not run it; why, in words for the agent.
+    Denied(String),
+}
+
+/// Someone who can approve calls.
+#[async_trait::async_trait]
+pub trait Approver: Send + Sync {
+    /// Ask about one call.
+    async fn approve(&self, request: &ApprovalRequest) -> Decision;
+}
+
+/// Used where nobody can be asked: refuses every request and says how to approve instead.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoApprover;
+
+#[async_trait::async_trait]
+impl Approver for NoApprover {
+    async fn approve(&self, request: &ApprovalRequest) -> Decision {
+        Decision::Denied(format!(
+            "`{}` needs a person's approval ({}), but nobody can be asked here: run it from a \
+             terminal, pass --yes to pre-approve, or use an MCP client that supports elicitation",
+            request.tool, request.reason
+        ))
+    }
+}
+
+/// Who is calling and who approves: what a front passes with every call.
+#[derive(Clone)]
+pub struct CallContext {
+    /// Asked before calls that need approval.
+    pub approver: Arc<dyn Approver>,
+    /// The caller, for per-user limits (`local` on the CLI).
+    pub user: String,
+}
+
+impl Default for CallContext {
+    /// The local user, with nobody to ask.
+    fn default() -> Self {
+        Self {
+            approver: Arc::new(NoApprover),
+            user: "local".into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,148 @@
+//! Files: the operator's workspace through `wasi:filesystem` preopens (wasmtime-wasi over
+//! cap-std). A component reaches exactly the granted paths, read-only or read-write; cap-std
+//! refuses `..` and symlinks that lead outside a preopen, so nothing beyond it is reachable.
+
+use std::path::PathBuf;
+
+use chitin_registry::manifest::{FileAccess, FilesGrant};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use crate::grant::GrantError;
+use crate::services::Services;
+
+/// Where the workspace root appears inside a component.
+pub const GUEST_ROOT: &str = "/workspace";
+
+/// The resolved files grant: directories to preopen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilesConfig {
+    /// One entry per granted path.
+    pub preopens: Vec<Preopen>,
+}
+
+/// One directory a component may open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preopen {
+    /// The canonical host directory.
+    pub host: PathBuf,
+    /// Its path inside the component (`/workspace` or `/workspace/<sub>`).
+    pub guest: String,
+    /// Read-only or read-write.
+    pub access: FileAccess,
+}
+
+/// Resolve a files grant against the workspace. Each granted path must exist, be a directory,
+/// and stay inside the workspace once symlinks are resolved.
+pub fn configure(
+    grant: Option<&FilesGrant>,
+    services: &Services,
+) -> Result<FilesConfig, GrantError> {
+    let Some(grant) = grant else {
+        return Ok(FilesConfig::default());
+    };
+    let root = services.workspace();
+    let mut preopens = Vec::with_capacity(grant.paths.len());
+    for path_grant in &grant.paths {
+        let refuse = |reason: String| GrantError::Files {
+            path: path_grant.path.clone(),
+            reason,
+        };
+        let host = root.join(&path_grant.path).canonicalize().map_err(|e| {
+            refuse(format!(
+                "cannot resolve it in workspace {}: {e}",
+                root.display()
+            ))
+        })?;
+        let relative = host.strip_prefix(root).map_err(|_| {
+            refuse(format!(
+                "resolves to {}, outside workspace {}",
+                host.display(),
+                root.display()
+            ))
+        })?;
+        if !host.is_dir() {
+            return Err(refuse("is not a directory".into()));
+        }
+        let guest = if relative.as_os_str().is_empty() {
+            GUEST_ROOT.to_owned()
+        } else {
+            format!("{GUEST_ROOT}/{}", relative.to_string_lossy())
+        };
+        preopens.push(Preopen {
+            host,
+            guest,
+            access: path_grant.access,
+        });
+    }
+    Ok(FilesConfig { preopens })
+}
+
+/// Preopen the granted directories in a call's WASI context.
+pub fn apply(config: &FilesConfig, builder: &mut WasiCtxBuilder) -> Result<(), std::io::Error> {
+    for p in &config.preopens {
+        let perms = match p.access {
+            FileAccess::ReadOnly => FsPerms::ReadOnly,
+            FileAccess::ReadWrite => FsPerms::ReadWrite,
+        };
+        builder
+            .preopened_dir(&p.host, &p.guest, perms)
+            .map_err(|e| std::io::Error::other(format!("{}: {e:#}", p.host.display())))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data_dir::DataDir;
+    use chitin_registry::manifest::PathGrant;
+
+    fn services(workspace: &std::path::Path, data: &std::path::Path) -> Services {
+        Services::new(workspace, DataDir::resolve(Some(data)).expect("data")).expect("services")
+    }
+
+    fn grant(path: &str, access: FileAccess) -> FilesGrant {
+        FilesGrant {
+            paths: vec![PathGrant {
+                path: path.into(),
+                access,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_root_and_sub_paths_map_under_the_guest_root() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let data = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(ws.path().join("docs")).expect("mkdir");
+        let s = services(ws.path(), data.path());
+        let root = configure(Some(&grant(".", FileAccess::ReadWrite)), &s).expect("root");
+        assert_eq!(root.preopens[0].guest, "/workspace");
+        assert_eq!(root.preopens[0].host, s.workspace());
+        let docs = configure(Some(&grant("docs", FileAccess::ReadOnly)), &s).expect("docs");
+        assert_eq!(docs.preopens[0].guest, "/workspace/docs");
+        assert_eq!(docs.preopens[0].access, FileAccess::ReadOnly);
+    }
+
+    #[test]
+    fn a_symlink_out_of_the_workspace_is_refused() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("out")).expect("symlink");
+        let s = services(ws.path(), outside.path());
+        let err = configure(Some(&grant("out", FileAccess::ReadOnly)), &s).expect_err("escape");
+        assert!(err.to_string().contains("outside workspace"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_path_or_a_file_is_refused() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let data = tempfile::tempdir().expect("tempdir");
+        std::fs::write(ws.path().join("f"), "x").expect("write");
+        let s = services(ws.path(), data.path());
+        let err = configure(Some(&grant("nope", FileAccess::ReadOnly)), &s).expect_err("missing");
+        assert!(err.to_string().contains("`nope`"), "{err}");
+        let err = configure(Some(&grant("f", FileAccess::ReadOnly)), &s).expect_err("file");
+        assert!(err.to_string().contains("not a directory"), "{err}");
+    }
+}

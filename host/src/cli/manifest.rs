@@ -1,0 +1,81 @@
+//! `chitin manifest check|embed`: validate a manifest, and put one inside a component.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use chitin_registry::artifact;
+use chitin_registry::manifest::Manifest;
+
+use super::Exit;
+
+/// Manifest subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Validate a manifest: a `.toml` file, or the one embedded in a `.wasm` component.
+    Check {
+        /// The manifest or component file.
+        file: PathBuf,
+    },
+    /// Embed a manifest into a component (replacing any it carries) and write the result.
+    Embed {
+        /// The component file.
+        component: PathBuf,
+        /// The manifest file.
+        manifest: PathBuf,
+        /// Where to write the component with its manifest.
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+    },
+}
+
+pub(super) fn run(cmd: &Command) -> anyhow::Result<Exit> {
+    match cmd {
+        Command::Check { file } => {
+            let bytes =
+                std::fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
+            let text = if bytes.starts_with(b"\0asm") {
+                artifact::manifest_text(&bytes)
+                    .with_context(|| file.display().to_string())?
+                    .with_context(|| format!("{}: carries no manifest", file.display()))?
+                    .to_owned()
+            } else {
+                String::from_utf8(bytes)
+                    .with_context(|| format!("{}: not UTF-8 text", file.display()))?
+            };
+            let manifest = Manifest::parse(&text).with_context(|| file.display().to_string())?;
+            println!(
+                "{}: ok: {} {} by {}",
+                file.display(),
+                manifest.id(),
+                manifest.component.version,
+                manifest.component.publisher
+            );
+            Ok(Exit::Ok)
+        }
+        Command::Embed {
+            component,
+            manifest,
+            output,
+        } => {
+            let wasm = std::fs::read(component)
+                .with_context(|| format!("{}: cannot read", component.display()))?;
+            let text = std::fs::read_to_string(manifest)
+                .with_context(|| format!("{}: cannot read", manifest.display()))?;
+            Manifest::parse(&text).with_context(|| manifest.display().to_string())?;
+            let out = artifact::embed_manifest(&wasm, &text)
+                .with_context(|| component.display().to_string())?;
+            // Write beside the target and rename, so a crash never leaves half a component.
+            let dir = output
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            let mut tmp = tempfile::NamedTempFile::new_in(dir)
+                .with_context(|| format!("{}: cannot write", dir.display()))?;
+            std::io::Write::write_all(&mut tmp, &out)
+                .with_context(|| format!("{}: cannot write", output.display()))?;
+            tmp.persist(output)
+                .with_context(|| format!("{}: cannot write", output.display()))?;
+            Ok(Exit::Ok)
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! A component's effective grant: what its manifest asks for, resolved against the operator's
+//! policy and this host's services at load. Per-call state is built from it; nothing is granted
+//! that is not in it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chitin_registry::manifest::{ApprovalHint, LimitRequest, Manifest};
+
+use crate::caps::env::{self, EnvConfig};
+use crate::caps::files::{self, FilesConfig};
+use crate::limits::Limits;
+use crate::policy::Policy;
+use crate::services::Services;
+
+/// A grant could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantError {
+    /// A granted workspace path cannot be used.
+    #[error("files grant `{path}`: {reason}")]
+    Files {
+        /// The path as the manifest names it.
+        path: String,
+        /// Why it cannot be granted.
+        reason: String,
+    },
+}
+
+/// What one component may use.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// The manifest it came from; `None` for a component without one (it gets nothing beyond
+    /// the WASI base and logging).
+    pub manifest: Option<Arc<Manifest>>,
+    /// Per-call limits: the manifest's requests clamped by the policy.
+    pub limits: Limits,
+    /// Approval hints per tool.
+    pub approvals: BTreeMap<String, ApprovalHint>,
+    /// Workspace directories.
+    pub files: FilesConfig,
+    /// Environment variables.
+    pub env: EnvConfig,
+}
+
+impl Grant {
+    /// The grant of a component without a manifest: nothing but the policy's limits.
+    pub fn none(policy: &Policy) -> Self {
+        Self {
+            manifest: None,
+            limits: policy.limits,
+            approvals: BTreeMap::new(),
+            files: FilesConfig::default(),
+            env: EnvConfig::default(),
+        }
+    }
+
+    /// Resolve `manifest` against `policy` and `services`.
+    pub fn resolve(
+        manifest: Option<Manifest>,
+        policy: &Policy,
+        services: &Services,
+    ) -> Result<Self, GrantError> {
+        let Some(manifest) = manifest else {
+            return Ok(Self::none(policy));
+        };
+        let caps = &manifest.capabilities;
+        Ok(Self {
+            limits: clamp(&manifest.limits, &policy.limits),
+            approvals: manifest
+                .tools
+                .iter()
+                .map(|(name, hints)| (name.clone(), hints.approval))
+                .collect(),
+            files: files::configure(caps.files.as_ref(), services)?,
+            env: env::configure(caps.env.as_ref()),
+            manifest: Some(Arc::new(manifest)),
+        })
+    }
+
+    /// The approval hint for `tool`.
+    pub fn approval(&self, tool: &str) -> ApprovalHint {
+        self.approvals.get(tool).copied().unwrap_or_default()
+    }
+
+    /// `namespace/name` from the manifest, if there is one.
+    pub fn id(&self) -> Option<String> {
+        self.manifest.as_ref().map(|m| m.id())
+    }
+}
+
+/// Each requested limit, capped at the policy's; an absent request takes the policy's value.
+fn clamp(asked: &LimitRequest, policy: &Limits) -> Limits {
+    Limits {
+        memory_bytes: asked
+            .memory_bytes
+            .map_or(policy.memory_bytes, |v| v.min(policy.memory_bytes)),
+        fuel: asked.fuel.map_or(policy.fuel, |v| v.min(policy.fuel)),
+        timeout_ms: asked
+            .timeout_ms
+            .map_or(policy.timeout_ms, |v| v.min(policy.timeout_ms)),
+        output_bytes: asked
+            .output_bytes
+            .map_or(policy.output_bytes, |v| v.min(policy.output_bytes)),
+        ..*policy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_clamped_by_the_policy() {
+        let policy = Limits::default();
+        let asked = LimitRequest {
+            memory_bytes: Some(policy.memory_bytes * 4),
+            timeout_ms: Some(1000),
+            ..LimitRequest::default()
+        };
+        let got = clamp(&asked, &policy);
+        assert_eq!(got.memory_bytes, policy.memory_bytes);
+        assert_eq!(got.timeout_ms, 1000);
+        assert_eq!(got.fuel, policy.fuel);
+    }
+}

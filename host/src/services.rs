@@ -1,0 +1,94 @@
+//! What the host offers every capability: the operator's workspace, the data directory and the
+//! shared database. Built once per host; capabilities take what their grant allows from it.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::data_dir::DataDir;
+
+/// The workspace could not be used or the database could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ServicesError {
+    /// The workspace directory does not exist or cannot be resolved.
+    #[error("workspace {path}: {cause}")]
+    Workspace {
+        /// The directory given.
+        path: PathBuf,
+        /// Why it cannot be used.
+        cause: std::io::Error,
+    },
+    /// The workspace is a file, not a directory.
+    #[error("workspace {0} is not a directory")]
+    NotADirectory(PathBuf),
+    /// The database is held by another chitin process.
+    #[error(
+        "database {0} is in use by another chitin process (a running `chitin serve`?); stop it \
+         or give this one its own --data-dir"
+    )]
+    DatabaseInUse(PathBuf),
+    /// The database could not be opened or created.
+    #[error("database {path}: {reason}")]
+    Database {
+        /// The database file.
+        path: PathBuf,
+        /// redb's message.
+        reason: String,
+    },
+}
+
+/// The workspace, data directory and database shared by all capabilities.
+pub struct Services {
+    workspace: PathBuf,
+    data_dir: DataDir,
+    db: Mutex<Option<Arc<redb::Database>>>,
+}
+
+impl Services {
+    /// Services over `workspace` (canonicalised; must be a directory) and `data_dir`.
+    pub fn new(workspace: &Path, data_dir: DataDir) -> Result<Self, ServicesError> {
+        let canonical = workspace
+            .canonicalize()
+            .map_err(|cause| ServicesError::Workspace {
+                path: workspace.to_owned(),
+                cause,
+            })?;
+        if !canonical.is_dir() {
+            return Err(ServicesError::NotADirectory(canonical));
+        }
+        Ok(Self {
+            workspace: canonical,
+            data_dir,
+            db: Mutex::new(None),
+        })
+    }
+
+    /// The operator's workspace, canonical.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &DataDir {
+        &self.data_dir
+    }
+
+    /// The shared database (`<data dir>/chitin.redb`), opened on first use. Each capability
+    /// keeps its own tables in it.
+    pub fn db(&self) -> Result<Arc<redb::Database>, ServicesError> {
+        let mut slot = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(db) = slot.as_ref() {
+            return Ok(db.clone());
+        }
+        let path = self.data_dir.database();
+        let db = redb::Database::create(&path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => ServicesError::DatabaseInUse(path.clone()),
+            other => ServicesError::Database {
+                path: path.clone(),
+                reason: other.to_string(),
+            },
+        })?;
+        let db = Arc::new(db);
+        *slot = Some(db.clone());
+        Ok(db)
+    }
+}

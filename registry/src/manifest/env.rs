@@ -1,0 +1,32 @@
+//! `[capabilities.env]`: environment variables the component may read through
+//! `wasi:cli/environment`. Only the named keys are passed, with the host's values.
+
+use serde::{Deserialize, Serialize};
+
+use super::ManifestError;
+
+/// Environment keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvGrant {
+    /// Variable names.
+    pub keys: Vec<String>,
+}
+
+impl EnvGrant {
+    /// Keys are plain variable names.
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        for (i, k) in self.keys.iter().enumerate() {
+            let ok = !k.is_empty()
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !k.starts_with(|c: char| c.is_ascii_digit());
+            if !ok {
+                return Err(ManifestError::invalid(
+                    format!("capabilities.env.keys[{i}]"),
+                    format!("`{k}` is not an environment variable name"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

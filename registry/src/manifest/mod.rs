@@ -1,0 +1,322 @@
+//! The capability manifest: what a component is, the tools it carries, every capability it asks
+//! for with its scope, and the limits it wants. Strict TOML: an unknown key is an error that
+//! names it, so a typo can never silently drop (or widen) a grant.
+//!
+//! Each capability's section lives in its own module; a section that is absent grants nothing.
+
+pub mod env;
+pub mod files;
+pub mod http;
+pub mod kv;
+pub mod process;
+pub mod secrets;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use env::EnvGrant;
+pub use files::{FileAccess, FilesGrant, PathGrant};
+pub use http::HttpGrant;
+pub use kv::KvGrant;
+pub use process::ProcessGrant;
+pub use secrets::SecretsGrant;
+
+/// The manifest schema version this crate reads and writes.
+pub const MANIFEST_SCHEMA: u32 = 1;
+
+/// A component's capability manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Schema version; must be [`MANIFEST_SCHEMA`].
+    pub schema: u32,
+    /// Who and what the component is.
+    pub component: ComponentInfo,
+    /// Per-tool hints, keyed by tool name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolHints>,
+    /// The capabilities asked for; an absent section grants nothing.
+    #[serde(default)]
+    pub capabilities: Capabilities,
+    /// Limits the component asks for; the policy clamps them.
+    #[serde(default)]
+    pub limits: LimitRequest,
+}
+
+/// The component's identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentInfo {
+    /// Component name, unique within its namespace (`[a-z0-9_-]`).
+    pub name: String,
+    /// Namespace the publisher signs for (`chitin` for first-party components).
+    pub namespace: String,
+    /// Semantic version.
+    pub version: semver::Version,
+    /// Who publishes it.
+    pub publisher: String,
+    /// What it is for, in a sentence.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// Hints for one tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolHints {
+    /// Whether calls should be approved by a person; the policy has the last word.
+    #[serde(default)]
+    pub approval: ApprovalHint,
+}
+
+/// When a tool's calls need a person's approval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalHint {
+    /// Never ask.
+    #[default]
+    Never,
+    /// Ask unless the call was approved before ("always allow").
+    Ask,
+    /// Ask every time.
+    Always,
+}
+
+/// Every capability section. Absent means not granted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Capabilities {
+    /// Workspace files (`wasi:filesystem` preopens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<FilesGrant>,
+    /// Key-value buckets (`wasi:keyvalue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<KvGrant>,
+    /// Outbound HTTP (`wasi:http/outgoing-handler`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpGrant>,
+    /// Secret names the component may ask about (`chitin:host/secrets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<SecretsGrant>,
+    /// Programs it may run (`chitin:host/process`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessGrant>,
+    /// Environment variables it may read (`wasi:cli/environment`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<EnvGrant>,
+}
+
+/// Per-call limits a component asks for; each is clamped by the policy, and an absent one takes
+/// the policy's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitRequest {
+    /// Linear memory, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<usize>,
+    /// Fuel (about one unit per WebAssembly instruction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel: Option<u64>,
+    /// Wall-clock time, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Bytes of result handed to the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_bytes: Option<usize>,
+}
+
+/// A manifest could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    /// Malformed TOML, an unknown key, or a missing required key.
+    #[error("manifest: {0}")]
+    Parse(String),
+    /// A schema version this host does not read.
+    #[error("manifest: schema {0} is not supported (this host reads schema {MANIFEST_SCHEMA})")]
+    Schema(u32),
+    /// A value is out of range or unsafe.
+    #[error("manifest: {field}: {reason}")]
+    Invalid {
+        /// The offending key, dotted (`capabilities.files.paths[0].path`).
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl ManifestError {
+    /// An invalid value at `field`.
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl Manifest {
+    /// Parse and validate manifest text.
+    pub fn parse(text: &str) -> Result<Self, ManifestError> {
+        let manifest: Manifest = toml::from_str(text)
+            .map_err(|e| ManifestError::Parse(e.to_string().trim_end().into()))?;
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    /// The manifest as TOML text.
+    pub fn to_toml(&self) -> String {
+        // Serialising plain structs of strings, numbers and lists cannot fail.
+        toml::to_string(self).unwrap_or_default()
+    }
+
+    /// `namespace/name`: the identity trust scopes, buckets and pins refer to.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.component.namespace, self.component.name)
+    }
+
+    /// Check every value the types alone cannot.
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        if self.schema != MANIFEST_SCHEMA {
+            return Err(ManifestError::Schema(self.schema));
+        }
+        check_ident("component.name", &self.component.name)?;
+        check_ident("component.namespace", &self.component.namespace)?;
+        if self.component.publisher.trim().is_empty() {
+            return Err(ManifestError::invalid(
+                "component.publisher",
+                "must not be empty",
+            ));
+        }
+        for name in self.tools.keys() {
+            if name.is_empty()
+                || name
+                    .chars()
+                    .any(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            {
+                return Err(ManifestError::invalid(
+                    format!("tools.{name}"),
+                    "a tool name uses only ASCII letters, digits, `_` and `-`",
+                ));
+            }
+        }
+        let c = &self.capabilities;
+        if let Some(files) = &c.files {
+            files.validate()?;
+        }
+        if let Some(kv) = &c.kv {
+            kv.validate()?;
+        }
+        if let Some(http) = &c.http {
+            http.validate()?;
+        }
+        if let Some(secrets) = &c.secrets {
+            secrets.validate()?;
+        }
+        if let Some(process) = &c.process {
+            process.validate()?;
+        }
+        if let Some(env) = &c.env {
+            env.validate()?;
+        }
+        let l = &self.limits;
+        let zero = [
+            ("limits.memory_bytes", l.memory_bytes.map(|v| v as u64)),
+            ("limits.fuel", l.fuel),
+            ("limits.timeout_ms", l.timeout_ms),
+            ("limits.output_bytes", l.output_bytes.map(|v| v as u64)),
+        ]
+        .into_iter()
+        .find(|(_, v)| *v == Some(0));
+        if let Some((field, _)) = zero {
+            return Err(ManifestError::invalid(field, "must be greater than zero"));
+        }
+        Ok(())
+    }
+}
+
+/// Names of components, namespaces and buckets: lower-case ASCII letters, digits, `_` and `-`,
+/// starting with a letter, at most 64 characters.
+pub fn check_ident(field: &str, value: &str) -> Result<(), ManifestError> {
+    let ok = !value.is_empty()
+        && value.len() <= 64
+        && value.starts_with(|c: char| c.is_ascii_lowercase())
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ManifestError::invalid(
+            field,
+            format!(
+                "`{value}` is not a valid name (lower-case letters, digits, `_`, `-`; starts \
+                 with a letter; at most 64 characters)"
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FS: &str = r#"
+schema = 1
+[component]
+name = "fs"
+namespace = "chitin"
+version = "0.1.0"
+publisher = "chitin"
+description = "Workspace files."
+[tools.write_file]
+approval = "ask"
+[capabilities.files]
+paths = [{ path = ".", access = "read-write" }]
+[limits]
+memory_bytes = 16777216
+"#;
+
+    #[test]
+    fn a_full_manifest_parses_and_round_trips() {
+        let m = Manifest::parse(FS).expect("parses");
+        assert_eq!(m.id(), "chitin/fs");
+        assert_eq!(m.tools["write_file"].approval, ApprovalHint::Ask);
+        let files = m.capabilities.files.as_ref().expect("files");
+        assert_eq!(files.paths[0].access, FileAccess::ReadWrite);
+        assert_eq!(Manifest::parse(&m.to_toml()).expect("round trip"), m);
+    }
+
+    #[test]
+    fn an_unknown_key_is_an_error_naming_it() {
+        let text = FS.replace("[capabilities.files]", "[capabilities.filez]");
+        let err = Manifest::parse(&text).unwrap_err();
+        assert!(err.to_string().contains("filez"), "{err}");
+        let text = FS.replace("access =", "acess =");
+        let err = Manifest::parse(&text).unwrap_err();
+        assert!(err.to_string().contains("acess"), "{err}");
+    }
+
+    #[test]
+    fn an_unsupported_schema_is_refused() {
+        let err = Manifest::parse(&FS.replace("schema = 1", "schema = 2")).unwrap_err();
+        assert_eq!(err, ManifestError::Schema(2));
+    }
+
+    #[test]
+    fn bad_names_and_zero_limits_are_refused() {
+        let err = Manifest::parse(&FS.replace("name = \"fs\"", "name = \"../fs\"")).unwrap_err();
+        assert!(err.to_string().contains("component.name"), "{err}");
+        let err = Manifest::parse(&FS.replace("16777216", "0")).unwrap_err();
+        assert!(err.to_string().contains("limits.memory_bytes"), "{err}");
+    }
+
+    #[test]
+    fn no_capabilities_means_none_granted() {
+        let m = Manifest::parse(
+            "schema = 1\n[component]\nname = \"echo\"\nnamespace = \"chitin\"\nversion = \"0.1.0\"\npublisher = \"chitin\"\n",
+        )
+        .expect("parses");
+        assert_eq!(m.capabilities, Capabilities::default());
+    }
+}

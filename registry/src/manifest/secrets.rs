@@ -1,0 +1,29 @@
+//! `[capabilities.secrets]`: which secret names the component may ask about. Values never reach
+//! a component; the host injects them into HTTP requests.
+
+use serde::{Deserialize, Serialize};
+
+use super::ManifestError;
+
+/// Secret name globs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretsGrant {
+    /// Globs over secret names (`github_*`).
+    pub names: Vec<String>,
+}
+
+impl SecretsGrant {
+    /// Globs are non-empty.
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        for (i, n) in self.names.iter().enumerate() {
+            if n.trim().is_empty() {
+                return Err(ManifestError::invalid(
+                    format!("capabilities.secrets.names[{i}]"),
+                    "must not be empty",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
