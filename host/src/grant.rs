@@ -9,6 +9,7 @@ use chitin_registry::manifest::{ApprovalHint, LimitRequest, Manifest};
 
 use crate::caps::env::{self, EnvConfig};
 use crate::caps::files::{self, FilesConfig};
+use crate::caps::process::{self, ProcessConfig};
 use crate::limits::Limits;
 use crate::policy::Policy;
 use crate::services::Services;
@@ -24,6 +25,9 @@ pub enum GrantError {
         /// Why it cannot be granted.
         reason: String,
     },
+    /// The process grant cannot be resolved (a program is missing, the workspace too wide).
+    #[error(transparent)]
+    Process(#[from] process::GrantError),
 }
 
 /// What one component may use.
@@ -40,6 +44,8 @@ pub struct Grant {
     pub files: FilesConfig,
     /// Environment variables.
     pub env: EnvConfig,
+    /// Programs it may run, resolved and confined.
+    pub process: Option<Arc<ProcessConfig>>,
 }
 
 impl Grant {
@@ -51,6 +57,7 @@ impl Grant {
             approvals: BTreeMap::new(),
             files: FilesConfig::default(),
             env: EnvConfig::default(),
+            process: None,
         }
     }
 
@@ -73,6 +80,7 @@ impl Grant {
                 .collect(),
             files: files::configure(caps.files.as_ref(), services)?,
             env: env::configure(caps.env.as_ref()),
+            process: process::configure(caps.process.as_ref(), policy, services)?,
             manifest: Some(Arc::new(manifest)),
         })
     }

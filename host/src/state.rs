@@ -48,7 +48,9 @@ impl HostState {
             table: ResourceTable::new(),
             wasi: wasi::ctx(&log, env.grant)?,
             log: LogCtx { log },
-            process: ProcessCtx::default(),
+            process: ProcessCtx {
+                config: env.grant.process.clone(),
+            },
             limiter: MemoryLimiter::new(limits.memory_bytes),
         })
     }

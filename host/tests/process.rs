@@ -6,9 +6,7 @@ use std::time::{Duration, Instant};
 
 use chitin_host::caps::process::confine::Support;
 use chitin_host::caps::process::run::OUTPUT_CAP;
-use chitin_host::caps::process::{
-    ProcessConfig, ProcessGrant, ProcessHost, Request, RunError,
-};
+use chitin_host::caps::process::{ProcessConfig, ProcessGrant, ProcessHost, Request, RunError};
 
 /// A workspace and a data directory side by side, and a host offering them.
 struct Env {
@@ -64,9 +62,15 @@ async fn runs_a_granted_program_in_the_workspace() {
     let env = env();
     let config = config(&env, &sh_grant());
     assert!(config.is_confined(), "Landlock should be available here");
-    let out = config.run(sh("pwd; echo hi >&2; exit 3")).await.expect("runs");
+    let out = config
+        .run(sh("pwd; echo hi >&2; exit 3"))
+        .await
+        .expect("runs");
     assert_eq!(out.exit_code, Some(3));
-    assert_eq!(text(&out.stdout.bytes).trim(), env.workspace.display().to_string());
+    assert_eq!(
+        text(&out.stdout.bytes).trim(),
+        env.workspace.display().to_string()
+    );
     assert_eq!(text(&out.stderr.bytes), "hi\n");
     assert!(!out.timed_out);
 }
@@ -77,13 +81,20 @@ async fn a_secret_in_the_hosts_environment_is_invisible() {
     unsafe { std::env::set_var("CHITIN_TEST_API_TOKEN", "sk-hunter2-secret") };
     let env = env();
     let config = config(&env, &sh_grant());
-    let out = config.run(sh("env; cat /proc/$PPID/environ; cat /proc/1/environ")).await.expect("runs");
+    let out = config
+        .run(sh("env; cat /proc/$PPID/environ; cat /proc/1/environ"))
+        .await
+        .expect("runs");
     let all = text(&out.stdout.bytes) + &text(&out.stderr.bytes);
     assert!(!all.contains("sk-hunter2-secret"), "{all}");
     assert!(text(&out.stdout.bytes).contains("PATH="), "{all}");
     let host_environ = format!("cat /proc/{}/environ", std::process::id());
     let out = config.run(sh(&host_environ)).await.expect("runs");
-    assert_ne!(out.exit_code, Some(0), "reading the host's environ must fail");
+    assert_ne!(
+        out.exit_code,
+        Some(0),
+        "reading the host's environ must fail"
+    );
     assert!(!text(&out.stdout.bytes).contains("sk-hunter2-secret"));
 }
 
@@ -110,14 +121,16 @@ fn surviving(commands: &[&str]) -> Vec<String> {
         let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
         let cmdline = text(&cmdline).replace('\0', " ");
         let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
-        let zombie = stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'));
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'));
         if commands.contains(&cmdline.trim_end()) && !zombie {
             found.push(cmdline);
         }
     }
     found
 }
-
 
 #[tokio::test]
 async fn an_output_flood_is_truncated() {
@@ -292,11 +305,17 @@ async fn without_landlock_processes_are_refused_unless_the_policy_allows_them() 
     let refused = ProcessConfig::resolve(&sh_grant(), &host).expect("resolves");
     let err = refused.run(sh("true")).await.unwrap_err();
     assert!(matches!(err, RunError::Unconfined(_)), "{err}");
-    assert!(err.to_string().contains("allow_unconfined_processes"), "{err}");
+    assert!(
+        err.to_string().contains("allow_unconfined_processes"),
+        "{err}"
+    );
     host.allow_unconfined = true;
     let allowed = ProcessConfig::resolve(&sh_grant(), &host).expect("resolves");
     assert!(!allowed.is_confined());
-    assert_eq!(allowed.run(sh("true")).await.expect("runs").exit_code, Some(0));
+    assert_eq!(
+        allowed.run(sh("true")).await.expect("runs").exit_code,
+        Some(0)
+    );
 }
 
 #[tokio::test]

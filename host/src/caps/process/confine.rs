@@ -232,7 +232,10 @@ impl Confinement {
 
     /// The hook to run in the child before `exec`, with the CPU limit for this run. The ruleset
     /// descriptor it uses stays open while `self` lives, so `self` must outlive the spawn.
-    pub fn pre_exec(&self, cpu_secs: u64) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+    pub fn pre_exec(
+        &self,
+        cpu_secs: u64,
+    ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
         let ruleset: Option<RawFd> = self.ruleset.as_ref().map(AsRawFd::as_raw_fd);
         let limits = Rlimits {
             cpu_secs: cpu_secs.min(self.rlimits.cpu_secs).max(1),

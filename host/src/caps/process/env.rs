@@ -69,7 +69,10 @@ mod tests {
         // SAFETY: tests in this module do not read the variable concurrently.
         unsafe { std::env::set_var("CHITIN_TEST_SECRET_TOKEN", "s3cr3t") };
         let env = build(Path::new("/scratch"), &[]);
-        assert!(env.iter().all(|(k, v)| k != "CHITIN_TEST_SECRET_TOKEN" && v != "s3cr3t"));
+        assert!(
+            env.iter()
+                .all(|(k, v)| k != "CHITIN_TEST_SECRET_TOKEN" && v != "s3cr3t")
+        );
         assert!(env.iter().any(|(k, v)| k == "HOME" && v == "/scratch"));
         assert!(env.iter().any(|(k, _)| k == "PATH"));
     }

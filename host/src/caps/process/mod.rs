@@ -17,9 +17,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use chitin_registry::manifest::ProcessGrant;
 use tokio::sync::Semaphore;
 use wasmtime::component::{HasData, Linker};
 
+use crate::policy::Policy;
+use crate::services::Services;
 use crate::state::HostState;
 use confine::{Confinement, Plan, Rlimits, Support};
 
@@ -40,19 +43,6 @@ mod bindings {
                  world process-host { import chitin:host/process@0.1.0; }",
         imports: { default: async },
     });
-}
-
-/// What a component's manifest asks for (`[capabilities.process]`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProcessGrant {
-    /// Programs it may run: absolute paths or names looked up on the host's `PATH`.
-    pub programs: Vec<String>,
-    /// Environment keys it may set.
-    pub env: Vec<String>,
-    /// Whether its processes may use TCP.
-    pub network: bool,
-    /// Whether its processes only read the workspace.
-    pub read_only: bool,
 }
 
 /// What the host offers every process grant: the workspace, the data directory to keep out of
@@ -107,6 +97,23 @@ impl ProcessHost {
             ),
         }
     }
+}
+
+/// Resolve a manifest's `[capabilities.process]` at load, under the policy's stance on
+/// unconfined processes; `None` when the manifest asks for no processes.
+pub fn configure(
+    grant: Option<&ProcessGrant>,
+    policy: &Policy,
+    services: &Services,
+) -> Result<Option<Arc<ProcessConfig>>, GrantError> {
+    let Some(grant) = grant else {
+        return Ok(None);
+    };
+    let host = ProcessHost {
+        allow_unconfined: policy.allow_unconfined_processes,
+        ..services.process().clone()
+    };
+    ProcessConfig::resolve(grant, &host).map(|c| Some(Arc::new(c)))
 }
 
 /// A process grant could not be resolved at load.
@@ -214,12 +221,17 @@ impl ProcessConfig {
 
     /// Whether processes of this grant run inside a Landlock domain.
     pub fn is_confined(&self) -> bool {
-        self.confinement.as_ref().is_ok_and(Confinement::is_confined)
+        self.confinement
+            .as_ref()
+            .is_ok_and(Confinement::is_confined)
     }
 
     /// Check and run one request.
     pub async fn run(&self, request: Request) -> Result<run::Finished, RunError> {
-        let confinement = self.confinement.as_ref().map_err(|why| RunError::Unconfined(why.clone()))?;
+        let confinement = self
+            .confinement
+            .as_ref()
+            .map_err(|why| RunError::Unconfined(why.clone()))?;
         let program = self.program(&request.program)?;
         let cwd = self.cwd(request.cwd.as_deref())?;
         if let Some((key, _)) = request.env.iter().find(|(k, _)| !self.env.contains(k)) {
@@ -250,15 +262,14 @@ impl ProcessConfig {
             stdin: request.stdin,
             timeout,
         };
-        run::run(spawn, confinement)
-            .await
-            .map_err(|e| RunError::SpawnFailed(format!("cannot start {}: {e}", program.path.display())))
+        run::run(spawn, confinement).await.map_err(|e| {
+            RunError::SpawnFailed(format!("cannot start {}: {e}", program.path.display()))
+        })
     }
 
     fn program(&self, asked: &str) -> Result<&Program, RunError> {
         let by_base = |p: &Program| {
-            !asked.contains('/')
-                && Path::new(&p.name).file_name().is_some_and(|f| f == asked)
+            !asked.contains('/') && Path::new(&p.name).file_name().is_some_and(|f| f == asked)
         };
         self.programs
             .iter()
@@ -290,7 +301,9 @@ impl ProcessConfig {
         };
         let joined = self.workspace.join(relative);
         let canonical = joined.canonicalize().map_err(|e| {
-            RunError::InvalidCwd(format!("`{asked}` cannot be used as a working directory: {e}"))
+            RunError::InvalidCwd(format!(
+                "`{asked}` cannot be used as a working directory: {e}"
+            ))
         })?;
         if !canonical.starts_with(&self.workspace) {
             return Err(RunError::InvalidCwd(format!(
@@ -299,7 +312,9 @@ impl ProcessConfig {
             )));
         }
         if !canonical.is_dir() {
-            return Err(RunError::InvalidCwd(format!("`{asked}` is not a directory")));
+            return Err(RunError::InvalidCwd(format!(
+                "`{asked}` is not a directory"
+            )));
         }
         Ok(canonical)
     }
@@ -382,7 +397,9 @@ fn check_workspace(workspace: &Path, data_dir: &Path) -> Result<(), GrantError> 
         what,
         path: path.to_owned(),
     };
-    let data_dir = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_owned());
+    let data_dir = data_dir
+        .canonicalize()
+        .unwrap_or_else(|_| data_dir.to_owned());
     if data_dir.starts_with(workspace) {
         return Err(too_wide("chitin's data directory", &data_dir));
     }
@@ -410,7 +427,5 @@ impl HasData for Process {
 
 /// Link `chitin:host/process`.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    bindings::chitin::host::process::add_to_linker::<HostState, Process>(linker, |s| {
-        &mut s.process
-    })
+    bindings::chitin::host::process::add_to_linker::<HostState, Process>(linker, |s| &mut s.process)
 }
