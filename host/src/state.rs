@@ -6,6 +6,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::approval::CallContext;
+use crate::caps::approval::ApprovalCtx;
 use crate::caps::log::{LogCtx, SharedLog};
 use crate::caps::process::ProcessCtx;
 use crate::caps::wasi;
@@ -31,6 +32,7 @@ pub struct HostState {
     pub(crate) wasi: WasiCtx,
     pub(crate) log: LogCtx,
     pub(crate) process: ProcessCtx,
+    pub(crate) approval: ApprovalCtx,
     pub(crate) limiter: MemoryLimiter,
 }
 
@@ -51,6 +53,10 @@ impl HostState {
             process: ProcessCtx {
                 config: env.grant.process.clone(),
             },
+            approval: ApprovalCtx::new(
+                env.ctx.approver.clone(),
+                env.grant.id().unwrap_or_else(|| "(no manifest)".into()),
+            ),
             limiter: MemoryLimiter::new(limits.memory_bytes),
         })
     }

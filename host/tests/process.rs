@@ -283,7 +283,7 @@ async fn only_granted_programs_and_env_keys_are_accepted() {
 }
 
 #[tokio::test]
-async fn a_grant_for_a_missing_program_or_a_too_wide_workspace_is_refused() {
+async fn a_missing_program_fails_the_grant_and_a_too_wide_workspace_refuses_processes() {
     let env = env();
     let missing = ProcessGrant {
         programs: vec!["no-such-program-xyz".into()],
@@ -293,8 +293,10 @@ async fn a_grant_for_a_missing_program_or_a_too_wide_workspace_is_refused() {
     assert!(err.to_string().contains("no-such-program-xyz"), "{err}");
     let mut wide = env.host.clone();
     wide.workspace = env.data.parent().expect("parent").to_owned();
-    let err = ProcessConfig::resolve(&sh_grant(), &wide).unwrap_err();
+    let config = ProcessConfig::resolve(&sh_grant(), &wide).expect("resolves");
+    let err = config.run(sh("true")).await.unwrap_err();
     assert!(err.to_string().contains("data directory"), "{err}");
+    assert!(err.to_string().contains("--workspace"), "{err}");
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! Capabilities the host links into components. One module per capability; linking is one
 //! visible list in [`add_to_linker`].
 
+pub mod approval;
 pub mod env;
 pub mod files;
 pub mod log;
@@ -21,6 +22,7 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasi::add_to_linker(linker)?;
     log::add_to_linker(linker)?;
     process::add_to_linker(linker)?;
+    approval::add_to_linker(linker)?;
     Ok(())
 }
 
@@ -32,5 +34,6 @@ pub fn is_linked(import: &str) -> bool {
     wasi::LINKED_PACKAGES.iter().any(|p| import.starts_with(p))
         || import.starts_with("chitin:host/log@")
         || import.starts_with("chitin:host/process@")
+        || import.starts_with("chitin:host/approval@")
         || import.starts_with("chitin:tool/types@")
 }

@@ -99,6 +99,28 @@ impl ProcessHost {
     }
 }
 
+/// Say at start how processes are confined, when a loaded component may run any: a warning
+/// where they cannot be confined (they are refused, or run unconfined by the policy's choice).
+pub fn announce(host: &crate::host::Host) {
+    let Some(config) = host
+        .components()
+        .iter()
+        .find_map(|c| c.grant.process.as_ref())
+    else {
+        return;
+    };
+    let banner = ProcessHost {
+        allow_unconfined: host.policy().allow_unconfined_processes,
+        ..host.services().process().clone()
+    }
+    .banner();
+    if config.is_confined() {
+        tracing::info!("{banner}");
+    } else {
+        tracing::warn!("{banner}");
+    }
+}
+
 /// Resolve a manifest's `[capabilities.process]` at load, under the policy's stance on
 /// unconfined processes; `None` when the manifest asks for no processes.
 pub fn configure(
@@ -130,8 +152,8 @@ pub enum GrantError {
     BadEnvKey(String),
     /// The workspace would expose what processes must never reach.
     #[error(
-        "process grant: the workspace {workspace} contains {what} {path}; processes get the \
-         whole workspace, so choose a workspace that does not contain it"
+        "the workspace {workspace} contains {what} {path}, and processes get the whole \
+         workspace; run chitin with a --workspace that does not contain it"
     )]
     WorkspaceTooWide {
         /// The workspace.
@@ -184,13 +206,18 @@ impl ProcessConfig {
         {
             return Err(GrantError::BadEnvKey(bad.clone()));
         }
-        check_workspace(&host.workspace, &host.data_dir)?;
         let scratch = tempfile::Builder::new()
             .prefix("chitin-process-")
             .tempdir()
             .map_err(GrantError::Scratch)?;
-        let confinement = match host.support {
-            Support::Landlock(abi) => {
+        // A workspace that exposes the data directory or a home refuses processes at run time
+        // rather than failing the load: the component's other tools stay usable.
+        let confinement = match (
+            check_workspace(&host.workspace, &host.data_dir),
+            host.support,
+        ) {
+            (Err(why), _) => Err(why.to_string()),
+            (Ok(()), Support::Landlock(abi)) => {
                 let plan = Plan {
                     workspace: host.workspace.clone(),
                     workspace_writable: !grant.read_only,
@@ -200,10 +227,10 @@ impl ProcessConfig {
                 };
                 Ok(Confinement::landlock(&plan, abi, host.rlimits)?)
             }
-            Support::Unavailable(_) if host.allow_unconfined => {
+            (Ok(()), Support::Unavailable(_)) if host.allow_unconfined => {
                 Ok(Confinement::unconfined(host.rlimits))
             }
-            Support::Unavailable(_) => Err(format!(
+            (Ok(()), Support::Unavailable(_)) => Err(format!(
                 "{}, and the policy does not allow unconfined processes (set \
                  `allow_unconfined_processes = true` to accept the risk)",
                 host.support.describe()
@@ -352,7 +379,8 @@ pub enum RunError {
     /// Concurrency cap reached.
     #[error("process refused: {0}")]
     Busy(String),
-    /// No confinement available and none waived.
+    /// Processes cannot be confined here: no Landlock (and the policy does not waive it), or a
+    /// workspace that would expose the data directory or a home.
     #[error("process refused: {0}")]
     Unconfined(String),
     /// Spawning failed.
