@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::ManifestError;
 
 /// Programs and their environment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessGrant {
     /// Programs, by absolute path or by name resolved on the host's PATH at load.
