@@ -29,6 +29,11 @@ use host::chitin::host::{approval, process};
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
 /// Longest command timeout (seconds).
 pub const MAX_TIMEOUT_SECS: u64 = 300;
+/// Bytes of stdout and of stderr kept in the result, so the whole JSON result stays within the
+/// host's 64 KiB output cap (the process capability itself keeps 64 KiB of each).
+pub const STDOUT_BYTES: usize = 40 * 1024;
+/// See [`STDOUT_BYTES`].
+pub const STDERR_BYTES: usize = 16 * 1024;
 
 #[derive(Deserialize, JsonSchema)]
 struct ShellArgs {
@@ -120,8 +125,8 @@ fn run(
         env: Vec::new(),
     })
     .map_err(from_process)?;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (stdout, stdout_cut) = text(&out.stdout, STDOUT_BYTES);
+    let (stderr, stderr_cut) = text(&out.stderr, STDERR_BYTES);
     if out.timed_out {
         return Err(ToolError::Timeout);
     }
@@ -129,11 +134,24 @@ fn run(
         exit_code: out.exit_code.unwrap_or(-1),
         stdout,
         stderr,
-        truncated: out.stdout_truncated || out.stderr_truncated,
+        truncated: out.stdout_truncated || out.stderr_truncated || stdout_cut || stderr_cut,
         duration_ms: out.duration_ms,
         command: shown,
         description,
     })
+}
+
+/// The first `max` bytes of `bytes` as text (invalid UTF-8 replaced), and whether it was cut.
+fn text(bytes: &[u8], max: usize) -> (String, bool) {
+    let cut = bytes.len() > max;
+    let mut text = String::from_utf8_lossy(&bytes[..bytes.len().min(max)]).into_owned();
+    if cut {
+        // A character split at the cut shows as one replacement character at the end.
+        while text.ends_with('\u{FFFD}') {
+            text.pop();
+        }
+    }
+    (text, cut)
 }
 
 fn from_process(e: process::Error) -> ToolError {
