@@ -3,7 +3,7 @@
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
 # First-party tool components, built into build/components (the folder the host loads by default).
-components := "echo time json fs memory"
+components := "echo time json fs memory shell"
 # Test fixtures (hostile and special-purpose components), built into build/fixtures.
 fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance"
 

@@ -10,6 +10,7 @@ use chitin_registry::manifest::{ApprovalHint, LimitRequest, Manifest};
 use crate::caps::env::{self, EnvConfig};
 use crate::caps::files::{self, FilesConfig};
 use crate::caps::kv::{self, KvConfig};
+use crate::caps::process::{self, ProcessConfig};
 use crate::limits::Limits;
 use crate::policy::Policy;
 use crate::services::Services;
@@ -28,6 +29,9 @@ pub enum GrantError {
     /// The key-value store cannot be opened.
     #[error("kv grant: {0}")]
     Kv(String),
+    /// The process grant cannot be resolved (a program is missing, the workspace too wide).
+    #[error(transparent)]
+    Process(#[from] process::GrantError),
 }
 
 /// What one component may use.
@@ -46,6 +50,8 @@ pub struct Grant {
     pub env: EnvConfig,
     /// Key-value buckets.
     pub kv: KvConfig,
+    /// Programs it may run, resolved and confined.
+    pub process: Option<Arc<ProcessConfig>>,
 }
 
 impl Grant {
@@ -58,6 +64,7 @@ impl Grant {
             files: FilesConfig::default(),
             env: EnvConfig::default(),
             kv: KvConfig::default(),
+            process: None,
         }
     }
 
@@ -81,6 +88,7 @@ impl Grant {
             files: files::configure(caps.files.as_ref(), services)?,
             env: env::configure(caps.env.as_ref()),
             kv: kv::configure(caps.kv.as_ref(), &manifest.id(), services)?,
+            process: process::configure(caps.process.as_ref(), policy, services)?,
             manifest: Some(Arc::new(manifest)),
         })
     }

@@ -21,6 +21,10 @@ pub struct Policy {
     pub schema: u32,
     /// Per-call limits.
     pub limits: Limits,
+    /// Whether granted programs may run without Landlock where the kernel lacks it (off: such
+    /// a host refuses to start processes).
+    #[serde(default)]
+    pub allow_unconfined_processes: bool,
 }
 
 /// A policy file could not be used.

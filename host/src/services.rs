@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::caps::kv::KvStore;
+use crate::caps::process::ProcessHost;
 use crate::data_dir::DataDir;
 
 /// The workspace could not be used or the database could not be opened.
@@ -43,6 +44,7 @@ pub struct Services {
     data_dir: DataDir,
     db: Mutex<Option<Arc<redb::Database>>>,
     kv: Mutex<Option<Arc<KvStore>>>,
+    process: ProcessHost,
 }
 
 impl Services {
@@ -57,7 +59,9 @@ impl Services {
         if !canonical.is_dir() {
             return Err(ServicesError::NotADirectory(canonical));
         }
+        let process = ProcessHost::new(canonical.clone(), data_dir.root().to_owned());
         Ok(Self {
+            process,
             workspace: canonical,
             data_dir,
             db: Mutex::new(None),
@@ -68,6 +72,11 @@ impl Services {
     /// The operator's workspace, canonical.
     pub fn workspace(&self) -> &Path {
         &self.workspace
+    }
+
+    /// What processes run with: confinement support, limits and the shared concurrency slots.
+    pub fn process(&self) -> &ProcessHost {
+        &self.process
     }
 
     /// The data directory.

@@ -9,6 +9,8 @@ use crate::approval::CallContext;
 use crate::caps::kv::KvCtx;
 use crate::caps::log::{LogCtx, SharedLog};
 use crate::caps::progress::ProgressCtx;
+use crate::caps::approval::ApprovalCtx;
+use crate::caps::process::ProcessCtx;
 use crate::caps::wasi;
 use crate::grant::Grant;
 use crate::limits::MemoryLimiter;
@@ -31,6 +33,8 @@ pub struct HostState {
     pub(crate) table: ResourceTable,
     pub(crate) wasi: WasiCtx,
     pub(crate) log: LogCtx,
+    pub(crate) process: ProcessCtx,
+    pub(crate) approval: ApprovalCtx,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) progress: ProgressCtx,
     pub(crate) kv: KvCtx,
@@ -53,6 +57,13 @@ impl HostState {
                 log,
                 events: env.ctx.events.clone(),
             },
+            process: ProcessCtx {
+                config: env.grant.process.clone(),
+            },
+            approval: ApprovalCtx::new(
+                env.ctx.approver.clone(),
+                env.grant.id().unwrap_or_else(|| "(no manifest)".into()),
+            ),
             limiter: MemoryLimiter::new(limits.memory_bytes),
             progress: ProgressCtx {
                 events: env.ctx.events.clone(),

@@ -1,5 +1,6 @@
 //! The `chitin` command line: `list`, `call`, `schema`, `inspect`, `serve`.
 
+mod approve;
 mod call;
 mod inspect;
 mod list;
@@ -224,6 +225,7 @@ pub(crate) async fn open_host(cli: &Cli) -> anyhow::Result<Host> {
         }
         host.load_path(source).await?;
     }
+    crate::caps::process::announce(&host);
     let stats = host.runtime().cache_stats();
     tracing::info!(
         components = host.components().len(),
