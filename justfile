@@ -14,13 +14,21 @@ build-components: wasm-target
     cargo build --quiet --bin chitin
     mkdir -p build/components
     for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/components/$c.wasm"; done
+    # Sign with the local development key (created in the data directory on first use and
+    # trusted there for the `chitin` namespace); build/trusted_keys holds its line for tests.
+    "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
+    for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/components/$c.wasm" --key dev; done
     @ls -l build/components
 
-# Build the test fixture components into build/fixtures.
+# Build the test fixture components into build/fixtures, with their manifests, signed by the
+# development key like the first-party components.
 build-fixtures: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", fixtures) }}
+    cargo build --quiet --bin chitin
     mkdir -p build/fixtures
-    for c in {{ fixtures }}; do cp "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "build/fixtures/$c.wasm"; done
+    for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/fixtures/$c.wasm"; done
+    "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
+    for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/fixtures/$c.wasm" --key dev; done
 
 # Build what is needed and run chitin's main job: serve the built-in components over MCP on
 # stdio (connect an MCP client to it; see the README). The banner on stderr lists the tools.

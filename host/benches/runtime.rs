@@ -51,7 +51,8 @@ async fn host(
     std::fs::create_dir_all(&workspace).expect("workspace");
     let services = Arc::new(
         Services::new(&workspace, DataDir::resolve(Some(data)).expect("data dir"))
-            .expect("services"),
+            .expect("services")
+            .with_trust(dev_trust()),
     );
     let mut policy = Policy::builtin().expect("policy");
     policy.limits = Limits::default();
@@ -60,6 +61,12 @@ async fn host(
         host.load_path(p).await.expect("load");
     }
     host
+}
+
+/// The development key that signed the built components (`just build-components`).
+fn dev_trust() -> chitin_registry::trust::TrustStore {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys");
+    chitin_registry::trust::TrustStore::load(&path).expect("build/trusted_keys")
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

@@ -24,6 +24,10 @@ pub struct ApprovalRequest {
 pub enum Decision {
     /// Run the call.
     Approved,
+    /// Run the call, and do not ask again for this tool while the component's content and its
+    /// effective grant stay the same (remembered in the database; `chitin approvals revoke`
+    /// forgets it). For a tool the policy marks `always`, this counts as `Approved`.
+    ApprovedAlways,
     /// Do not run it; why, in words for the agent.
     Denied(String),
 }

@@ -78,6 +78,43 @@ pub enum LoadError {
         /// What is wrong with the manifest.
         cause: chitin_registry::manifest::ManifestError,
     },
+    /// The component imports interfaces its manifest does not declare a capability for.
+    #[error("{path}: imports not covered by its manifest: {imports}")]
+    UncoveredImports {
+        /// The component file.
+        path: PathBuf,
+        /// Each uncovered import and what would cover it.
+        imports: String,
+    },
+    /// An installed component does not match its pin (downgrade, or widened grant).
+    #[error("{path}: {cause}")]
+    Pin {
+        /// The component file.
+        path: PathBuf,
+        /// How it differs from the pin.
+        cause: crate::pins::PinError,
+    },
+    /// A third-party component carries a tool named like a protected built-in.
+    #[error(
+        "{path}: tool `{tool}` of {component} takes a protected built-in name; only first-party \
+         (`chitin` namespace) components may carry it"
+    )]
+    ProtectedName {
+        /// The component file.
+        path: PathBuf,
+        /// The tool name.
+        tool: String,
+        /// The component.
+        component: String,
+    },
+    /// The signatures do not establish that a trusted key vouches for the component.
+    #[error("{path}: {cause}")]
+    Signature {
+        /// The component file.
+        path: PathBuf,
+        /// Unsigned, tampered, unknown signer, or signer outside its scope.
+        cause: chitin_registry::signature::SignatureError,
+    },
     /// The manifest asks for something this host cannot grant.
     #[error("{path}: {cause}")]
     Grant {

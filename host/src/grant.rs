@@ -44,6 +44,8 @@ pub struct Grant {
     pub limits: Limits,
     /// Approval hints per tool.
     pub approvals: BTreeMap<String, ApprovalHint>,
+    /// What the policy cut from the manifest's request, and why.
+    pub cuts: Vec<Cut>,
     /// Workspace directories.
     pub files: FilesConfig,
     /// Environment variables.
@@ -61,6 +63,7 @@ impl Grant {
             manifest: None,
             limits: policy.limits,
             approvals: BTreeMap::new(),
+            cuts: Vec::new(),
             files: FilesConfig::default(),
             env: EnvConfig::default(),
             kv: KvConfig::default(),
@@ -77,8 +80,19 @@ impl Grant {
         let Some(manifest) = manifest else {
             return Ok(Self::none(policy));
         };
-        let caps = &manifest.capabilities;
+        // Manifest ∩ policy: a capability the policy does not allow is cut, whatever is asked.
+        let (caps, cut) = policy.intersect(&manifest.capabilities);
+        let caps = &caps;
+        let mut cuts: Vec<Cut> = cut
+            .into_iter()
+            .map(|name| Cut {
+                what: format!("capabilities.{name}"),
+                reason: "the policy does not allow this capability (capabilities.allow)".into(),
+            })
+            .collect();
+        cuts.extend(limit_cuts(&manifest.limits, &policy.limits));
         Ok(Self {
+            cuts,
             limits: clamp(&manifest.limits, &policy.limits),
             approvals: manifest
                 .tools
@@ -93,6 +107,20 @@ impl Grant {
         })
     }
 
+    /// A digest of the effective grant (the manifest and what the policy cut from it):
+    /// remembered approvals are bound to it, so a changed grant is asked about again.
+    pub fn digest(&self) -> String {
+        let mut hasher = blake3::Hasher::new();
+        if let Some(manifest) = &self.manifest {
+            hasher.update(manifest.to_toml().as_bytes());
+        }
+        for cut in &self.cuts {
+            hasher.update(b"\0cut:");
+            hasher.update(cut.what.as_bytes());
+        }
+        hasher.finalize().to_hex().to_string()
+    }
+
     /// The approval hint for `tool`.
     pub fn approval(&self, tool: &str) -> ApprovalHint {
         self.approvals.get(tool).copied().unwrap_or_default()
@@ -102,6 +130,43 @@ impl Grant {
     pub fn id(&self) -> Option<String> {
         self.manifest.as_ref().map(|m| m.id())
     }
+}
+
+/// Something the manifest asked for that the policy cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    /// The manifest key (`capabilities.env`, `limits.memory_bytes`).
+    pub what: String,
+    /// Why it was cut.
+    pub reason: String,
+}
+
+/// A cut for each requested limit above the policy's ceiling.
+fn limit_cuts(asked: &LimitRequest, policy: &Limits) -> Vec<Cut> {
+    let pairs = [
+        (
+            "memory_bytes",
+            asked.memory_bytes.map(|v| v as u64),
+            policy.memory_bytes as u64,
+        ),
+        ("fuel", asked.fuel, policy.fuel),
+        ("timeout_ms", asked.timeout_ms, policy.timeout_ms),
+        (
+            "output_bytes",
+            asked.output_bytes.map(|v| v as u64),
+            policy.output_bytes as u64,
+        ),
+    ];
+    pairs
+        .into_iter()
+        .filter_map(|(key, asked, ceiling)| {
+            let asked = asked?;
+            (asked > ceiling).then(|| Cut {
+                what: format!("limits.{key}"),
+                reason: format!("asked {asked}, clamped to the policy's {ceiling}"),
+            })
+        })
+        .collect()
 }
 
 /// Each requested limit, capped at the policy's; an absent request takes the policy's value.
@@ -137,5 +202,8 @@ mod tests {
         assert_eq!(got.memory_bytes, policy.memory_bytes);
         assert_eq!(got.timeout_ms, 1000);
         assert_eq!(got.fuel, policy.fuel);
+        let cuts = limit_cuts(&asked, &policy);
+        assert_eq!(cuts.len(), 1);
+        assert_eq!(cuts[0].what, "limits.memory_bytes");
     }
 }

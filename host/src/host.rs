@@ -7,6 +7,7 @@ use std::sync::Arc;
 use chitin_registry::manifest::ApprovalHint;
 
 use crate::approval::{ApprovalRequest, CallContext, Decision};
+use crate::approvals::{Approval, ApprovalStore};
 use crate::error::{LoadError, ToolError};
 use crate::policy::Policy;
 use crate::runtime::{CallReport, LoadedComponent, Runtime};
@@ -73,6 +74,23 @@ impl Host {
             .runtime
             .load(path, &self.policy, &self.services)
             .await?;
+        let namespace = component
+            .grant
+            .manifest
+            .as_ref()
+            .map(|m| m.component.namespace.clone());
+        if namespace.as_deref() != Some(crate::policy::FIRST_PARTY)
+            && let Some(tool) = component
+                .tools
+                .iter()
+                .find(|t| self.policy.is_protected(&t.spec.name))
+        {
+            return Err(LoadError::ProtectedName {
+                path: path.to_owned(),
+                tool: tool.spec.name.clone(),
+                component: component.name(),
+            });
+        }
         let slot = self.components.len();
         for (i, tool) in component.tools.iter().enumerate() {
             if let Some(&(other, _)) = self.index.get(&tool.spec.name) {
@@ -94,7 +112,13 @@ impl Host {
             }
         }
         for (i, tool) in component.tools.iter().enumerate() {
-            self.index.insert(tool.spec.name.clone(), (slot, i));
+            // Tools the policy does not offer are loaded but never listed or callable.
+            match self.policy.tool_verdict(&tool.spec.name) {
+                crate::policy::ToolVerdict::Offered(_) => {
+                    self.index.insert(tool.spec.name.clone(), (slot, i));
+                }
+                verdict => tracing::info!(tool = %tool.spec.name, ?verdict, "tool not offered"),
+            }
         }
         tracing::info!(
             component = %component.name(),
@@ -134,25 +158,88 @@ impl Host {
             return CallReport::refused(ToolError::NotFound(self.unknown_tool(name)));
         };
         let component = &self.components[c];
-        let hint = component.grant.approval(name);
-        if hint != ApprovalHint::Never {
+        let args = serde_json::from_str(args_json).unwrap_or(serde_json::Value::Null);
+        let (mode, why) = self
+            .policy
+            .approval_mode(name, &args, component.grant.approval(name));
+        if mode != ApprovalHint::Never {
             // Validate first so a person is only ever asked about a call that can run.
             if let Err(e) = component.tools[t].validate_args(args_json) {
                 return CallReport::refused(e);
             }
-            let request = ApprovalRequest {
-                tool: name.to_owned(),
-                component: component.name(),
-                reason: format!("its manifest asks for approval ({hint:?})").to_lowercase(),
-                args_json: args_json.to_owned(),
-            };
-            if let Decision::Denied(why) = ctx.approver.approve(&request).await {
-                return CallReport::refused(ToolError::PermissionDenied(why));
+            if let Err(e) = self
+                .approve(component, name, mode, &why, args_json, ctx)
+                .await
+            {
+                return CallReport::refused(e);
             }
         }
         self.runtime
             .call(component, t, args_json, &self.services, ctx)
             .await
+    }
+
+    /// Ask for approval of a call to `tool` (mode `ask` or `always`), unless an "always allow"
+    /// for this artifact and grant is remembered; remember a new one when given.
+    async fn approve(
+        &self,
+        component: &LoadedComponent,
+        tool: &str,
+        mode: ApprovalHint,
+        why: &str,
+        args_json: &str,
+        ctx: &CallContext,
+    ) -> Result<(), ToolError> {
+        let store = self
+            .services
+            .db()
+            .map(ApprovalStore::new)
+            .map_err(|e| ToolError::ExecutionFailed(e.to_string()))?;
+        let hash = component.hash.to_string();
+        let grant = component.grant.digest();
+        let remembered = || {
+            store
+                .covers(&component.name(), tool, &hash, &grant)
+                .map_err(|e| ToolError::ExecutionFailed(e.to_string()))
+        };
+        if mode == ApprovalHint::Ask && remembered()? {
+            return Ok(());
+        }
+        let request = ApprovalRequest {
+            tool: tool.to_owned(),
+            component: component.name(),
+            reason: format!(
+                "{why} asks for approval ({})",
+                format!("{mode:?}").to_lowercase()
+            ),
+            args_json: args_json.to_owned(),
+        };
+        match ctx.approver.approve(&request).await {
+            Decision::Denied(why) => Err(ToolError::PermissionDenied(why)),
+            Decision::Approved => Ok(()),
+            Decision::ApprovedAlways => {
+                if mode == ApprovalHint::Ask {
+                    let approval = Approval {
+                        component: component.name(),
+                        tool: tool.to_owned(),
+                        version: component
+                            .grant
+                            .manifest
+                            .as_ref()
+                            .map(|m| m.component.version.to_string())
+                            .unwrap_or_default(),
+                        hash,
+                        grant,
+                        user: ctx.user.clone(),
+                        approved_at: crate::approvals::now(),
+                    };
+                    store
+                        .remember(&approval)
+                        .map_err(|e| ToolError::ExecutionFailed(e.to_string()))?;
+                }
+                Ok(())
+            }
+        }
     }
 
     fn unknown_tool(&self, name: &str) -> String {

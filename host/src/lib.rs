@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod approval;
+pub mod approvals;
 mod bindings;
 pub mod cache;
 pub mod caps;
@@ -18,12 +19,14 @@ pub mod grant;
 pub mod host;
 pub mod limits;
 pub mod mcp;
+pub mod pins;
 pub mod policy;
 pub mod runtime;
 pub mod sandbox;
 pub mod services;
 pub mod spec;
 pub mod state;
+pub mod trust;
 
 pub use approval::CallContext;
 pub use error::{LoadError, ToolError};

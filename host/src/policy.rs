@@ -1,8 +1,14 @@
-//! The operator's policy: for now, the per-call limits. Strict TOML: an unknown key is an error
-//! that names it.
+//! The operator's policy: limit ceilings, which capabilities may be granted at all, which tools
+//! are offered (tool groups, a profile, allow and deny lists), protected built-in names, and
+//! approval rules per tool (parameter-aware). Strict TOML: an unknown key is an error that
+//! names it.
+//!
+//! The effective grant of a component is its manifest ∩ this policy (see `grant.rs`).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use chitin_registry::manifest::{ApprovalHint, Capabilities};
 use serde::Deserialize;
 
 use crate::limits::Limits;
@@ -13,18 +19,77 @@ pub const POLICY_SCHEMA: u32 = 1;
 /// The policy shipped with chitin (`policies/default.toml`), used when none is given.
 pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.toml");
 
+/// The namespace of first-party components: the only one that may carry protected tool names.
+pub const FIRST_PARTY: &str = "chitin";
+
+/// Every capability a manifest can ask for, by its manifest section name.
+pub const CAPABILITIES: [&str; 6] = ["files", "kv", "http", "secrets", "process", "env"];
+
 /// The operator's policy.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     /// Schema version; must be [`POLICY_SCHEMA`].
     pub schema: u32,
-    /// Per-call limits.
+    /// Per-call limits: the defaults, and the ceiling a manifest's requests are clamped to.
     pub limits: Limits,
     /// Whether granted programs may run without Landlock where the kernel lacks it (off: such
     /// a host refuses to start processes).
     #[serde(default)]
     pub allow_unconfined_processes: bool,
+    /// Which capabilities may be granted at all.
+    #[serde(default)]
+    pub capabilities: CapabilityPolicy,
+    /// Named sets of tools, referred to as `group:NAME`.
+    #[serde(default)]
+    pub groups: BTreeMap<String, Vec<String>>,
+    /// Which tools are offered.
+    #[serde(default)]
+    pub tools: ToolPolicy,
+    /// Approval rules, first match wins; a tool no rule matches keeps its manifest's hint.
+    #[serde(default)]
+    pub approval: Vec<ApprovalRule>,
+}
+
+/// Which capabilities may be granted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilityPolicy {
+    /// Capabilities a manifest may be granted (`files`, `kv`, `http`, `secrets`, `process`,
+    /// `env`); a section for any other is cut from every grant.
+    pub allow: Vec<String>,
+}
+
+/// Which tools are offered to agents.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolPolicy {
+    /// The tools offered: names, `group:NAME` or `*`. Empty offers nothing.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Tools never offered, even if allowed: names or `group:NAME`.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Built-in tool names only first-party (`chitin` namespace) components may carry: names or
+    /// `group:NAME`.
+    #[serde(default)]
+    pub protected: Vec<String>,
+}
+
+/// When a rule applies and what it decides.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRule {
+    /// The tool (name, `group:NAME` or `*`).
+    pub tool: String,
+    /// Only when this top-level string argument matches one of `matches` (glob patterns).
+    #[serde(default)]
+    pub arg: Option<String>,
+    /// Glob patterns for `arg` (`*`, `?`, `[...]`).
+    #[serde(default)]
+    pub matches: Vec<String>,
+    /// What the rule decides.
+    pub mode: ApprovalHint,
 }
 
 /// A policy file could not be used.
@@ -56,7 +121,7 @@ pub enum PolicyError {
         /// The version found.
         found: u32,
     },
-    /// A limit is zero or out of range.
+    /// A value is zero, out of range or refers to something that does not exist.
     #[error("policy {path}: {message}")]
     Invalid {
         /// The policy file.
@@ -64,6 +129,17 @@ pub enum PolicyError {
         /// What is wrong.
         message: String,
     },
+}
+
+/// Why a tool is or is not offered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolVerdict {
+    /// Offered; the entry of `tools.allow` that lets it in.
+    Offered(String),
+    /// Not in `tools.allow`.
+    NotAllowed,
+    /// In `tools.deny`; the entry that denies it.
+    Denied(String),
 }
 
 impl Policy {
@@ -96,7 +172,15 @@ impl Policy {
                 found: policy.schema,
             });
         }
-        let l = &policy.limits;
+        policy.validate().map_err(|message| PolicyError::Invalid {
+            path: path.to_owned(),
+            message,
+        })?;
+        Ok(policy)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let l = &self.limits;
         let zero = [
             ("memory_bytes", l.memory_bytes as u64),
             ("fuel", l.fuel),
@@ -107,18 +191,164 @@ impl Policy {
         .into_iter()
         .find(|(_, v)| *v == 0);
         if let Some((key, _)) = zero {
-            return Err(PolicyError::Invalid {
-                path: path.to_owned(),
-                message: format!("limits.{key} must be greater than zero"),
-            });
+            return Err(format!("limits.{key} must be greater than zero"));
         }
-        Ok(policy)
+        if let Some(c) = self
+            .capabilities
+            .allow
+            .iter()
+            .find(|c| !CAPABILITIES.contains(&c.as_str()))
+        {
+            return Err(format!(
+                "capabilities.allow: unknown capability `{c}` (known: {})",
+                CAPABILITIES.join(", ")
+            ));
+        }
+        let lists = [
+            ("tools.allow", &self.tools.allow),
+            ("tools.deny", &self.tools.deny),
+            ("tools.protected", &self.tools.protected),
+        ];
+        let rules = self.approval.iter().map(|r| ("approval.tool", &r.tool));
+        let entries = lists
+            .into_iter()
+            .flat_map(|(key, list)| list.iter().map(move |e| (key, e)))
+            .chain(rules);
+        for (key, entry) in entries {
+            if let Some(group) = entry.strip_prefix("group:")
+                && !self.groups.contains_key(group)
+            {
+                return Err(format!("{key}: `{entry}` names no group in [groups]"));
+            }
+        }
+        for (i, rule) in self.approval.iter().enumerate() {
+            if rule.arg.is_some() == rule.matches.is_empty() {
+                return Err(format!(
+                    "approval[{i}] (tool `{}`): `arg` and `matches` go together",
+                    rule.tool
+                ));
+            }
+            for pattern in &rule.matches {
+                glob::Pattern::new(pattern)
+                    .map_err(|e| format!("approval[{i}]: pattern `{pattern}`: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `entry` (a name, `group:NAME` or `*`) covers `tool`.
+    fn entry_covers(&self, entry: &str, tool: &str) -> bool {
+        match entry.strip_prefix("group:") {
+            Some(group) => self
+                .groups
+                .get(group)
+                .is_some_and(|members| members.iter().any(|m| m == tool || m == "*")),
+            None => entry == tool || entry == "*",
+        }
+    }
+
+    /// Whether `tool` is offered, and why.
+    pub fn tool_verdict(&self, tool: &str) -> ToolVerdict {
+        if let Some(entry) = self.tools.deny.iter().find(|e| self.entry_covers(e, tool)) {
+            return ToolVerdict::Denied(entry.clone());
+        }
+        match self.tools.allow.iter().find(|e| self.entry_covers(e, tool)) {
+            Some(entry) => ToolVerdict::Offered(entry.clone()),
+            None => ToolVerdict::NotAllowed,
+        }
+    }
+
+    /// Whether `tool` is a protected built-in name, which only the first-party namespace may
+    /// carry.
+    pub fn is_protected(&self, tool: &str) -> bool {
+        self.tools
+            .protected
+            .iter()
+            .any(|e| self.entry_covers(e, tool))
+    }
+
+    /// Whether the capability `name` may be granted at all.
+    pub fn allows_capability(&self, name: &str) -> bool {
+        self.capabilities.allow.iter().any(|c| c == name)
+    }
+
+    /// The manifest's capabilities with every section the policy does not allow removed, and
+    /// the names of those removed.
+    pub fn intersect(&self, asked: &Capabilities) -> (Capabilities, Vec<&'static str>) {
+        let mut granted = asked.clone();
+        let mut cut = Vec::new();
+        let mut check = |name: &'static str, present: bool| {
+            let keep = !present || self.allows_capability(name);
+            if !keep {
+                cut.push(name);
+            }
+            keep
+        };
+        if !check("files", asked.files.is_some()) {
+            granted.files = None;
+        }
+        if !check("kv", asked.kv.is_some()) {
+            granted.kv = None;
+        }
+        if !check("http", asked.http.is_some()) {
+            granted.http = None;
+        }
+        if !check("secrets", asked.secrets.is_some()) {
+            granted.secrets = None;
+        }
+        if !check("process", asked.process.is_some()) {
+            granted.process = None;
+        }
+        if !check("env", asked.env.is_some()) {
+            granted.env = None;
+        }
+        (granted, cut)
+    }
+
+    /// The approval mode of a call to `tool` with `args` (a JSON object): the first matching
+    /// rule's, else the manifest's `hint`. Also returns why, for the person asked.
+    pub fn approval_mode(
+        &self,
+        tool: &str,
+        args: &serde_json::Value,
+        hint: ApprovalHint,
+    ) -> (ApprovalHint, String) {
+        for rule in &self.approval {
+            if !self.entry_covers(&rule.tool, tool) {
+                continue;
+            }
+            let Some(arg) = &rule.arg else {
+                return (rule.mode, format!("the policy's rule for `{}`", rule.tool));
+            };
+            let Some(value) = args.get(arg).and_then(serde_json::Value::as_str) else {
+                continue;
+            };
+            let hit = rule
+                .matches
+                .iter()
+                .find(|p| glob::Pattern::new(p).is_ok_and(|pattern| pattern.matches(value)));
+            if let Some(pattern) = hit {
+                return (
+                    rule.mode,
+                    format!("the policy's rule: `{arg}` matches `{pattern}`"),
+                );
+            }
+        }
+        (hint, "the component's manifest".to_owned())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    const PROFILES: [(&str, &str); 4] = [
+        ("minimal", include_str!("../../policies/minimal.toml")),
+        ("coding", include_str!("../../policies/coding.toml")),
+        ("messaging", include_str!("../../policies/messaging.toml")),
+        ("full", include_str!("../../policies/full.toml")),
+    ];
 
     #[test]
     fn the_shipped_policy_parses_to_the_documented_defaults() {
@@ -127,10 +357,99 @@ mod tests {
     }
 
     #[test]
+    fn every_shipped_profile_parses() {
+        for (name, text) in PROFILES {
+            Policy::parse(text, Path::new(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn profiles_offer_the_right_tools() {
+        let get = |n: &str| {
+            let text = PROFILES.iter().find(|(p, _)| *p == n).unwrap().1;
+            Policy::parse(text, Path::new(n)).unwrap()
+        };
+        let offered = |p: &Policy, t: &str| matches!(p.tool_verdict(t), ToolVerdict::Offered(_));
+        let minimal = get("minimal");
+        assert!(offered(&minimal, "echo") && offered(&minimal, "time"));
+        assert!(!offered(&minimal, "read_file") && !offered(&minimal, "shell"));
+        let coding = get("coding");
+        assert!(offered(&coding, "read_file") && offered(&coding, "shell"));
+        let messaging = get("messaging");
+        assert!(!offered(&messaging, "shell") && !offered(&messaging, "write_file"));
+        let full = get("full");
+        assert!(offered(&full, "shell") && offered(&full, "anything_else"));
+        assert!(!full.allows_capability("nothing"));
+        assert!(minimal.capabilities.allow.is_empty());
+    }
+
+    #[test]
+    fn deny_wins_over_allow() {
+        let text =
+            format!("{DEFAULT_POLICY}\n",).replace("deny = []", "deny = [\"group:runtime\"]");
+        let policy = Policy::parse(&text, Path::new("p")).unwrap();
+        assert_eq!(
+            policy.tool_verdict("shell"),
+            ToolVerdict::Denied("group:runtime".into())
+        );
+    }
+
+    #[test]
+    fn a_denied_capability_is_cut_from_what_a_manifest_asks() {
+        let mut policy = Policy::builtin().unwrap();
+        policy.capabilities.allow = vec!["files".into()];
+        let asked = Capabilities {
+            env: Some(chitin_registry::manifest::EnvGrant {
+                keys: vec!["LANG".into()],
+            }),
+            ..Capabilities::default()
+        };
+        let (granted, cut) = policy.intersect(&asked);
+        assert!(granted.env.is_none());
+        assert_eq!(cut, ["env"]);
+    }
+
+    #[test]
+    fn approval_rules_look_at_arguments() {
+        let policy = Policy::builtin().unwrap();
+        let (mode, why) = policy.approval_mode(
+            "shell",
+            &json!({"command": "rm -rf /tmp/x"}),
+            ApprovalHint::Never,
+        );
+        assert_eq!(mode, ApprovalHint::Always, "{why}");
+        assert!(why.contains("rm *"), "{why}");
+        let (mode, _) =
+            policy.approval_mode("shell", &json!({"command": "ls"}), ApprovalHint::Never);
+        assert_eq!(mode, ApprovalHint::Ask);
+        let (mode, why) = policy.approval_mode("echo", &json!({}), ApprovalHint::Never);
+        assert_eq!(mode, ApprovalHint::Never);
+        assert!(why.contains("manifest"), "{why}");
+    }
+
+    #[test]
+    fn protected_names_come_from_groups_too() {
+        let policy = Policy::builtin().unwrap();
+        assert!(policy.is_protected("echo"));
+        assert!(policy.is_protected("read_file"));
+        assert!(!policy.is_protected("weather"));
+    }
+
+    #[test]
     fn an_unknown_key_is_an_error_naming_it() {
         let text = DEFAULT_POLICY.replace("fuel =", "fule =");
         let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
         assert!(err.to_string().contains("fule"), "{err}");
+    }
+
+    #[test]
+    fn unknown_capabilities_and_groups_are_errors() {
+        let text = DEFAULT_POLICY.replace("allow = [\"files\"", "allow = [\"filez\"");
+        let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
+        assert!(err.to_string().contains("filez"), "{err}");
+        let text = DEFAULT_POLICY.replace("deny = []", "deny = [\"group:nope\"]");
+        let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
+        assert!(err.to_string().contains("group:nope"), "{err}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use chitin_registry::artifact::{self, ContentHash};
 use chitin_registry::manifest::Manifest;
+use chitin_registry::signature;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
@@ -188,24 +189,64 @@ impl Runtime {
             path: path.to_owned(),
             cause,
         })?;
-        let manifest = artifact::manifest_text(bytes)
-            .map_err(|cause| LoadError::Artifact {
+        // The whole file is verified before anything of it is parsed further, compiled or run,
+        // unless this content already passed under this trust store.
+        let signed = |cause| LoadError::Signature {
+            path: path.to_owned(),
+            cause,
+        };
+        let parse_manifest = || {
+            artifact::manifest_text(bytes)
+                .map_err(|cause| LoadError::Artifact {
+                    path: path.to_owned(),
+                    cause,
+                })?
+                .map(Manifest::parse)
+                .transpose()
+                .map_err(|cause| LoadError::Manifest {
+                    path: path.to_owned(),
+                    cause,
+                })
+        };
+        let hash = ContentHash::of(bytes);
+        let trust = services.trust();
+        let verified = crate::trust::VerifiedCache::new(self.cache.dir().join("verified"));
+        let (signer, manifest) = match verified.get(&hash, trust) {
+            Some(fingerprint) => (fingerprint, parse_manifest()?),
+            None => {
+                let signatures = signature::verify(bytes, trust).map_err(signed)?;
+                let manifest = parse_manifest()?;
+                let key = match &manifest {
+                    Some(m) => signatures.authorize(&m.component.namespace, &m.component.name),
+                    None => signatures.authorize_unnamed(),
+                }
+                .map_err(signed)?;
+                let fingerprint = key.key.fingerprint();
+                verified.put(&hash, trust, &fingerprint);
+                (fingerprint, manifest)
+            }
+        };
+        // Installed components are pinned: no replayed older version, no silent widening.
+        if path.starts_with(services.data_dir().components())
+            && let Some(m) = &manifest
+        {
+            let pin = |cause| LoadError::Pin {
                 path: path.to_owned(),
                 cause,
-            })?
-            .map(Manifest::parse)
-            .transpose()
-            .map_err(|cause| LoadError::Manifest {
-                path: path.to_owned(),
-                cause,
-            })?;
+            };
+            let db = services
+                .db()
+                .map_err(|e| pin(crate::pins::PinError::Store(e.to_string())))?;
+            crate::pins::PinStore::new(db)
+                .check_and_pin(m, &hash.to_string(), &signer)
+                .map_err(pin)?;
+        }
         let grant = Arc::new(Grant::resolve(manifest, policy, services).map_err(|cause| {
             LoadError::Grant {
                 path: path.to_owned(),
                 cause,
             }
         })?);
-        let hash = ContentHash::of(bytes);
         let (component, cache) = self
             .cache
             .load_or_compile(&self.engine, &hash, bytes)
@@ -213,6 +254,21 @@ impl Runtime {
                 path: path.to_owned(),
                 reason,
             })?;
+        // Imports versus manifest first: an undeclared capability import is named as such, even
+        // when the contract check would refuse the component too.
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let asked = grant.manifest.as_ref().map(|m| &m.capabilities);
+        let uncovered = chitin_registry::imports::uncovered(&imports, asked);
+        if !uncovered.is_empty() {
+            return Err(LoadError::UncoveredImports {
+                path: path.to_owned(),
+                imports: chitin_registry::imports::describe_uncovered(&uncovered),
+            });
+        }
         crate::contract::check(&self.engine, &component).map_err(|cause| LoadError::Contract {
             path: path.to_owned(),
             cause,

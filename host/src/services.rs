@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use chitin_registry::trust::TrustStore;
+
 use crate::caps::kv::KvStore;
 use crate::caps::process::ProcessHost;
 use crate::data_dir::DataDir;
@@ -45,6 +47,7 @@ pub struct Services {
     db: Mutex<Option<Arc<redb::Database>>>,
     kv: Mutex<Option<Arc<KvStore>>>,
     process: ProcessHost,
+    trust: TrustStore,
 }
 
 impl Services {
@@ -66,6 +69,7 @@ impl Services {
             data_dir,
             db: Mutex::new(None),
             kv: Mutex::new(None),
+            trust: TrustStore::empty(),
         })
     }
 
@@ -77,6 +81,18 @@ impl Services {
     /// What processes run with: confinement support, limits and the shared concurrency slots.
     pub fn process(&self) -> &ProcessHost {
         &self.process
+    }
+
+    /// These services with `trust` as the trust store (the default trusts no key, so no
+    /// component loads).
+    pub fn with_trust(mut self, trust: TrustStore) -> Self {
+        self.trust = trust;
+        self
+    }
+
+    /// The keys trusted to sign components, and for what.
+    pub fn trust(&self) -> &TrustStore {
+        &self.trust
     }
 
     /// The data directory.

@@ -43,6 +43,8 @@ pub fn chitin(data_dir: &Path, components: &[PathBuf]) -> Command {
         .env_remove("CHITIN_POLICY")
         .env_remove("RUST_LOG")
         .env("CHITIN_DATA_DIR", data_dir)
+        // The development key that signed the built components (`just build-components`).
+        .env("CHITIN_TRUSTED_KEYS", repo().join("build/trusted_keys"))
         .current_dir(data_dir);
     for c in components {
         cmd.arg("--components").arg(c);

@@ -1,12 +1,20 @@
-//! The `chitin` command line: `list`, `call`, `schema`, `inspect`, `serve`.
+//! The `chitin` command line: `list`, `call`, `schema`, `inspect`, `serve`, `key`, `sign`,
+//! `verify`, `trust`, `policy`, `approvals`, `audit`.
 
 mod approve;
+mod approvals;
+mod audit;
 mod call;
 mod inspect;
+mod key;
 mod list;
 mod manifest;
+mod policy;
 mod schema;
 mod serve;
+mod sign;
+mod trust;
+mod verify;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -110,6 +118,10 @@ pub struct Cli {
     #[arg(long, global = true, env = "CHITIN_POLICY", value_name = "FILE")]
     pub policy: Option<PathBuf>,
 
+    /// Trust store file (default: `<data dir>/trusted_keys`).
+    #[arg(long, global = true, env = crate::trust::TRUSTED_KEYS_ENV, value_name = "FILE")]
+    pub trusted_keys: Option<PathBuf>,
+
     /// More diagnostics on stderr (-v: info, -vv: debug). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -132,6 +144,20 @@ pub enum Command {
     Inspect(inspect::Args),
     /// Serve the tools to an agent over MCP (stdio, or Streamable HTTP with --http).
     Serve(serve::Args),
+    /// Manage signing keys.
+    Key(key::Args),
+    /// Sign a component.
+    Sign(sign::Args),
+    /// Verify a component's signatures against the trust store.
+    Verify(verify::Args),
+    /// Manage the trust store: which keys may sign which components.
+    Trust(trust::Args),
+    /// Explain what the policy lets a tool do.
+    Policy(policy::Args),
+    /// List or revoke remembered approvals and pins.
+    Approvals(approvals::Args),
+    /// Report what a component is and could touch, before installing it.
+    Audit(audit::Args),
     /// Check a manifest, or embed one into a component.
     #[command(subcommand)]
     Manifest(manifest::Command),
@@ -172,6 +198,13 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Schema(args) => schema::run(&cli, args).await,
         Command::Inspect(args) => inspect::run(&cli, args).await,
         Command::Serve(args) => serve::run(&cli, args).await,
+        Command::Key(args) => key::run(&cli, args).await,
+        Command::Sign(args) => sign::run(&cli, args).await,
+        Command::Verify(args) => verify::run(&cli, args).await,
+        Command::Trust(args) => trust::run(&cli, args).await,
+        Command::Policy(args) => policy::run(&cli, args).await,
+        Command::Approvals(args) => approvals::run(&cli, args).await,
+        Command::Audit(args) => audit::run(&cli, args).await,
         Command::Manifest(cmd) => manifest::run(cmd),
     }
 }
@@ -205,8 +238,14 @@ pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, Arc<Se
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let services = Arc::new(Services::new(&workspace, data)?);
+    let trust = chitin_registry::trust::TrustStore::load(&trust_file(cli, &data))?;
+    let services = Arc::new(Services::new(&workspace, data)?.with_trust(trust));
     Ok((runtime, policy, services))
+}
+
+/// The trust store file this invocation uses.
+pub(crate) fn trust_file(cli: &Cli, data: &DataDir) -> PathBuf {
+    crate::trust::trust_path(data, cli.trusted_keys.as_deref())
 }
 
 /// Start a host and load the configured components.

@@ -9,6 +9,7 @@ use chitin_host::data_dir::DataDir;
 use chitin_host::engine::EngineOptions;
 use chitin_host::policy::Policy;
 use chitin_host::{CallReport, Host, Limits, Runtime, Services};
+use chitin_registry::trust::TrustStore;
 use serde_json::Value;
 
 /// The repository root.
@@ -58,10 +59,26 @@ pub fn policy(limits: Limits) -> Policy {
     policy
 }
 
-/// Services over `workspace` with data in `data`.
+/// The trust store `just build-components` writes: the development key that signs the built
+/// components and fixtures, trusted for the `chitin` namespace.
+pub fn dev_trust() -> TrustStore {
+    let path = repo().join("build/trusted_keys");
+    assert!(
+        path.is_file(),
+        "{} is missing: run `just build-components` first (`just test` does)",
+        path.display()
+    );
+    TrustStore::load(&path).expect("build/trusted_keys")
+}
+
+/// Services over `workspace` with data in `data`, trusting the development key.
 pub fn services(data: &Path, workspace: &Path) -> Arc<Services> {
     let data = DataDir::resolve(Some(data)).expect("data dir");
-    Arc::new(Services::new(workspace, data).expect("services"))
+    Arc::new(
+        Services::new(workspace, data)
+            .expect("services")
+            .with_trust(dev_trust()),
+    )
 }
 
 /// A host over a temporary data directory and workspace.

@@ -1,0 +1,192 @@
+//! Remembered approvals: "always allow this tool with these grants", kept in the shared database
+//! and bound to the component's content hash and the digest of its effective grant. A new
+//! version, or a manifest or policy change that alters the grant, no longer matches: the person
+//! is asked again.
+
+use std::sync::Arc;
+
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+/// `component/tool` → JSON [`Approval`].
+const TABLE: TableDefinition<&str, &str> = TableDefinition::new("approvals");
+
+/// The approvals table could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("approvals database: {0}")]
+pub struct ApprovalStoreError(String);
+
+impl From<redb::Error> for ApprovalStoreError {
+    fn from(e: redb::Error) -> Self {
+        Self(e.to_string())
+    }
+}
+
+/// One remembered approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// The component (`namespace/name`).
+    pub component: String,
+    /// The tool.
+    pub tool: String,
+    /// The component version approved, as its manifest names it (empty without one).
+    pub version: String,
+    /// Content hash of the approved artifact.
+    pub hash: String,
+    /// Digest of the effective grant approved (manifest ∩ policy).
+    pub grant: String,
+    /// Who approved.
+    pub user: String,
+    /// When, in seconds since the Unix epoch.
+    pub approved_at: u64,
+}
+
+impl Approval {
+    fn key(&self) -> String {
+        format!("{}/{}", self.component, self.tool)
+    }
+}
+
+/// The approvals kept in the database.
+#[derive(Clone)]
+pub struct ApprovalStore {
+    db: Arc<redb::Database>,
+}
+
+impl ApprovalStore {
+    /// The store in `db`.
+    pub fn new(db: Arc<redb::Database>) -> Self {
+        Self { db }
+    }
+
+    /// Remember `approval`, replacing any earlier one for the same tool.
+    pub fn remember(&self, approval: &Approval) -> Result<(), ApprovalStoreError> {
+        let json =
+            serde_json::to_string(approval).map_err(|e| ApprovalStoreError(e.to_string()))?;
+        let txn = self.db.begin_write().map_err(redb::Error::from)?;
+        {
+            let mut table = txn.open_table(TABLE).map_err(redb::Error::from)?;
+            table
+                .insert(approval.key().as_str(), json.as_str())
+                .map_err(redb::Error::from)?;
+        }
+        txn.commit().map_err(redb::Error::from)?;
+        Ok(())
+    }
+
+    /// Whether `tool` of `component` was approved for exactly this artifact and grant.
+    pub fn covers(
+        &self,
+        component: &str,
+        tool: &str,
+        hash: &str,
+        grant: &str,
+    ) -> Result<bool, ApprovalStoreError> {
+        Ok(self.list()?.iter().any(|a| {
+            a.component == component && a.tool == tool && a.hash == hash && a.grant == grant
+        }))
+    }
+
+    /// Every remembered approval, sorted by component and tool.
+    pub fn list(&self) -> Result<Vec<Approval>, ApprovalStoreError> {
+        let txn = self.db.begin_read().map_err(redb::Error::from)?;
+        let table = match txn.open_table(TABLE) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(redb::Error::from)? {
+            let (_, value) = entry.map_err(redb::Error::from)?;
+            // A record this version cannot read is skipped, so it is never taken as approval.
+            if let Ok(approval) = serde_json::from_str::<Approval>(value.value()) {
+                out.push(approval);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forget the approvals of `selector`: a tool name, a component (`namespace/name`) or
+    /// `component/tool`. Returns those removed.
+    pub fn revoke(&self, selector: &str) -> Result<Vec<Approval>, ApprovalStoreError> {
+        let matching: Vec<Approval> = self
+            .list()?
+            .into_iter()
+            .filter(|a| a.tool == selector || a.component == selector || a.key() == selector)
+            .collect();
+        if matching.is_empty() {
+            return Ok(matching);
+        }
+        let txn = self.db.begin_write().map_err(redb::Error::from)?;
+        {
+            let mut table = txn.open_table(TABLE).map_err(redb::Error::from)?;
+            for approval in &matching {
+                table
+                    .remove(approval.key().as_str())
+                    .map_err(redb::Error::from)?;
+            }
+        }
+        txn.commit().map_err(redb::Error::from)?;
+        Ok(matching)
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn approval(tool: &str, hash: &str) -> Approval {
+        Approval {
+            component: "acme/weather".into(),
+            tool: tool.into(),
+            version: "1.0.0".into(),
+            hash: hash.into(),
+            grant: "g1".into(),
+            user: "local".into(),
+            approved_at: now(),
+        }
+    }
+
+    #[test]
+    fn approvals_are_bound_to_hash_and_grant_and_can_be_revoked() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(redb::Database::create(dir.path().join("db.redb")).unwrap());
+        let store = ApprovalStore::new(db);
+        assert!(store.list().unwrap().is_empty());
+        store.remember(&approval("forecast", "h1")).unwrap();
+        assert!(
+            store
+                .covers("acme/weather", "forecast", "h1", "g1")
+                .unwrap()
+        );
+        assert!(
+            !store
+                .covers("acme/weather", "forecast", "h2", "g1")
+                .unwrap()
+        );
+        assert!(
+            !store
+                .covers("acme/weather", "forecast", "h1", "g2")
+                .unwrap()
+        );
+        store.remember(&approval("alerts", "h1")).unwrap();
+        assert_eq!(store.list().unwrap().len(), 2);
+        let removed = store.revoke("forecast").unwrap();
+        assert_eq!(removed.len(), 1);
+        assert!(
+            !store
+                .covers("acme/weather", "forecast", "h1", "g1")
+                .unwrap()
+        );
+        assert_eq!(store.revoke("acme/weather").unwrap().len(), 1);
+        assert!(store.list().unwrap().is_empty());
+    }
+}

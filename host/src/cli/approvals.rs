@@ -1,0 +1,79 @@
+//! `chitin approvals list|revoke`: remembered "always allow" approvals and the pins of installed
+//! components.
+
+use std::sync::Arc;
+
+use super::{Cli, Exit};
+use crate::approvals::ApprovalStore;
+use crate::data_dir::DataDir;
+use crate::pins::PinStore;
+
+/// Arguments of `chitin approvals`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What to do.
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// List remembered approvals and pinned installed components.
+    List,
+    /// Forget the approvals (and the pin) of a tool, a component (`namespace/name`) or
+    /// `namespace/name/tool`; the next call, or the next load of an installed upgrade, asks again.
+    Revoke {
+        /// Tool name, component, or component/tool.
+        selector: String,
+    },
+}
+
+pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
+    let data = DataDir::resolve(cli.data_dir.as_deref())?;
+    let path = data.database();
+    let db = Arc::new(
+        redb::Database::create(&path)
+            .map_err(|e| anyhow::anyhow!("database {}: {e}", path.display()))?,
+    );
+    let approvals = ApprovalStore::new(db.clone());
+    let pins = PinStore::new(db);
+    match &args.command {
+        Command::List => {
+            let list = approvals.list()?;
+            println!("approvals ({}):", list.len());
+            for a in list {
+                println!(
+                    "  {}/{} {} by {} ({}, grant {})",
+                    a.component,
+                    a.tool,
+                    a.version,
+                    a.user,
+                    a.hash,
+                    &a.grant[..a.grant.len().min(16)]
+                );
+            }
+            let list = pins.list()?;
+            println!("pinned installed components ({}):", list.len());
+            for p in list {
+                println!(
+                    "  {} {} ({}, signed by {})",
+                    p.component, p.version, p.hash, p.signer
+                );
+            }
+        }
+        Command::Revoke { selector } => {
+            let removed = approvals.revoke(selector)?;
+            for a in &removed {
+                println!("revoked approval of {}/{}", a.component, a.tool);
+            }
+            let unpinned = pins.forget(selector)?;
+            if unpinned {
+                println!("forgot the pin of {selector}");
+            }
+            if removed.is_empty() && !unpinned {
+                anyhow::bail!("nothing to revoke for `{selector}` (see `chitin approvals list`)");
+            }
+        }
+    }
+    Ok(Exit::Ok)
+}

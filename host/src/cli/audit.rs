@@ -1,0 +1,467 @@
+//! `chitin audit FILE|NAME`: what a component is and what it could touch, for a person deciding
+//! whether to install it: publisher, signers and their trust, hash, size, tools, every
+//! capability in plain words with a risk note, limits, uncovered imports, and against an
+//! installed (or `--against`) version, every widening.
+//!
+//! Nothing of the component runs unless its signature is trusted: only then are its tools
+//! listed (they come from its `specs()`, run in a sandbox with no capabilities).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use chitin_registry::artifact::{self, ContentHash, WitWorld};
+use chitin_registry::imports;
+use chitin_registry::manifest::{Capabilities, FileAccess, Manifest};
+use chitin_registry::signature;
+use chitin_registry::widening::widenings;
+use serde_json::{Value, json};
+
+use super::{Cli, Exit, component_sources, open_runtime};
+use crate::grant::Grant;
+use crate::policy::Policy;
+
+/// Arguments of `chitin audit`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A component file, or the name of a loaded component (`namespace/name` or `name`).
+    target: String,
+    /// Print as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Compare with this earlier version (default: the installed one of the same name, if any).
+    #[arg(long, value_name = "FILE")]
+    against: Option<PathBuf>,
+}
+
+/// One capability in plain words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct CapabilityLine {
+    /// The manifest section.
+    pub name: &'static str,
+    /// The scope, as granted.
+    pub scope: String,
+    /// What it lets the component do, for a person.
+    pub risk: String,
+}
+
+fn quoted(list: &[String]) -> String {
+    list.iter()
+        .map(|s| format!("`{s}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn workspace_path(path: &str) -> String {
+    if path == "." || path.is_empty() {
+        "the whole workspace".to_owned()
+    } else {
+        format!("`{path}` in the workspace")
+    }
+}
+
+/// Every capability section of `caps`, in plain words.
+pub(super) fn describe(caps: &Capabilities) -> Vec<CapabilityLine> {
+    let mut out = Vec::new();
+    if let Some(files) = &caps.files {
+        for p in &files.paths {
+            let (scope, risk) = match p.access {
+                FileAccess::ReadOnly => (
+                    format!("read-only {}", workspace_path(&p.path)),
+                    format!("can read every file under {}", workspace_path(&p.path)),
+                ),
+                FileAccess::ReadWrite => (
+                    format!("read-write {}", workspace_path(&p.path)),
+                    format!(
+                        "can read, change and delete files under {}",
+                        workspace_path(&p.path)
+                    ),
+                ),
+            };
+            out.push(CapabilityLine {
+                name: "files",
+                scope,
+                risk,
+            });
+        }
+    }
+    if let Some(kv) = &caps.kv {
+        out.push(CapabilityLine {
+            name: "kv",
+            scope: format!("buckets {}", quoted(&kv.buckets)),
+            risk: "can keep data between calls in its own buckets".into(),
+        });
+    }
+    if let Some(http) = &caps.http {
+        for entry in &http.allow {
+            let methods = if entry.methods.is_empty() {
+                "GET".to_owned()
+            } else {
+                entry.methods.join("/")
+            };
+            let target = format!(
+                "{}{}",
+                entry.host,
+                entry.path_prefix.as_deref().unwrap_or_default()
+            );
+            out.push(CapabilityLine {
+                name: "http",
+                scope: format!("{methods} {target}"),
+                risk: format!(
+                    "can send {methods} requests to {target}, carrying data off this machine"
+                ),
+            });
+        }
+    }
+    if let Some(secrets) = &caps.secrets {
+        out.push(CapabilityLine {
+            name: "secrets",
+            scope: format!("names {}", quoted(&secrets.names)),
+            risk: "can use credentials whose names match these patterns".into(),
+        });
+    }
+    if let Some(process) = &caps.process {
+        let network = if process.network {
+            ", with network access"
+        } else {
+            ", without network access"
+        };
+        out.push(CapabilityLine {
+            name: "process",
+            scope: format!(
+                "programs {}{}",
+                quoted(&process.programs),
+                if process.env.is_empty() {
+                    String::new()
+                } else {
+                    format!(", env {}", quoted(&process.env))
+                }
+            ),
+            risk: format!(
+                "can run {} inside the workspace{network}",
+                process.programs.join(", ")
+            ),
+        });
+    }
+    if let Some(env) = &caps.env {
+        out.push(CapabilityLine {
+            name: "env",
+            scope: format!("keys {}", quoted(&env.keys)),
+            risk: "can read these environment variables of the host".into(),
+        });
+    }
+    out
+}
+
+fn signers_json(report: &signature::SignatureReport) -> Vec<Value> {
+    report
+        .signers
+        .iter()
+        .map(|s| {
+            json!({
+                "key_id": s.key_id.to_string(),
+                "publisher": s.trusted.as_ref().map(|t| t.publisher.clone()),
+                "fingerprint": s.trusted.as_ref().map(|t| t.key.fingerprint()),
+                "scope": s.trusted.as_ref().map(|t| t.scope_text()),
+                "status": s.status.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Find the file for `target`: a path, or a loaded component's manifest name.
+fn locate(cli: &Cli, data: &crate::data_dir::DataDir, target: &str) -> anyhow::Result<PathBuf> {
+    let path = Path::new(target);
+    if path.is_file() {
+        return Ok(path.to_owned());
+    }
+    for source in component_sources(cli, data) {
+        for file in wasm_files(&source) {
+            let Ok(bytes) = std::fs::read(&file) else {
+                continue;
+            };
+            let Some(manifest) = artifact::manifest_text(&bytes)
+                .ok()
+                .flatten()
+                .and_then(|t| Manifest::parse(t).ok())
+            else {
+                continue;
+            };
+            if manifest.id() == target || manifest.component.name == target {
+                return Ok(file);
+            }
+        }
+    }
+    anyhow::bail!("{target}: no such file, and no loaded component of that name")
+}
+
+fn wasm_files(source: &Path) -> Vec<PathBuf> {
+    if source.is_file() {
+        return vec![source.to_owned()];
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(source)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn manifest_of(bytes: &[u8]) -> anyhow::Result<Option<Manifest>> {
+    Ok(artifact::manifest_text(bytes)?
+        .map(Manifest::parse)
+        .transpose()?)
+}
+
+pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
+    let (runtime, policy, services) = open_runtime(cli)?;
+    let file = locate(cli, services.data_dir(), &args.target)?;
+    let bytes = std::fs::read(&file).with_context(|| format!("{}: cannot read", file.display()))?;
+    artifact::check_header(&bytes).with_context(|| file.display().to_string())?;
+    let hash = ContentHash::of(&bytes);
+    let manifest = manifest_of(&bytes).with_context(|| file.display().to_string())?;
+    let report = signature::inspect(&bytes, services.trust());
+    let verdict = match (&report, &manifest) {
+        (Err(e), _) => Err(e.to_string()),
+        (Ok(r), Some(m)) => r
+            .authorize(&m.component.namespace, &m.component.name)
+            .map(|k| k.publisher.clone())
+            .map_err(|e| e.to_string()),
+        (Ok(r), None) => r
+            .authorize_unnamed()
+            .map(|k| k.publisher.clone())
+            .map_err(|e| e.to_string()),
+    };
+    let world = WitWorld::decode(&bytes).with_context(|| file.display().to_string())?;
+    let import_list = world.imports();
+    let uncovered = imports::uncovered(&import_list, manifest.as_ref().map(|m| &m.capabilities));
+    let tools = if verdict.is_ok() {
+        match runtime.load_bytes(&file, &bytes, &policy, &services).await {
+            Ok(loaded) => Ok(loaded
+                .tools
+                .iter()
+                .map(|t| (t.spec.name.clone(), t.spec.description.clone()))
+                .collect::<Vec<_>>()),
+            Err(e) => Err(e.to_string()),
+        }
+    } else {
+        Err("not run: the component is not trusted".to_owned())
+    };
+    let grant = Grant::resolve(manifest.clone(), &policy, &services);
+    let previous = match &args.against {
+        Some(path) => Some(path.clone()),
+        None => installed_version(&services.data_dir().components(), manifest.as_ref(), &file),
+    };
+    let diff = match (&previous, &manifest) {
+        (Some(path), Some(new)) => {
+            let old_bytes =
+                std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+            let old = manifest_of(&old_bytes)
+                .with_context(|| path.display().to_string())?
+                .with_context(|| format!("{}: carries no manifest", path.display()))?;
+            Some((
+                path.clone(),
+                old.component.version.to_string(),
+                widenings(&old, new),
+            ))
+        }
+        _ => None,
+    };
+    let caps = manifest
+        .as_ref()
+        .map(|m| describe(&m.capabilities))
+        .unwrap_or_default();
+    if args.json {
+        let out = json!({
+            "file": file,
+            "component": manifest.as_ref().map(|m| m.id()),
+            "version": manifest.as_ref().map(|m| m.component.version.to_string()),
+            "publisher": manifest.as_ref().map(|m| m.component.publisher.clone()),
+            "description": manifest.as_ref().map(|m| m.component.description.clone()),
+            "hash": hash.to_string(),
+            "size": bytes.len(),
+            "signers": report.as_ref().map(signers_json).unwrap_or_default(),
+            "trusted": verdict.is_ok(),
+            "refusal": verdict.as_ref().err(),
+            "tools": match &tools {
+                Ok(list) => json!(list.iter().map(|(n, d)| json!({"name": n, "description": d})).collect::<Vec<_>>()),
+                Err(why) => json!({"not_listed": why}),
+            },
+            "capabilities": caps.iter().map(|c| json!({"capability": c.name, "scope": c.scope, "risk": c.risk})).collect::<Vec<_>>(),
+            "limits": limits_json(manifest.as_ref(), &policy, grant.as_ref().ok()),
+            "policy_cuts": grant.as_ref().map(|g| g.cuts.iter().map(|c| json!({"what": c.what, "reason": c.reason})).collect::<Vec<_>>()).unwrap_or_default(),
+            "imports": import_list,
+            "uncovered_imports": uncovered.iter().map(|(i, _)| i).collect::<Vec<_>>(),
+            "diff": diff.as_ref().map(|(path, version, w)| json!({"against": path, "version": version, "widenings": w})),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print_human(
+            &file,
+            manifest.as_ref(),
+            &hash,
+            bytes.len(),
+            &report,
+            &verdict,
+            &tools,
+            &caps,
+            &policy,
+            grant.as_ref().ok(),
+            &uncovered,
+            diff.as_ref(),
+        );
+    }
+    Ok(if verdict.is_ok() && uncovered.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::Denied
+    })
+}
+
+fn installed_version(dir: &Path, manifest: Option<&Manifest>, file: &Path) -> Option<PathBuf> {
+    let id = manifest?.id();
+    wasm_files(dir).into_iter().find(|candidate| {
+        candidate != file
+            && std::fs::read(candidate)
+                .ok()
+                .and_then(|b| manifest_of(&b).ok().flatten())
+                .is_some_and(|m| m.id() == id)
+    })
+}
+
+fn limit_rows(
+    manifest: Option<&Manifest>,
+    grant: Option<&Grant>,
+    policy: &Policy,
+) -> Vec<(&'static str, String, u64)> {
+    let asked = manifest.map(|m| m.limits).unwrap_or_default();
+    let effective = grant.map(|g| g.limits).unwrap_or(policy.limits);
+    let show = |v: Option<u64>| v.map_or_else(|| "policy default".to_owned(), |v| v.to_string());
+    vec![
+        (
+            "memory_bytes",
+            show(asked.memory_bytes.map(|v| v as u64)),
+            effective.memory_bytes as u64,
+        ),
+        ("fuel", show(asked.fuel), effective.fuel),
+        ("timeout_ms", show(asked.timeout_ms), effective.timeout_ms),
+        (
+            "output_bytes",
+            show(asked.output_bytes.map(|v| v as u64)),
+            effective.output_bytes as u64,
+        ),
+    ]
+}
+
+fn limits_json(manifest: Option<&Manifest>, policy: &Policy, grant: Option<&Grant>) -> Value {
+    limit_rows(manifest, grant, policy)
+        .into_iter()
+        .map(|(k, asked, effective)| {
+            (
+                k.to_owned(),
+                json!({"asked": asked, "effective": effective}),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn print_human(
+    file: &Path,
+    manifest: Option<&Manifest>,
+    hash: &ContentHash,
+    size: usize,
+    report: &Result<signature::SignatureReport, signature::SignatureError>,
+    verdict: &Result<String, String>,
+    tools: &Result<Vec<(String, String)>, String>,
+    caps: &[CapabilityLine],
+    policy: &Policy,
+    grant: Option<&Grant>,
+    uncovered: &[(String, Option<&'static str>)],
+    diff: Option<&(PathBuf, String, Vec<String>)>,
+) {
+    match manifest {
+        Some(m) => {
+            println!("component:   {} {}", m.id(), m.component.version);
+            println!("publisher:   {}", m.component.publisher);
+            if !m.component.description.is_empty() {
+                println!("description: {}", m.component.description);
+            }
+        }
+        None => println!("component:   (no manifest: nothing beyond the WASI base is granted)"),
+    }
+    println!("file:        {}", file.display());
+    println!("size:        {size} bytes");
+    println!("hash:        {hash}");
+    println!("signers:");
+    match report {
+        Ok(r) => {
+            for s in &r.signers {
+                let scope = s
+                    .trusted
+                    .as_ref()
+                    .map(|t| format!(", trusted for {}", t.scope_text()))
+                    .unwrap_or_default();
+                println!("  {}: {}{scope}", s.describe(), s.status);
+            }
+        }
+        Err(e) => println!("  {e}"),
+    }
+    match verdict {
+        Ok(publisher) => println!("trust:       TRUSTED (vouched for by {publisher})"),
+        Err(why) => println!("trust:       REFUSED: {why}"),
+    }
+    println!("tools:");
+    match tools {
+        Ok(list) => {
+            for (name, description) in list {
+                let approval = manifest
+                    .and_then(|m| m.tools.get(name))
+                    .map(|h| format!(" [approval: {:?}]", h.approval).to_lowercase())
+                    .unwrap_or_default();
+                println!(
+                    "  {name}{approval}: {}",
+                    description.lines().next().unwrap_or_default()
+                );
+            }
+        }
+        Err(why) => println!("  ({why})"),
+    }
+    println!("capabilities:");
+    if caps.is_empty() {
+        println!("  none: runs with the WASI base only (clocks, randomness, its own log)");
+    }
+    for c in caps {
+        println!("  {}: {}", c.name, c.scope);
+        println!("    risk: {}", c.risk);
+    }
+    if let Some(g) = grant {
+        for cut in &g.cuts {
+            println!("  policy cuts {}: {}", cut.what, cut.reason);
+        }
+    }
+    println!("limits (asked -> effective under this policy):");
+    for (key, asked, effective) in limit_rows(manifest, grant, policy) {
+        println!("  {key}: {asked} -> {effective}");
+    }
+    if uncovered.is_empty() {
+        println!("imports:     all covered by the WASI base or declared capabilities");
+    } else {
+        println!(
+            "imports:     NOT COVERED: {}",
+            imports::describe_uncovered(uncovered)
+        );
+    }
+    if let Some((path, version, wider)) = diff {
+        println!("against {version} ({}):", path.display());
+        if wider.is_empty() {
+            println!("  no widening");
+        }
+        for w in wider {
+            println!("  WIDENS {w}");
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! `chitin sign FILE --key K`: add a signature to a component (in place, or to `--output`).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use chitin_registry::signature;
+
+use super::{Cli, Exit};
+use crate::data_dir::DataDir;
+use crate::trust::key_store;
+
+/// Arguments of `chitin sign`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The component file.
+    file: PathBuf,
+    /// The signing key: a key name in the data directory (`chitin key list`) or a private key file.
+    #[arg(long, short)]
+    key: String,
+    /// Write the signed component here instead of replacing FILE.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+}
+
+pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
+    let data = DataDir::resolve(cli.data_dir.as_deref())?;
+    let key = key_store(&data).load(&args.key)?;
+    let bytes = std::fs::read(&args.file)
+        .with_context(|| format!("{}: cannot read", args.file.display()))?;
+    chitin_registry::artifact::check_header(&bytes)
+        .with_context(|| format!("{}: cannot sign", args.file.display()))?;
+    let signed = signature::sign(&bytes, &key)
+        .with_context(|| format!("{}: cannot sign", args.file.display()))?;
+    let out = args.output.as_ref().unwrap_or(&args.file);
+    // Write beside the target and rename, so a failure never leaves half a component.
+    let tmp = out.with_extension("wasm.signing");
+    std::fs::write(&tmp, &signed).with_context(|| format!("{}: cannot write", tmp.display()))?;
+    std::fs::rename(&tmp, out).with_context(|| format!("{}: cannot write", out.display()))?;
+    eprintln!(
+        "signed {} with {} ({})",
+        out.display(),
+        args.key,
+        key.public().fingerprint()
+    );
+    Ok(Exit::Ok)
+}

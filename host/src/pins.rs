@@ -1,0 +1,207 @@
+//! Pins of installed components: the version, content hash, signer and manifest last accepted
+//! for each `namespace/name`, kept in the shared database. A replayed older version is refused,
+//! and so is an upgrade whose manifest widens any capability or limit, until a person forgets
+//! the pin (`chitin approvals revoke NAME`) and so accepts the new grant.
+
+use std::sync::Arc;
+
+use chitin_registry::manifest::Manifest;
+use chitin_registry::widening::widenings;
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+/// `namespace/name` → JSON [`Pin`].
+const TABLE: TableDefinition<&str, &str> = TableDefinition::new("pins");
+
+/// The pin of one installed component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pin {
+    /// `namespace/name`.
+    pub component: String,
+    /// The version accepted.
+    pub version: String,
+    /// Its content hash.
+    pub hash: String,
+    /// Fingerprint of the key that vouched for it.
+    pub signer: String,
+    /// Its manifest, as TOML.
+    pub manifest: String,
+}
+
+/// Why an installed component does not match its pin.
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    /// An older version than the one pinned: a replay.
+    #[error(
+        "{component} {found} is older than the pinned {pinned}: refusing a downgrade (a replayed \
+         older version); `chitin approvals revoke {component}` forgets the pin"
+    )]
+    Downgrade {
+        /// The component.
+        component: String,
+        /// The version pinned.
+        pinned: String,
+        /// The version found.
+        found: String,
+    },
+    /// The new version asks for more than the pinned one.
+    #[error(
+        "{component} {found} widens the grant of the pinned {pinned}: {}; review it with \
+         `chitin audit`, then `chitin approvals revoke {component}` to accept it",
+        widenings.join("; ")
+    )]
+    Widened {
+        /// The component.
+        component: String,
+        /// The version pinned.
+        pinned: String,
+        /// The version found.
+        found: String,
+        /// Each widening.
+        widenings: Vec<String>,
+    },
+    /// The database failed.
+    #[error("pins database: {0}")]
+    Store(String),
+}
+
+impl From<redb::Error> for PinError {
+    fn from(e: redb::Error) -> Self {
+        Self::Store(e.to_string())
+    }
+}
+
+/// The pins kept in the database.
+#[derive(Clone)]
+pub struct PinStore {
+    db: Arc<redb::Database>,
+}
+
+impl PinStore {
+    /// The store in `db`.
+    pub fn new(db: Arc<redb::Database>) -> Self {
+        Self { db }
+    }
+
+    /// Check `manifest` (content `hash`, vouched for by `signer`) against its pin and, when it
+    /// is acceptable, pin it.
+    pub fn check_and_pin(
+        &self,
+        manifest: &Manifest,
+        hash: &str,
+        signer: &str,
+    ) -> Result<(), PinError> {
+        let component = manifest.id();
+        if let Some(pin) = self.get(&component)?
+            && let Ok(pinned) = Manifest::parse(&pin.manifest)
+        {
+            let found = &manifest.component.version;
+            if found < &pinned.component.version {
+                return Err(PinError::Downgrade {
+                    component,
+                    pinned: pinned.component.version.to_string(),
+                    found: found.to_string(),
+                });
+            }
+            let wider = widenings(&pinned, manifest);
+            if !wider.is_empty() {
+                return Err(PinError::Widened {
+                    component,
+                    pinned: pinned.component.version.to_string(),
+                    found: found.to_string(),
+                    widenings: wider,
+                });
+            }
+        }
+        self.put(&Pin {
+            component,
+            version: manifest.component.version.to_string(),
+            hash: hash.to_owned(),
+            signer: signer.to_owned(),
+            manifest: manifest.to_toml(),
+        })
+    }
+
+    /// The pin of `component`, if any.
+    pub fn get(&self, component: &str) -> Result<Option<Pin>, PinError> {
+        Ok(self.list()?.into_iter().find(|p| p.component == component))
+    }
+
+    /// Every pin, sorted by component.
+    pub fn list(&self) -> Result<Vec<Pin>, PinError> {
+        let txn = self.db.begin_read().map_err(redb::Error::from)?;
+        let table = match txn.open_table(TABLE) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(redb::Error::from)? {
+            let (_, value) = entry.map_err(redb::Error::from)?;
+            if let Ok(pin) = serde_json::from_str::<Pin>(value.value()) {
+                out.push(pin);
+            }
+        }
+        Ok(out)
+    }
+
+    fn put(&self, pin: &Pin) -> Result<(), PinError> {
+        let json = serde_json::to_string(pin).map_err(|e| PinError::Store(e.to_string()))?;
+        let txn = self.db.begin_write().map_err(redb::Error::from)?;
+        {
+            let mut table = txn.open_table(TABLE).map_err(redb::Error::from)?;
+            table
+                .insert(pin.component.as_str(), json.as_str())
+                .map_err(redb::Error::from)?;
+        }
+        txn.commit().map_err(redb::Error::from)?;
+        Ok(())
+    }
+
+    /// Forget the pin of `component`; whether there was one.
+    pub fn forget(&self, component: &str) -> Result<bool, PinError> {
+        let txn = self.db.begin_write().map_err(redb::Error::from)?;
+        let removed = {
+            let mut table = txn.open_table(TABLE).map_err(redb::Error::from)?;
+            let removed = table.remove(component).map_err(redb::Error::from)?;
+            removed.is_some()
+        };
+        txn.commit().map_err(redb::Error::from)?;
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(version: &str, extra: &str) -> Manifest {
+        Manifest::parse(&format!(
+            "schema = 1\n[component]\nname = \"w\"\nnamespace = \"acme\"\nversion = \"{version}\"\n\
+             publisher = \"acme\"\n{extra}"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn replays_and_widenings_are_refused_until_the_pin_is_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(redb::Database::create(dir.path().join("db.redb")).unwrap());
+        let pins = PinStore::new(db);
+        pins.check_and_pin(&manifest("1.0.0", ""), "h1", "k")
+            .unwrap();
+        let err = pins
+            .check_and_pin(&manifest("0.9.0", ""), "h0", "k")
+            .unwrap_err();
+        assert!(matches!(err, PinError::Downgrade { .. }), "{err}");
+        let wider = manifest("1.1.0", "[capabilities.env]\nkeys = [\"HOME\"]\n");
+        let err = pins.check_and_pin(&wider, "h2", "k").unwrap_err();
+        assert!(matches!(err, PinError::Widened { .. }), "{err}");
+        assert!(err.to_string().contains("capabilities.env"), "{err}");
+        pins.check_and_pin(&manifest("1.2.0", ""), "h3", "k")
+            .unwrap();
+        assert_eq!(pins.get("acme/w").unwrap().unwrap().version, "1.2.0");
+        assert!(pins.forget("acme/w").unwrap());
+        pins.check_and_pin(&wider, "h2", "k").unwrap();
+    }
+}

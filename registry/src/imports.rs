@@ -1,0 +1,141 @@
+//! Imports versus manifest: every WIT interface a component imports must be covered by the WASI
+//! base every component gets or by a capability its manifest declares.
+//!
+//! The base is what the Rust standard library imports for any program and what grants nothing
+//! by itself: `wasi:io`, `wasi:cli` (environment, exit, stdio, terminal), `wasi:clocks`,
+//! `wasi:random`, the type-only `chitin:tool` interfaces and `chitin:host/log`. An empty
+//! environment is linked unless an `env` grant names keys.
+//!
+//! `wasi:filesystem` needs a `files` section: without one the host preopens nothing, but a
+//! component that imports file access while declaring none is hiding something from an auditor,
+//! so it is refused rather than silently given an empty file system. `wasi:sockets` is never
+//! covered: chitin grants network access only through `wasi:http` with an allowlist.
+
+use crate::manifest::Capabilities;
+
+/// Which part of a manifest covers an import, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// The WASI base every component gets.
+    Base,
+    /// The named capability section, declared in the manifest.
+    Capability(&'static str),
+    /// The named capability section would cover it, but the manifest does not declare it.
+    Undeclared(&'static str),
+    /// Nothing can cover it.
+    Never,
+}
+
+/// How `import` (e.g. `wasi:http/outgoing-handler@0.2.6`) is covered by `caps`.
+pub fn coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
+    let unversioned = import.split('@').next().unwrap_or(import);
+    let (package, interface) = unversioned.split_once('/').unwrap_or((unversioned, ""));
+    let capability = match package {
+        "wasi:io" | "wasi:clocks" | "wasi:random" | "chitin:tool" => return Coverage::Base,
+        "wasi:cli" => return Coverage::Base,
+        "chitin:host" if interface == "log" => return Coverage::Base,
+        "wasi:filesystem" => "files",
+        "wasi:http" => "http",
+        "wasi:keyvalue" => "kv",
+        "chitin:host" => match interface {
+            "secrets" => "secrets",
+            "process" => "process",
+            "kv" => "kv",
+            "http" => "http",
+            _ => return Coverage::Never,
+        },
+        _ => return Coverage::Never,
+    };
+    let declared = caps.is_some_and(|c| match capability {
+        "files" => c.files.is_some(),
+        "http" => c.http.is_some(),
+        "kv" => c.kv.is_some(),
+        "secrets" => c.secrets.is_some(),
+        "process" => c.process.is_some(),
+        _ => false,
+    });
+    if declared {
+        Coverage::Capability(capability)
+    } else {
+        Coverage::Undeclared(capability)
+    }
+}
+
+/// The imports not covered, each with what would cover it (`None`: nothing can).
+pub fn uncovered(
+    imports: &[String],
+    caps: Option<&Capabilities>,
+) -> Vec<(String, Option<&'static str>)> {
+    imports
+        .iter()
+        .filter_map(|import| match coverage(import, caps) {
+            Coverage::Base | Coverage::Capability(_) => None,
+            Coverage::Undeclared(cap) => Some((import.clone(), Some(cap))),
+            Coverage::Never => Some((import.clone(), None)),
+        })
+        .collect()
+}
+
+/// One line per uncovered import, for error messages and audits.
+pub fn describe_uncovered(list: &[(String, Option<&'static str>)]) -> String {
+    list.iter()
+        .map(|(import, cap)| match cap {
+            Some(cap) => format!("{import} (needs a [capabilities.{cap}] section)"),
+            None => format!("{import} (chitin never grants it)"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::Manifest;
+
+    #[test]
+    fn the_base_is_always_covered() {
+        for import in [
+            "wasi:io/streams@0.2.6",
+            "wasi:cli/environment@0.2.6",
+            "wasi:clocks/wall-clock@0.2.6",
+            "wasi:random/insecure-seed@0.2.6",
+            "chitin:tool/types@0.1.0",
+            "chitin:host/log@0.1.0",
+        ] {
+            assert_eq!(coverage(import, None), Coverage::Base, "{import}");
+        }
+    }
+
+    #[test]
+    fn capability_imports_need_their_section() {
+        let import = "wasi:filesystem/preopens@0.2.6";
+        assert_eq!(coverage(import, None), Coverage::Undeclared("files"));
+        let manifest = Manifest::parse(
+            "schema = 1\n[component]\nname = \"a\"\nnamespace = \"b\"\nversion = \"1.0.0\"\n\
+             publisher = \"b\"\n[capabilities.files]\npaths = [{ path = \".\", access = \"read-only\" }]\n",
+        )
+        .unwrap();
+        let caps = manifest.capabilities;
+        assert_eq!(coverage(import, Some(&caps)), Coverage::Capability("files"));
+        assert_eq!(
+            coverage("wasi:http/outgoing-handler@0.2.6", Some(&caps)),
+            Coverage::Undeclared("http")
+        );
+    }
+
+    #[test]
+    fn sockets_and_unknown_interfaces_are_never_covered() {
+        let imports = vec![
+            "wasi:sockets/tcp@0.2.6".to_owned(),
+            "acme:evil/backdoor".to_owned(),
+            "wasi:io/poll@0.2.6".to_owned(),
+        ];
+        let list = uncovered(&imports, None);
+        assert_eq!(list.len(), 2);
+        let text = describe_uncovered(&list);
+        assert!(
+            text.contains("wasi:sockets/tcp@0.2.6 (chitin never grants it)"),
+            "{text}"
+        );
+    }
+}
