@@ -9,6 +9,8 @@ use chitin_registry::manifest::{ApprovalHint, LimitRequest, Manifest};
 
 use crate::caps::env::{self, EnvConfig};
 use crate::caps::files::{self, FilesConfig};
+use crate::caps::kv::{self, KvConfig};
+use crate::caps::process::{self, ProcessConfig};
 use crate::limits::Limits;
 use crate::policy::Policy;
 use crate::services::Services;
@@ -24,6 +26,12 @@ pub enum GrantError {
         /// Why it cannot be granted.
         reason: String,
     },
+    /// The key-value store cannot be opened.
+    #[error("kv grant: {0}")]
+    Kv(String),
+    /// The process grant cannot be resolved (a program is missing, the workspace too wide).
+    #[error(transparent)]
+    Process(#[from] process::GrantError),
 }
 
 /// What one component may use.
@@ -42,6 +50,10 @@ pub struct Grant {
     pub files: FilesConfig,
     /// Environment variables.
     pub env: EnvConfig,
+    /// Key-value buckets.
+    pub kv: KvConfig,
+    /// Programs it may run, resolved and confined.
+    pub process: Option<Arc<ProcessConfig>>,
 }
 
 impl Grant {
@@ -54,6 +66,8 @@ impl Grant {
             cuts: Vec::new(),
             files: FilesConfig::default(),
             env: EnvConfig::default(),
+            kv: KvConfig::default(),
+            process: None,
         }
     }
 
@@ -87,6 +101,8 @@ impl Grant {
                 .collect(),
             files: files::configure(caps.files.as_ref(), services)?,
             env: env::configure(caps.env.as_ref()),
+            kv: kv::configure(caps.kv.as_ref(), &manifest.id(), services)?,
+            process: process::configure(caps.process.as_ref(), policy, services)?,
             manifest: Some(Arc::new(manifest)),
         })
     }

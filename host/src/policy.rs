@@ -33,6 +33,10 @@ pub struct Policy {
     pub schema: u32,
     /// Per-call limits: the defaults, and the ceiling a manifest's requests are clamped to.
     pub limits: Limits,
+    /// Whether granted programs may run without Landlock where the kernel lacks it (off: such
+    /// a host refuses to start processes).
+    #[serde(default)]
+    pub allow_unconfined_processes: bool,
     /// Which capabilities may be granted at all.
     #[serde(default)]
     pub capabilities: CapabilityPolicy,

@@ -366,7 +366,10 @@ impl Runtime {
             ctx,
         };
         let state = match HostState::new(&env) {
-            Ok(state) => state,
+            Ok(mut state) => {
+                state.approval.set_call(&tool.spec.name, args_json);
+                state
+            }
             Err(e) => return CallReport::refused(ToolError::ExecutionFailed(e.to_string())),
         };
         let report = sandbox::call(

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use chitin_registry::trust::TrustStore;
 
+use crate::caps::kv::KvStore;
+use crate::caps::process::ProcessHost;
 use crate::data_dir::DataDir;
 
 /// The workspace could not be used or the database could not be opened.
@@ -43,6 +45,8 @@ pub struct Services {
     workspace: PathBuf,
     data_dir: DataDir,
     db: Mutex<Option<Arc<redb::Database>>>,
+    kv: Mutex<Option<Arc<KvStore>>>,
+    process: ProcessHost,
     trust: TrustStore,
 }
 
@@ -58,10 +62,13 @@ impl Services {
         if !canonical.is_dir() {
             return Err(ServicesError::NotADirectory(canonical));
         }
+        let process = ProcessHost::new(canonical.clone(), data_dir.root().to_owned());
         Ok(Self {
+            process,
             workspace: canonical,
             data_dir,
             db: Mutex::new(None),
+            kv: Mutex::new(None),
             trust: TrustStore::empty(),
         })
     }
@@ -69,6 +76,11 @@ impl Services {
     /// The operator's workspace, canonical.
     pub fn workspace(&self) -> &Path {
         &self.workspace
+    }
+
+    /// What processes run with: confinement support, limits and the shared concurrency slots.
+    pub fn process(&self) -> &ProcessHost {
+        &self.process
     }
 
     /// These services with `trust` as the trust store (the default trusts no key, so no
@@ -106,5 +118,21 @@ impl Services {
         let db = Arc::new(db);
         *slot = Some(db.clone());
         Ok(db)
+    }
+
+    /// The key-value store over the shared database, started on first use.
+    pub fn kv(&self) -> Result<Arc<KvStore>, ServicesError> {
+        let mut slot = self.kv.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(kv) = slot.as_ref() {
+            return Ok(kv.clone());
+        }
+        let kv = Arc::new(
+            KvStore::new(self.db()?).map_err(|e| ServicesError::Database {
+                path: self.data_dir.database(),
+                reason: e.to_string(),
+            })?,
+        );
+        *slot = Some(kv.clone());
+        Ok(kv)
     }
 }

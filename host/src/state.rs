@@ -6,7 +6,11 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::approval::CallContext;
+use crate::caps::kv::KvCtx;
 use crate::caps::log::{LogCtx, SharedLog};
+use crate::caps::progress::ProgressCtx;
+use crate::caps::approval::ApprovalCtx;
+use crate::caps::process::ProcessCtx;
 use crate::caps::wasi;
 use crate::grant::Grant;
 use crate::limits::MemoryLimiter;
@@ -29,7 +33,11 @@ pub struct HostState {
     pub(crate) table: ResourceTable,
     pub(crate) wasi: WasiCtx,
     pub(crate) log: LogCtx,
+    pub(crate) process: ProcessCtx,
+    pub(crate) approval: ApprovalCtx,
     pub(crate) limiter: MemoryLimiter,
+    pub(crate) progress: ProgressCtx,
+    pub(crate) kv: KvCtx,
 }
 
 /// A call's state could not be built (a granted directory vanished, say).
@@ -45,8 +53,22 @@ impl HostState {
         Ok(Self {
             table: ResourceTable::new(),
             wasi: wasi::ctx(&log, env.grant)?,
-            log: LogCtx { log },
+            log: LogCtx {
+                log,
+                events: env.ctx.events.clone(),
+            },
+            process: ProcessCtx {
+                config: env.grant.process.clone(),
+            },
+            approval: ApprovalCtx::new(
+                env.ctx.approver.clone(),
+                env.grant.id().unwrap_or_else(|| "(no manifest)".into()),
+            ),
             limiter: MemoryLimiter::new(limits.memory_bytes),
+            progress: ProgressCtx {
+                events: env.ctx.events.clone(),
+            },
+            kv: KvCtx::new(&env.grant.kv),
         })
     }
 }

@@ -291,3 +291,126 @@ fn version_states_the_accepted_contracts() {
         stdout(&out)
     );
 }
+
+/// A workspace for shell calls, apart from the data directory (a workspace holding the data
+/// directory refuses processes).
+fn shell_workspace() -> tempfile::TempDir {
+    tempfile::tempdir().expect("workspace")
+}
+
+/// `chitin … call shell ARGS` as one shell-quoted line, for running under a terminal.
+fn shell_line(workspace: &std::path::Path, args: &str) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+    let components = built_dir("components");
+    [
+        chitin_e2e::chitin_bin().to_string_lossy().as_ref(),
+        "--data-dir",
+        &shared_data().to_string_lossy(),
+        "--components",
+        &components.to_string_lossy(),
+        "--workspace",
+        &workspace.to_string_lossy(),
+        "call",
+        "shell",
+        args,
+    ]
+    .iter()
+    .map(|s| quote(s))
+    .collect::<Vec<_>>()
+    .join(" ")
+}
+
+/// Run `line` under a pseudo-terminal (`script`), typing `typed` at it; returns the exit code
+/// and everything the terminal showed.
+fn on_terminal(line: &str, typed: &str) -> (i32, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", line, "/dev/null"])
+        .env_remove("CHITIN_COMPONENTS")
+        .env_remove("CHITIN_POLICY")
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script(1) from util-linux");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(typed.as_bytes())
+        .expect("type");
+    let out = child.wait_with_output().expect("wait");
+    (code(&out), stdout(&out) + &stderr(&out))
+}
+
+#[test]
+fn approval_is_asked_on_the_terminal_and_yes_runs_the_call() {
+    let ws = shell_workspace();
+    let (code, screen) = on_terminal(
+        &shell_line(ws.path(), r#"{"command": "echo approved > proof.txt"}"#),
+        "y\n",
+    );
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("needs your approval"), "{screen}");
+    assert!(screen.contains("echo approved"), "{screen}");
+    assert!(ws.path().join("proof.txt").is_file());
+}
+
+#[test]
+fn declining_on_the_terminal_refuses_the_call() {
+    let ws = shell_workspace();
+    let (code, screen) = on_terminal(
+        &shell_line(ws.path(), r#"{"command": "echo no > proof.txt"}"#),
+        "n\n",
+    );
+    assert_eq!(code, 4, "{screen}");
+    assert!(screen.contains("declined"), "{screen}");
+    assert!(!ws.path().join("proof.txt").exists());
+}
+
+#[test]
+fn irreversible_commands_ask_twice_on_the_terminal() {
+    let ws = shell_workspace();
+    std::fs::create_dir(ws.path().join("build")).expect("mkdir");
+    let (code, screen) = on_terminal(
+        &shell_line(ws.path(), r#"{"command": "rm -rf build"}"#),
+        "y\nn\n",
+    );
+    assert_eq!(code, 4, "{screen}");
+    assert!(screen.contains("irreversible"), "{screen}");
+    assert!(ws.path().join("build").is_dir());
+}
+
+#[test]
+fn without_a_terminal_approval_is_refused_with_how_to_approve() {
+    let ws = shell_workspace();
+    let out = chitin(shared_data(), &[built_dir("components")])
+        .args(["--workspace", &ws.path().to_string_lossy()])
+        .args(["call", "shell", r#"{"command": "echo x > proof.txt"}"#])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run chitin");
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert!(stderr(&out).contains("--yes"), "{}", stderr(&out));
+    assert!(!ws.path().join("proof.txt").exists());
+}
+
+#[test]
+fn yes_pre_approves_without_a_terminal() {
+    let ws = shell_workspace();
+    let out = chitin(shared_data(), &[built_dir("components")])
+        .args(["--workspace", &ws.path().to_string_lossy()])
+        .args([
+            "call",
+            "--yes",
+            "shell",
+            r#"{"command": "rm -rf gone && echo done"}"#,
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run chitin");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let result: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(result["stdout"], "done\n");
+}

@@ -1,9 +1,13 @@
 //! Capabilities the host links into components. One module per capability; linking is one
 //! visible list in [`add_to_linker`].
 
+pub mod approval;
 pub mod env;
 pub mod files;
+pub mod kv;
 pub mod log;
+pub mod progress;
+pub mod process;
 pub mod stdio;
 pub mod wasi;
 
@@ -19,6 +23,10 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.instance(TOOL_TYPES)?;
     wasi::add_to_linker(linker)?;
     log::add_to_linker(linker)?;
+    progress::add_to_linker(linker)?;
+    kv::add_to_linker(linker)?;
+    process::add_to_linker(linker)?;
+    approval::add_to_linker(linker)?;
     Ok(())
 }
 
@@ -29,5 +37,9 @@ const TOOL_TYPES: &str = "chitin:tool/types@0.1.0";
 pub fn is_linked(import: &str) -> bool {
     wasi::LINKED_PACKAGES.iter().any(|p| import.starts_with(p))
         || import.starts_with("chitin:host/log@")
+        || import.starts_with("chitin:host/progress@")
+        || import.starts_with(kv::LINKED_PACKAGE)
+        || import.starts_with("chitin:host/process@")
+        || import.starts_with("chitin:host/approval@")
         || import.starts_with("chitin:tool/types@")
 }

@@ -1,6 +1,10 @@
 //! `chitin call TOOL JSON`: run one tool and print its result.
 
+use std::sync::Arc;
+
+use super::approve::TerminalApprover;
 use super::{Cli, Exit, open_host, read_args};
+use crate::approval::CallContext;
 use crate::caps::log::LogRecord;
 
 /// Arguments of `chitin call`.
@@ -14,12 +18,22 @@ pub struct Args {
     /// Print the tool's log (log calls, stdout, stderr) on stderr.
     #[arg(long)]
     log: bool,
+    /// Approve in advance whatever the call needs approval for (otherwise chitin asks on the
+    /// terminal, and refuses when there is none).
+    #[arg(long, short = 'y')]
+    yes: bool,
 }
 
 pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let host = open_host(cli).await?;
     let json = read_args(&args.args)?;
-    let report = host.call(&args.tool, &json).await;
+    let ctx = CallContext {
+        approver: Arc::new(TerminalApprover {
+            pre_approved: args.yes,
+        }),
+        ..CallContext::default()
+    };
+    let report = host.call_in(&args.tool, &json, &ctx).await;
     if args.log {
         print_log(&report.log);
     } else if !report.log.entries.is_empty() || report.log.dropped > 0 {

@@ -1,6 +1,7 @@
 //! The `chitin` command line: `list`, `call`, `schema`, `inspect`, `serve`, `key`, `sign`,
 //! `verify`, `trust`, `policy`, `approvals`, `audit`.
 
+mod approve;
 mod approvals;
 mod audit;
 mod call;
@@ -141,7 +142,7 @@ pub enum Command {
     Schema(schema::Args),
     /// Show a component's WIT imports and exports, hash and tool specs.
     Inspect(inspect::Args),
-    /// Serve the tools to an agent over MCP on stdio.
+    /// Serve the tools to an agent over MCP (stdio, or Streamable HTTP with --http).
     Serve(serve::Args),
     /// Manage signing keys.
     Key(key::Args),
@@ -166,10 +167,7 @@ pub enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match runtime_builder(&cli).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -182,6 +180,14 @@ pub fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             Exit::Host.into()
         }
+    }
+}
+
+/// `serve --http` answers concurrent calls on all cores; every other command needs one thread.
+fn runtime_builder(cli: &Cli) -> tokio::runtime::Builder {
+    match &cli.command {
+        Command::Serve(args) if args.http.is_some() => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
     }
 }
 
@@ -258,6 +264,7 @@ pub(crate) async fn open_host(cli: &Cli) -> anyhow::Result<Host> {
         }
         host.load_path(source).await?;
     }
+    crate::caps::process::announce(&host);
     let stats = host.runtime().cache_stats();
     tracing::info!(
         components = host.components().len(),

@@ -14,11 +14,43 @@ pub struct KvGrant {
 }
 
 impl KvGrant {
-    /// Bucket names are identifiers.
+    /// At least one bucket; each an identifier, listed once.
     pub fn validate(&self) -> Result<(), ManifestError> {
+        if self.buckets.is_empty() {
+            return Err(ManifestError::invalid(
+                "capabilities.kv.buckets",
+                "is empty: name at least one bucket, or drop the section",
+            ));
+        }
         for (i, b) in self.buckets.iter().enumerate() {
-            check_ident(&format!("capabilities.kv.buckets[{i}]"), b)?;
+            let field = format!("capabilities.kv.buckets[{i}]");
+            check_ident(&field, b)?;
+            if self.buckets[..i].contains(b) {
+                return Err(ManifestError::invalid(
+                    field,
+                    format!("`{b}` is listed twice"),
+                ));
+            }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(buckets: &[&str]) -> KvGrant {
+        KvGrant {
+            buckets: buckets.iter().map(|b| (*b).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn empty_duplicate_and_malformed_buckets_are_refused() {
+        assert!(grant(&[]).validate().is_err());
+        assert!(grant(&["memory", "memory"]).validate().is_err());
+        assert!(grant(&["a/b"]).validate().is_err());
+        assert!(grant(&["memory", "cache"]).validate().is_ok());
     }
 }

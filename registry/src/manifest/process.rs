@@ -1,21 +1,26 @@
-//! `[capabilities.process]`: which programs the component may run.
+//! `[capabilities.process]`: which programs the component may run, which environment keys it
+//! may set for them, and whether they may use the network or only read the workspace.
 
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
 
 /// Programs and their environment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessGrant {
     /// Programs, by absolute path or by name resolved on the host's PATH at load.
     pub programs: Vec<String>,
-    /// Extra environment keys the component may set for them.
+    /// Extra environment keys the component may set for them (`[A-Za-z_][A-Za-z0-9_]*`; not
+    /// `HOME`, `TMPDIR` or `SHELL`, which the host sets).
     #[serde(default)]
     pub env: Vec<String>,
-    /// Whether the programs may use the network.
+    /// Whether the programs may use TCP (connect and bind); without it the host refuses both.
     #[serde(default)]
     pub network: bool,
+    /// Whether the programs may only read the workspace.
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 impl ProcessGrant {
@@ -35,6 +40,51 @@ impl ProcessGrant {
                 ));
             }
         }
+        for (i, key) in self.env.iter().enumerate() {
+            let mut chars = key.chars();
+            let well_formed = chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !well_formed || ["HOME", "TMPDIR", "SHELL"].contains(&key.as_str()) {
+                return Err(ManifestError::invalid(
+                    format!("capabilities.process.env[{i}]"),
+                    "must be a variable name ([A-Za-z_][A-Za-z0-9_]*) other than HOME, TMPDIR \
+                     and SHELL, which the host sets",
+                ));
+            }
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(programs: &[&str], env: &[&str]) -> ProcessGrant {
+        ProcessGrant {
+            programs: programs.iter().map(|s| (*s).to_owned()).collect(),
+            env: env.iter().map(|s| (*s).to_owned()).collect(),
+            network: false,
+            read_only: false,
+        }
+    }
+
+    #[test]
+    fn a_grant_needs_programs_and_well_formed_env_keys() {
+        assert!(grant(&["/bin/sh"], &["RUST_LOG"]).validate().is_ok());
+        assert!(grant(&[], &[]).validate().is_err());
+        assert!(grant(&[" "], &[]).validate().is_err());
+        let err = grant(&["sh"], &["HOME"]).validate().unwrap_err();
+        assert!(err.to_string().contains("env[0]"), "{err}");
+        assert!(grant(&["sh"], &["A=B"]).validate().is_err());
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let err =
+            toml::from_str::<ProcessGrant>("programs = [\"sh\"]\nnetwrok = true").unwrap_err();
+        assert!(err.to_string().contains("netwrok"), "{err}");
     }
 }

@@ -1,0 +1,160 @@
+//! `write_file` and `apply_patch`: the two tools that change files.
+
+use std::fs;
+
+use chitin_sdk::prelude::*;
+
+use crate::Workspace;
+use crate::io::error;
+use crate::path::RelPath;
+
+/// Largest file a write may produce (seed 000 §4.5 `MAX_WRITE_SIZE`).
+pub const MAX_WRITE_BYTES: usize = 5 * 1024 * 1024;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    /// File path relative to the workspace root; missing parent directories are created
+    pub path: String,
+    /// The whole new content of the file
+    pub content: String,
+}
+
+#[derive(Serialize, JsonSchema, Debug)]
+pub struct WriteOutput {
+    /// The path written, normalised
+    pub path: String,
+    /// Bytes written
+    pub bytes: u64,
+    /// Whether the file did not exist before
+    pub created: bool,
+}
+
+/// Writes (creates or replaces) a file.
+pub fn write_file(ws: &Workspace, args: WriteArgs) -> Result<WriteOutput, ToolError> {
+    let path = RelPath::parse(&args.path)?;
+    path.check_writable()?;
+    check_size(&path, args.content.len())?;
+    let target = path.under(&ws.root);
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).map_err(|e| error(&path, "create the parents of", e))?;
+    }
+    let created = fs::symlink_metadata(&target).is_err();
+    fs::write(&target, &args.content).map_err(|e| error(&path, "write", e))?;
+    Ok(WriteOutput {
+        path: path.display(),
+        bytes: args.content.len() as u64,
+        created,
+    })
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchArgs {
+    /// File path relative to the workspace root
+    pub path: String,
+    /// Exact text to find; must occur exactly once unless replace_all is set
+    pub old_string: String,
+    /// Text to put in its place
+    pub new_string: String,
+    /// Replace every occurrence instead of requiring exactly one (default false)
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+#[derive(Serialize, JsonSchema, Debug)]
+pub struct PatchOutput {
+    /// The path patched, normalised
+    pub path: String,
+    /// How many occurrences were replaced
+    pub replacements: u64,
+    /// Size of the file after the patch, in bytes
+    pub bytes: u64,
+}
+
+/// Replaces `old_string` with `new_string` in a file.
+pub fn apply_patch(ws: &Workspace, args: PatchArgs) -> Result<PatchOutput, ToolError> {
+    let path = RelPath::parse(&args.path)?;
+    path.check_writable()?;
+    let target = path.under(&ws.root);
+    let text = fs::read_to_string(&target).map_err(|e| error(&path, "read", e))?;
+    let patched = patch_text(&text, &args.old_string, &args.new_string, args.replace_all)
+        .map_err(|e| ToolError::invalid_args(format!("`{}`: {e}", path.display())))?;
+    check_size(&path, patched.text.len())?;
+    fs::write(&target, &patched.text).map_err(|e| error(&path, "write", e))?;
+    Ok(PatchOutput {
+        path: path.display(),
+        replacements: patched.count as u64,
+        bytes: patched.text.len() as u64,
+    })
+}
+
+/// The result of a patch on text.
+pub struct Patched {
+    /// The new text.
+    pub text: String,
+    /// Occurrences replaced.
+    pub count: usize,
+}
+
+/// Replaces `old` in `text`: exactly one occurrence, or all of them with `replace_all`. The
+/// error says how many occurrences there are, so the caller can widen `old` or opt in.
+pub fn patch_text(text: &str, old: &str, new: &str, replace_all: bool) -> Result<Patched, String> {
+    if old.is_empty() {
+        return Err("old_string is empty; give the exact text to replace".into());
+    }
+    let count = text.matches(old).count();
+    match count {
+        0 => Err("old_string not found (0 matches)".into()),
+        1 => Ok(Patched {
+            text: text.replacen(old, new, 1),
+            count,
+        }),
+        _ if replace_all => Ok(Patched {
+            text: text.replace(old, new),
+            count,
+        }),
+        _ => Err(format!(
+            "old_string matches {count} times; add surrounding context to make it unique, or \
+             set replace_all to replace all {count}"
+        )),
+    }
+}
+
+fn check_size(path: &RelPath, bytes: usize) -> Result<(), ToolError> {
+    if bytes > MAX_WRITE_BYTES {
+        return Err(ToolError::invalid_args(format!(
+            "`{}`: {bytes} bytes is over the {MAX_WRITE_BYTES}-byte write cap",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::patch_text;
+
+    #[test]
+    fn one_match_is_replaced() {
+        let p = patch_text("a b c", "b", "x", false).unwrap();
+        assert_eq!((p.text.as_str(), p.count), ("a x c", 1));
+    }
+
+    #[test]
+    fn zero_or_several_matches_state_the_count() {
+        assert_eq!(
+            patch_text("abc", "z", "x", false).err().unwrap(),
+            "old_string not found (0 matches)"
+        );
+        let err = patch_text("b b b", "b", "x", false).err().unwrap();
+        assert!(err.starts_with("old_string matches 3 times"), "{err}");
+        let p = patch_text("b b b", "b", "x", true).unwrap();
+        assert_eq!((p.text.as_str(), p.count), ("x x x", 3));
+    }
+
+    #[test]
+    fn empty_old_string_is_refused() {
+        assert!(patch_text("abc", "", "x", true).is_err());
+    }
+}

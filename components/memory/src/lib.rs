@@ -1,0 +1,291 @@
+//! The `memory` component: durable agent memory kept in its own key-value bucket (seed 000
+//! §4.7), not in the workspace. Documents are built from entries (each write or append);
+//! search ranks them with BM25. The identity files cannot be written.
+
+use std::collections::BTreeSet;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use chitin_sdk::prelude::*;
+
+mod index;
+mod store;
+mod target;
+
+use index::{Meta, is_live, live_from, rank, snippet};
+use store::Memory;
+
+/// Largest content one write accepts.
+const MAX_CONTENT_BYTES: usize = 1024 * 1024;
+/// Default and largest `memory_search` result count.
+const DEFAULT_LIMIT: usize = 5;
+const MAX_LIMIT: usize = 50;
+/// Default and deepest `memory_tree` depth.
+const DEFAULT_DEPTH: usize = 1;
+const MAX_DEPTH: usize = 10;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    /// Text to store
+    content: String,
+    /// `memory` (MEMORY.md, the default), `daily_log` (daily/YYYY-MM-DD.md), `heartbeat`
+    /// (HEARTBEAT.md), or a custom document path such as `projects/chitin.md`
+    target: Option<String>,
+    /// Append to the document (default true); false replaces it
+    append: Option<bool>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct WriteOutput {
+    /// The document written
+    path: String,
+    /// The entry's number (increases with every write)
+    entry: u64,
+    /// Bytes stored
+    bytes: u64,
+    /// Whether the content was appended (false: it replaced the document)
+    appended: bool,
+}
+
+fn memory_write(args: WriteArgs) -> Result<WriteOutput, ToolError> {
+    if args.content.len() > MAX_CONTENT_BYTES {
+        return Err(ToolError::invalid_args(format!(
+            "content of {} bytes is over the {MAX_CONTENT_BYTES}-byte cap",
+            args.content.len()
+        )));
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let path = target::resolve(args.target.as_deref(), &target::date(now))?;
+    let append = args.append.unwrap_or(true);
+    let meta = Meta::of(&path, !append, &args.content);
+    let entry = Memory::open()?.put(&meta, &args.content)?;
+    Ok(WriteOutput {
+        path,
+        entry,
+        bytes: args.content.len() as u64,
+        appended: append,
+    })
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    /// Document path, e.g. `MEMORY.md`, `daily/2026-01-31.md` or `memory`
+    path: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct ReadOutput {
+    /// The document read
+    path: String,
+    /// Its content
+    content: String,
+    /// How many entries (writes since the last overwrite) it is made of
+    entries: u64,
+}
+
+fn memory_read(args: ReadArgs) -> Result<ReadOutput, ToolError> {
+    let path = target::normalise(&args.path)?;
+    let memory = Memory::open()?;
+    let entries = memory.entries()?;
+    let from = live_from(&entries);
+    let seqs: Vec<u64> = entries
+        .iter()
+        .filter(|(seq, meta)| meta.path == path && is_live(&from, *seq, meta))
+        .map(|(seq, _)| *seq)
+        .collect();
+    if seqs.is_empty() {
+        return Err(ToolError::not_found(format!("no memory document `{path}`")));
+    }
+    let mut content = String::new();
+    for text in memory.texts(&seqs)? {
+        if !content.is_empty() && !content.ends_with('\n') {
+            content.push('\n');
+        }
+        content.push_str(&text);
+    }
+    Ok(ReadOutput {
+        path,
+        content,
+        entries: seqs.len() as u64,
+    })
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct TreeArgs {
+    /// Folder to show (default: everything)
+    path: Option<String>,
+    /// Levels to show below it (default 1, at most 10)
+    depth: Option<usize>,
+}
+
+#[derive(Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+enum NodeKind {
+    Dir,
+    File,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct TreeNode {
+    /// Full document or folder path
+    path: String,
+    /// `dir` or `file`
+    #[serde(rename = "type")]
+    kind: NodeKind,
+    /// Level below the requested folder (1 for its direct children)
+    depth: usize,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct TreeOutput {
+    /// The folder shown (`` for everything)
+    path: String,
+    /// The tree, depth-first, each folder before its contents
+    entries: Vec<TreeNode>,
+}
+
+fn memory_tree(args: TreeArgs) -> Result<TreeOutput, ToolError> {
+    let base = match args.path.as_deref() {
+        None | Some("") | Some(".") | Some("/") => String::new(),
+        Some(raw) => target::normalise(raw)?,
+    };
+    let depth = args.depth.unwrap_or(DEFAULT_DEPTH).clamp(1, MAX_DEPTH);
+    let entries = Memory::open()?.entries()?;
+    let from = live_from(&entries);
+    let docs: BTreeSet<&str> = entries
+        .iter()
+        .filter(|(seq, meta)| is_live(&from, *seq, meta))
+        .map(|(_, meta)| meta.path.as_str())
+        .collect();
+    let base_parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
+    let mut nodes: BTreeSet<(Vec<&str>, NodeKind)> = BTreeSet::new();
+    let mut found = base_parts.is_empty();
+    for doc in docs {
+        let parts: Vec<&str> = doc.split('/').collect();
+        if parts.len() < base_parts.len() || parts[..base_parts.len()] != base_parts[..] {
+            continue;
+        }
+        found = true;
+        let below = parts.len() - base_parts.len();
+        for level in 1..=below.min(depth) {
+            let kind = if level == below {
+                NodeKind::File
+            } else {
+                NodeKind::Dir
+            };
+            nodes.insert((parts[..base_parts.len() + level].to_vec(), kind));
+        }
+    }
+    if !found {
+        return Err(ToolError::not_found(format!("no memory under `{base}`")));
+    }
+    let base_len = base_parts.len();
+    Ok(TreeOutput {
+        path: base.clone(),
+        entries: nodes
+            .into_iter()
+            .map(|(parts, kind)| TreeNode {
+                depth: parts.len() - base_len,
+                path: parts.join("/"),
+                kind,
+            })
+            .collect(),
+    })
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    /// Words to look for
+    query: String,
+    /// Most documents to return (default 5, at most 50)
+    limit: Option<usize>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct SearchResult {
+    /// The document
+    path: String,
+    /// BM25 score of its best-matching entry (higher is better)
+    score: f64,
+    /// A passage of that entry around the first match
+    snippet: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct SearchOutput {
+    /// Best first
+    results: Vec<SearchResult>,
+    /// How many documents matched in all
+    matched: u64,
+}
+
+fn memory_search(args: SearchArgs) -> Result<SearchOutput, ToolError> {
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+    let memory = Memory::open()?;
+    let entries = memory.entries()?;
+    let (hits, matched) = rank(&entries, &args.query, limit);
+    let seqs: Vec<u64> = hits.iter().map(|h| h.seq).collect();
+    let texts = memory.texts(&seqs)?;
+    Ok(SearchOutput {
+        results: hits
+            .into_iter()
+            .zip(texts)
+            .map(|(hit, text)| SearchResult {
+                path: hit.path,
+                // Four decimals: stable across platforms, plenty to order by.
+                score: (hit.score * 10_000.0).round() / 10_000.0,
+                snippet: snippet(&text, &args.query),
+            })
+            .collect(),
+        matched: matched as u64,
+    })
+}
+
+fn tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            "memory_write",
+            "Store text in durable memory: `target` is `memory` (MEMORY.md, default), \
+             `daily_log` (today's daily/YYYY-MM-DD.md), `heartbeat` (HEARTBEAT.md) or a custom \
+             document path. Appends by default; `append: false` replaces the document. The \
+             identity files (IDENTITY.md, SOUL.md, AGENTS.md, USER.md) cannot be written.",
+            memory_write,
+        )
+        .output_schema::<WriteOutput>(),
+        Tool::new(
+            "memory_read",
+            "Read a memory document by path (e.g. `MEMORY.md`, `daily/2026-01-31.md`).",
+            memory_read,
+        )
+        .read_only()
+        .idempotent()
+        .output_schema::<ReadOutput>(),
+        Tool::new(
+            "memory_tree",
+            "List memory documents and folders under `path` (default everything), `depth` \
+             levels deep (default 1, at most 10).",
+            memory_tree,
+        )
+        .read_only()
+        .idempotent()
+        .output_schema::<TreeOutput>(),
+        Tool::new(
+            "memory_search",
+            "Search memory for documents relevant to a query (BM25 ranking). Returns the best \
+             documents with scores and snippets. Call it before answering questions about prior \
+             work.",
+            memory_search,
+        )
+        .read_only()
+        .idempotent()
+        .output_schema::<SearchOutput>(),
+    ]
+}
+
+chitin_sdk::export_tools!(tools);

@@ -1,0 +1,98 @@
+//! `chitin:host/approval`: a component asks, mid-call, for a person's approval of something the
+//! host's own rules would not ask about (the shell asks before irreversible commands even where
+//! the policy auto-approves it). The host passes the request to the call's [`Approver`]; a
+//! component can add requests but never answer them or skip the host's own.
+
+use std::sync::Arc;
+
+use wasmtime::component::{HasData, Linker};
+
+use crate::approval::{ApprovalRequest, Approver, Decision};
+use crate::limits::floor_char_boundary_len;
+use crate::state::HostState;
+
+/// Requests one call may make; more are refused without asking, so a component cannot flood a
+/// person with prompts.
+pub const MAX_REQUESTS_PER_CALL: u32 = 3;
+/// Bytes of a component's reason shown to a person.
+pub const MAX_REASON_BYTES: usize = 1024;
+
+/// Host bindings of `chitin:host/approval`.
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        inline: "package chitin:approval-host;
+                 world approval-host { import chitin:host/approval@0.1.0; }",
+        imports: { default: async },
+    });
+}
+
+/// The per-call state of the approval capability.
+pub struct ApprovalCtx {
+    approver: Arc<dyn Approver>,
+    component: String,
+    tool: String,
+    args_json: String,
+    asked: u32,
+}
+
+impl ApprovalCtx {
+    /// Requests from `component` go to `approver`.
+    pub fn new(approver: Arc<dyn Approver>, component: String) -> Self {
+        Self {
+            approver,
+            component,
+            tool: String::new(),
+            args_json: String::new(),
+            asked: 0,
+        }
+    }
+
+    /// Name the call the requests belong to, so a person sees the tool and its arguments.
+    pub fn set_call(&mut self, tool: &str, args_json: &str) {
+        tool.clone_into(&mut self.tool);
+        args_json.clone_into(&mut self.args_json);
+    }
+
+    /// Ask the approver about `reason`; `Err` carries why it was refused.
+    pub async fn request(&mut self, reason: &str) -> Result<(), String> {
+        if self.asked >= MAX_REQUESTS_PER_CALL {
+            return Err(format!(
+                "refused without asking: a call may ask for approval at most \
+                 {MAX_REQUESTS_PER_CALL} times"
+            ));
+        }
+        self.asked += 1;
+        let reason = &reason[..floor_char_boundary_len(reason, MAX_REASON_BYTES)];
+        let request = ApprovalRequest {
+            tool: self.tool.clone(),
+            component: self.component.clone(),
+            reason: format!("the component asks: {reason}"),
+            args_json: self.args_json.clone(),
+        };
+        match self.approver.approve(&request).await {
+            Decision::Approved => Ok(()),
+            Decision::Denied(why) => Err(why),
+        }
+    }
+}
+
+impl bindings::chitin::host::approval::Host for &mut ApprovalCtx {
+    async fn request(&mut self, reason: String) -> Result<(), String> {
+        ApprovalCtx::request(self, &reason).await
+    }
+}
+
+/// `HasData` marker for the approval capability.
+pub struct Approval;
+
+impl HasData for Approval {
+    type Data<'a> = &'a mut ApprovalCtx;
+}
+
+/// Link `chitin:host/approval`.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    bindings::chitin::host::approval::add_to_linker::<HostState, Approval>(linker, |s| {
+        &mut s.approval
+    })
+}

@@ -1,0 +1,265 @@
+//! Key-value storage: `wasi:keyvalue` (store, atomics, batch; the 0.2.0-draft WIT that
+//! wasmtime-wasi-keyvalue 48 ships) over the host's redb database. A component opens only the
+//! buckets its manifest grants (`[capabilities.kv] buckets = [...]`), and its keys live under its
+//! own identity, so two components naming the same bucket never see each other's data. Writes
+//! are durable before the call returns.
+
+mod store;
+
+use std::sync::Arc;
+
+use chitin_registry::manifest::KvGrant;
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+
+pub use store::{KvError, KvStore, Place};
+
+use crate::grant::GrantError;
+use crate::services::Services;
+use crate::state::HostState;
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit/deps/keyvalue",
+        world: "wasi:keyvalue/imports",
+        imports: { default: async | trappable },
+        with: {
+            "wasi:keyvalue/store.bucket": super::Bucket,
+        },
+        trappable_error_type: {
+            "wasi:keyvalue/store.error" => super::KvFault,
+        },
+    });
+}
+
+use bindings::wasi::keyvalue::{atomics, batch, store as wit};
+
+/// The interface prefix this module links.
+pub const LINKED_PACKAGE: &str = "wasi:keyvalue/";
+
+/// The resolved kv grant: the component's namespace and the buckets it may open.
+#[derive(Debug, Clone, Default)]
+pub struct KvConfig {
+    /// The store and the component's identity, when any bucket is granted.
+    access: Option<Access>,
+    /// Granted bucket names.
+    buckets: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Access {
+    store: Arc<KvStore>,
+    component: Arc<str>,
+}
+
+/// Resolve a kv grant for the component `id` (`namespace/name`), opening the shared store.
+pub fn configure(
+    grant: Option<&KvGrant>,
+    id: &str,
+    services: &Services,
+) -> Result<KvConfig, GrantError> {
+    let Some(grant) = grant.filter(|g| !g.buckets.is_empty()) else {
+        return Ok(KvConfig::default());
+    };
+    let store = services.kv().map_err(|e| GrantError::Kv(e.to_string()))?;
+    Ok(KvConfig {
+        access: Some(Access {
+            store,
+            component: id.into(),
+        }),
+        buckets: grant.buckets.clone(),
+    })
+}
+
+/// An open bucket: where its keys live.
+pub struct Bucket {
+    place: Place,
+}
+
+/// Per-call kv state.
+#[derive(Debug, Clone, Default)]
+pub struct KvCtx {
+    config: KvConfig,
+}
+
+impl KvCtx {
+    /// The call's kv state under `config`.
+    pub fn new(config: &KvConfig) -> Self {
+        Self {
+            config: config.clone(),
+        }
+    }
+}
+
+/// What the `wasi:keyvalue` host functions see: the grant and the call's resource table.
+pub struct KvView<'a> {
+    ctx: &'a KvCtx,
+    table: &'a mut ResourceTable,
+}
+
+struct HasKv;
+
+impl HasData for HasKv {
+    type Data<'a> = KvView<'a>;
+}
+
+fn view(state: &mut HostState) -> KvView<'_> {
+    KvView {
+        ctx: &state.kv,
+        table: &mut state.table,
+    }
+}
+
+/// Link `wasi:keyvalue` store, atomics and batch.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    wit::add_to_linker::<HostState, HasKv>(linker, view)?;
+    atomics::add_to_linker::<HostState, HasKv>(linker, view)?;
+    batch::add_to_linker::<HostState, HasKv>(linker, view)?;
+    Ok(())
+}
+
+/// How a kv host function fails: a refusal the guest sees as `error::other`, or a host fault
+/// (a bad resource handle) that traps the instance.
+pub enum KvFault {
+    /// Refused; the message goes to the guest.
+    Refused(KvError),
+    /// Traps.
+    Trap(wasmtime::Error),
+}
+
+impl From<KvError> for KvFault {
+    fn from(e: KvError) -> Self {
+        Self::Refused(e)
+    }
+}
+
+impl From<wasmtime::component::ResourceTableError> for KvFault {
+    fn from(e: wasmtime::component::ResourceTableError) -> Self {
+        Self::Trap(e.into())
+    }
+}
+
+type KvResult<T> = Result<T, KvFault>;
+
+impl KvView<'_> {
+    /// The store and place of an open bucket.
+    fn bucket(&self, bucket: &Resource<Bucket>) -> KvResult<(Arc<KvStore>, Place)> {
+        let place = self.table.get(bucket)?.place.clone();
+        // A bucket resource exists only if `open` succeeded, which needs access.
+        let access = self.ctx.config.access.as_ref().ok_or_else(|| {
+            KvFault::Trap(wasmtime::format_err!("kv bucket used without a kv grant"))
+        })?;
+        Ok((access.store.clone(), place))
+    }
+}
+
+impl wit::Host for KvView<'_> {
+    async fn open(&mut self, identifier: String) -> KvResult<Resource<Bucket>> {
+        let config = &self.ctx.config;
+        let access = match &config.access {
+            Some(access) if config.buckets.contains(&identifier) => access,
+            _ => {
+                let granted = if config.buckets.is_empty() {
+                    "none".into()
+                } else {
+                    config.buckets.join(", ")
+                };
+                return Err(KvError::NotGranted {
+                    bucket: identifier,
+                    granted,
+                }
+                .into());
+            }
+        };
+        let place = Place {
+            component: access.component.clone(),
+            bucket: identifier.into(),
+        };
+        Ok(self.table.push(Bucket { place })?)
+    }
+
+    fn convert_error(&mut self, err: KvFault) -> wasmtime::Result<wit::Error> {
+        match err {
+            KvFault::Refused(e) => Ok(wit::Error::Other(e.to_string())),
+            KvFault::Trap(e) => Err(e),
+        }
+    }
+}
+
+impl wit::HostBucket for KvView<'_> {
+    async fn get(&mut self, bucket: Resource<Bucket>, key: String) -> KvResult<Option<Vec<u8>>> {
+        let (store, place) = self.bucket(&bucket)?;
+        Ok(store.get(&place, &key)?)
+    }
+
+    async fn set(&mut self, bucket: Resource<Bucket>, key: String, value: Vec<u8>) -> KvResult<()> {
+        let (store, place) = self.bucket(&bucket)?;
+        Ok(store.set_many(&place, vec![(key, value)]).await?)
+    }
+
+    async fn delete(&mut self, bucket: Resource<Bucket>, key: String) -> KvResult<()> {
+        let (store, place) = self.bucket(&bucket)?;
+        Ok(store.delete_many(&place, vec![key]).await?)
+    }
+
+    async fn exists(&mut self, bucket: Resource<Bucket>, key: String) -> KvResult<bool> {
+        let (store, place) = self.bucket(&bucket)?;
+        Ok(store.get(&place, &key)?.is_some())
+    }
+
+    async fn list_keys(
+        &mut self,
+        bucket: Resource<Bucket>,
+        cursor: Option<u64>,
+    ) -> KvResult<wit::KeyResponse> {
+        let (store, place) = self.bucket(&bucket)?;
+        let (keys, cursor) = store.list_keys(&place, cursor.unwrap_or(0))?;
+        Ok(wit::KeyResponse { keys, cursor })
+    }
+
+    async fn drop(&mut self, bucket: Resource<Bucket>) -> wasmtime::Result<()> {
+        self.table.delete(bucket)?;
+        Ok(())
+    }
+}
+
+impl atomics::Host for KvView<'_> {
+    async fn increment(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+        delta: u64,
+    ) -> KvResult<u64> {
+        let (store, place) = self.bucket(&bucket)?;
+        Ok(store.increment(&place, key, delta).await?)
+    }
+}
+
+impl batch::Host for KvView<'_> {
+    async fn get_many(
+        &mut self,
+        bucket: Resource<Bucket>,
+        keys: Vec<String>,
+    ) -> KvResult<Vec<Option<(String, Vec<u8>)>>> {
+        let (store, place) = self.bucket(&bucket)?;
+        let values = store.get_many(&place, &keys)?;
+        Ok(keys
+            .into_iter()
+            .zip(values)
+            .map(|(key, value)| value.map(|v| (key, v)))
+            .collect())
+    }
+
+    async fn set_many(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key_values: Vec<(String, Vec<u8>)>,
+    ) -> KvResult<()> {
+        let (store, place) = self.bucket(&bucket)?;
+        Ok(store.set_many(&place, key_values).await?)
+    }
+
+    async fn delete_many(&mut self, bucket: Resource<Bucket>, keys: Vec<String>) -> KvResult<()> {
+        let (store, place) = self.bucket(&bucket)?;
+        Ok(store.delete_many(&place, keys).await?)
+    }
+}

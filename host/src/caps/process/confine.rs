@@ -1,0 +1,373 @@
+//! Confinement applied in the child between `fork` and `exec`: its own process group, resource
+//! limits, `no_new_privs`, a seccomp filter that keeps it in that group, and a Landlock domain
+//! (filesystem, TCP and scope rules) built once in the parent when the grant is resolved.
+//!
+//! Everything that allocates or opens paths happens in the parent ([`Confinement::build`]); the
+//! hook run in the child ([`Confinement::pre_exec`]) only makes system calls, since after `fork`
+//! in a multi-threaded host only async-signal-safe work is sound.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+};
+
+/// The oldest Landlock ABI that confines what chitin needs: files (v1–v3) and TCP (v4).
+pub const MIN_LANDLOCK_ABI: i32 = 4;
+
+/// System directories a program needs to run: read and execute, never write.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// Files and folders of `/etc` programs read to start and to resolve names, time zones and
+/// certificates. `/etc` as a whole is never granted: it holds `shadow`, `gshadow`, `sudoers`,
+/// ssh host keys and TLS private keys.
+const ETC_ENTRIES: &[&str] = &[
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/host.conf",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/locale.alias",
+    "/etc/locale.conf",
+    "/etc/mime.types",
+    "/etc/magic",
+    "/etc/terminfo",
+    "/etc/inputrc",
+    "/etc/os-release",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates",
+    "/etc/pki/tls/certs",
+    "/etc/gitconfig",
+];
+
+/// Device files a program may read and write (the harmless ones).
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// System-wide `/proc` files programs read for sizing themselves. `/proc` as a whole is never
+/// granted: `/proc/<pid>/environ` and `maps` of the host (same user) stay readable under
+/// Landlock's ptrace rule, and the host's environment may hold secrets.
+const PROC_FILES: &[&str] = &[
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/loadavg",
+    "/proc/uptime",
+    "/proc/version",
+    "/proc/filesystems",
+];
+
+/// Resource limits set in the child (`setrlimit`), inherited by everything it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rlimits {
+    /// CPU seconds per process (`RLIMIT_CPU`).
+    pub cpu_secs: u64,
+    /// Address space per process in bytes (`RLIMIT_AS`).
+    pub address_space_bytes: u64,
+    /// Largest file a process may write, in bytes (`RLIMIT_FSIZE`).
+    pub file_size_bytes: u64,
+    /// Processes of the user (`RLIMIT_NPROC`; the kernel does not apply it to root).
+    pub processes: u64,
+    /// Open files per process (`RLIMIT_NOFILE`).
+    pub open_files: u64,
+}
+
+impl Default for Rlimits {
+    /// 300 CPU seconds (the longest timeout), 4 GiB address space, 1 GiB files, 256 processes,
+    /// 1024 open files.
+    fn default() -> Self {
+        Self {
+            cpu_secs: 300,
+            address_space_bytes: 4 << 30,
+            file_size_bytes: 1 << 30,
+            processes: 256,
+            open_files: 1024,
+        }
+    }
+}
+
+/// What the Landlock domain allows.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The workspace (canonical): read-write, or read-only when `workspace_writable` is false.
+    pub workspace: PathBuf,
+    /// Whether the grant lets processes write the workspace.
+    pub workspace_writable: bool,
+    /// A private scratch directory (`TMPDIR`, `HOME`), always read-write.
+    pub scratch: PathBuf,
+    /// The granted programs (absolute): each may be read and executed wherever it lives.
+    pub programs: Vec<PathBuf>,
+    /// Whether TCP connect and bind are allowed.
+    pub network: bool,
+}
+
+/// Whether and how the kernel can confine processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// Landlock at this ABI (≥ [`MIN_LANDLOCK_ABI`]).
+    Landlock(i32),
+    /// Landlock is missing or older than needed; the ABI the kernel reports (≤ 0: none).
+    Unavailable(i32),
+}
+
+impl Support {
+    /// Ask the kernel which Landlock ABI it offers.
+    pub fn detect() -> Self {
+        // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the VERSION flag only
+        // returns the ABI version (or -1 with errno); it touches no memory.
+        let abi = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<u8>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        let abi = i32::try_from(abi).unwrap_or(-1);
+        if abi >= MIN_LANDLOCK_ABI {
+            Self::Landlock(abi)
+        } else {
+            Self::Unavailable(abi)
+        }
+    }
+
+    /// A sentence for the start banner and refusals.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Landlock(abi) => format!("Landlock ABI {abi}"),
+            Self::Unavailable(abi) if *abi <= 0 => {
+                "Landlock is not available in this kernel".to_owned()
+            }
+            Self::Unavailable(abi) => format!(
+                "the kernel's Landlock ABI {abi} is older than the {MIN_LANDLOCK_ABI} chitin needs \
+                 to confine files and network"
+            ),
+        }
+    }
+}
+
+const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+
+/// The confinement could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// Building the Landlock ruleset failed.
+    #[error("cannot build the Landlock ruleset: {0}")]
+    Landlock(#[from] landlock::RulesetError),
+}
+
+/// A prepared confinement: the Landlock ruleset (when confined) and the limits, ready to apply
+/// in each child.
+#[derive(Debug)]
+pub struct Confinement {
+    ruleset: Option<OwnedFd>,
+    rlimits: Rlimits,
+}
+
+impl Confinement {
+    /// Build the Landlock ruleset for `plan` at the kernel's `abi`.
+    pub fn landlock(plan: &Plan, abi: i32, rlimits: Rlimits) -> Result<Self, ConfineError> {
+        let abi = ABI::from(abi);
+        let all = AccessFs::from_all(abi);
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(all)?;
+        if !plan.network {
+            // Handled with no rule: every TCP connect and bind is refused. A network grant leaves
+            // TCP unhandled, since Landlock has no "any port" rule.
+            ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
+        }
+        // Signals and abstract UNIX sockets stay inside the domain (ABI 6; best effort below).
+        let mut ruleset = ruleset
+            .set_compatibility(CompatLevel::BestEffort)
+            .scope(Scope::from_all(abi))?
+            .create()?;
+        for (path, access) in fs_rules(plan, abi) {
+            let Ok(fd) = PathFd::new(&path) else {
+                continue; // this system lacks it
+            };
+            let access = if path.is_dir() {
+                access
+            } else {
+                access & AccessFs::from_file(abi)
+            };
+            ruleset = ruleset.add_rule(PathBeneath::new(fd, access))?;
+        }
+        Ok(Self {
+            ruleset: ruleset.into(),
+            rlimits,
+        })
+    }
+
+    /// No Landlock domain: only the process group, limits and seccomp filter (for hosts whose
+    /// policy explicitly allows unconfined processes).
+    pub fn unconfined(rlimits: Rlimits) -> Self {
+        Self {
+            ruleset: None,
+            rlimits,
+        }
+    }
+
+    /// Whether a Landlock domain is applied.
+    pub fn is_confined(&self) -> bool {
+        self.ruleset.is_some()
+    }
+
+    /// The hook to run in the child before `exec`, with the CPU limit for this run. The ruleset
+    /// descriptor it uses stays open while `self` lives, so `self` must outlive the spawn.
+    pub fn pre_exec(
+        &self,
+        cpu_secs: u64,
+    ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+        let ruleset: Option<RawFd> = self.ruleset.as_ref().map(AsRawFd::as_raw_fd);
+        let limits = Rlimits {
+            cpu_secs: cpu_secs.min(self.rlimits.cpu_secs).max(1),
+            ..self.rlimits
+        };
+        move || apply_in_child(ruleset, &limits)
+    }
+}
+
+/// The filesystem rules of `plan`: system directories and selected `/etc` entries read and
+/// execute, a few devices read-write, a few `/proc` files read, the granted programs, the workspace, and the
+/// scratch directory. Nothing else — home directories, the data directory, `/root`, `/tmp`,
+/// `/run` — is reachable.
+fn fs_rules(plan: &Plan, abi: ABI) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
+    let read_exec = AccessFs::from_read(abi);
+    // Device nodes are never created, whatever the grant.
+    let write = AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock);
+    let workspace = if plan.workspace_writable {
+        write
+    } else {
+        read_exec
+    };
+    let device = AccessFs::ReadFile | AccessFs::WriteFile;
+    let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
+    rules.extend(SYSTEM_DIRS.iter().map(|d| (PathBuf::from(d), read_exec)));
+    rules.extend(ETC_ENTRIES.iter().map(|e| (PathBuf::from(e), read_exec)));
+    rules.extend(DEVICES.iter().map(|d| (PathBuf::from(d), device)));
+    rules.extend(PROC_FILES.iter().map(|f| (PathBuf::from(f), read_exec)));
+    rules.extend(plan.programs.iter().map(|p| (p.clone(), read_exec)));
+    rules.push((plan.workspace.clone(), workspace));
+    rules.push((plan.scratch.clone(), write));
+    rules
+}
+
+/// Runs in the forked child: only system calls, no allocation.
+fn apply_in_child(ruleset: Option<RawFd>, limits: &Rlimits) -> std::io::Result<()> {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    // Its own process group, so the host can kill it and everything it starts at once.
+    rustix::process::setpgid(None, None)?;
+    let set = |resource, value: u64| {
+        setrlimit(
+            resource,
+            Rlimit {
+                current: Some(value),
+                maximum: Some(value),
+            },
+        )
+    };
+    set(Resource::Cpu, limits.cpu_secs)?;
+    set(Resource::As, limits.address_space_bytes)?;
+    set(Resource::Fsize, limits.file_size_bytes)?;
+    set(Resource::Nproc, limits.processes)?;
+    set(Resource::Nofile, limits.open_files)?;
+    rustix::thread::set_no_new_privs(true)?;
+    seccomp::keep_in_group()?;
+    if let Some(fd) = ruleset {
+        // SAFETY: `fd` is the ruleset descriptor the parent keeps open across the spawn; the
+        // call only reads it.
+        let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A seccomp filter that refuses `setsid` and `setpgid`: a confined process cannot leave the
+/// process group the host kills at the timeout (`setsid sleep 1000 &` would otherwise outlive
+/// the call).
+mod seccomp {
+    use libc::{sock_filter, sock_fprog};
+
+    const BPF_LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const BPF_JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const BPF_JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+    const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    const OFFSET_NR: u32 = 0;
+    const OFFSET_ARCH: u32 = 4;
+    const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+    const EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    const ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
+    /// x32 system calls on x86_64 carry this bit; they are refused rather than decoded.
+    const X32_BIT: u32 = 0x4000_0000;
+
+    const fn stmt(code: u16, k: u32) -> sock_filter {
+        sock_filter {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        }
+    }
+
+    const fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
+        sock_filter { code, jt, jf, k }
+    }
+
+    static FILTER: [sock_filter; 9] = [
+        stmt(BPF_LD_W_ABS, OFFSET_ARCH),
+        // Another architecture's system calls (e.g. 32-bit `int 0x80`) have other numbers.
+        jump(BPF_JEQ_K, ARCH, 1, 0),
+        stmt(BPF_RET_K, ENOSYS),
+        stmt(BPF_LD_W_ABS, OFFSET_NR),
+        jump(BPF_JGE_K, X32_BIT, 3, 0),
+        jump(BPF_JEQ_K, libc::SYS_setsid as u32, 2, 0),
+        jump(BPF_JEQ_K, libc::SYS_setpgid as u32, 1, 0),
+        stmt(BPF_RET_K, ALLOW),
+        stmt(BPF_RET_K, EPERM),
+    ];
+
+    /// Install the filter on the calling thread (requires `no_new_privs`).
+    pub fn keep_in_group() -> std::io::Result<()> {
+        let prog = sock_fprog {
+            len: FILTER.len() as u16,
+            filter: FILTER.as_ptr().cast_mut(),
+        };
+        // SAFETY: `prog` points at a static, valid BPF program for the duration of the call.
+        let rc = unsafe {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const sock_fprog,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}

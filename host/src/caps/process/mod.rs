@@ -1,0 +1,459 @@
+//! `chitin:host/process`: run a granted program on the host, confined.
+//!
+//! Enforcement, in order: the program must be one the grant names (resolved to an absolute path
+//! at load); the working directory must lie inside the workspace; only environment keys the
+//! grant allows may be set, on top of a scrubbed environment ([`env`]); at most
+//! [`DEFAULT_CONCURRENCY`] processes run at once per host; the child gets its own process group,
+//! resource limits, a seccomp filter that keeps it in the group, and a Landlock domain
+//! ([`confine`]); stdout and stderr are capped and the group is killed at the timeout or when the
+//! call is dropped ([`run`]).
+
+pub mod confine;
+pub mod env;
+mod host;
+pub mod run;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use chitin_registry::manifest::ProcessGrant;
+use tokio::sync::Semaphore;
+use wasmtime::component::{HasData, Linker};
+
+use crate::policy::Policy;
+use crate::services::Services;
+use crate::state::HostState;
+use confine::{Confinement, Plan, Rlimits, Support};
+
+/// Processes one host runs at once by default.
+pub const DEFAULT_CONCURRENCY: usize = 5;
+/// Timeout when the component names none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest timeout a component may ask for.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
+/// The guest path of the workspace root (as the files capability preopens it).
+pub const GUEST_WORKSPACE: &str = "/workspace";
+
+/// Host bindings of `chitin:host/process`.
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        inline: "package chitin:process-host;
+                 world process-host { import chitin:host/process@0.1.0; }",
+        imports: { default: async },
+    });
+}
+
+/// What the host offers every process grant: the workspace, the data directory to keep out of
+/// reach, the kernel's confinement support, the policy's stance on unconfined processes and the
+/// shared concurrency slots.
+#[derive(Debug, Clone)]
+pub struct ProcessHost {
+    /// The workspace (canonical).
+    pub workspace: PathBuf,
+    /// The data directory, never reachable from a process.
+    pub data_dir: PathBuf,
+    /// What the kernel offers.
+    pub support: Support,
+    /// Whether the policy allows processes to run unconfined where Landlock is unavailable.
+    pub allow_unconfined: bool,
+    /// Resource limits applied to every process.
+    pub rlimits: Rlimits,
+    /// Concurrency slots shared by all components of the host.
+    pub slots: Arc<Semaphore>,
+}
+
+impl ProcessHost {
+    /// The defaults for `workspace` and `data_dir`: detected Landlock support, unconfined
+    /// processes refused, default limits and [`DEFAULT_CONCURRENCY`] slots.
+    pub fn new(workspace: PathBuf, data_dir: PathBuf) -> Self {
+        Self {
+            workspace,
+            data_dir,
+            support: Support::detect(),
+            allow_unconfined: false,
+            rlimits: Rlimits::default(),
+            slots: Arc::new(Semaphore::new(DEFAULT_CONCURRENCY)),
+        }
+    }
+
+    /// The line the host prints at start about process confinement.
+    pub fn banner(&self) -> String {
+        match (self.support, self.allow_unconfined) {
+            (Support::Landlock(_), _) => format!(
+                "processes are confined with {} (files, TCP, signals), rlimits and seccomp",
+                self.support.describe()
+            ),
+            (Support::Unavailable(_), true) => format!(
+                "{}: the policy allows unconfined processes, so granted programs run with only \
+                 rlimits, a scrubbed environment and the timeout",
+                self.support.describe()
+            ),
+            (Support::Unavailable(_), false) => format!(
+                "{}: components with a process grant will be refused (set \
+                 `allow_unconfined_processes = true` in the policy to run them unconfined)",
+                self.support.describe()
+            ),
+        }
+    }
+}
+
+/// Say at start how processes are confined, when a loaded component may run any: a warning
+/// where they cannot be confined (they are refused, or run unconfined by the policy's choice).
+pub fn announce(host: &crate::host::Host) {
+    let Some(config) = host
+        .components()
+        .iter()
+        .find_map(|c| c.grant.process.as_ref())
+    else {
+        return;
+    };
+    let banner = ProcessHost {
+        allow_unconfined: host.policy().allow_unconfined_processes,
+        ..host.services().process().clone()
+    }
+    .banner();
+    if config.is_confined() {
+        tracing::info!("{banner}");
+    } else {
+        tracing::warn!("{banner}");
+    }
+}
+
+/// Resolve a manifest's `[capabilities.process]` at load, under the policy's stance on
+/// unconfined processes; `None` when the manifest asks for no processes.
+pub fn configure(
+    grant: Option<&ProcessGrant>,
+    policy: &Policy,
+    services: &Services,
+) -> Result<Option<Arc<ProcessConfig>>, GrantError> {
+    let Some(grant) = grant else {
+        return Ok(None);
+    };
+    let host = ProcessHost {
+        allow_unconfined: policy.allow_unconfined_processes,
+        ..services.process().clone()
+    };
+    ProcessConfig::resolve(grant, &host).map(|c| Some(Arc::new(c)))
+}
+
+/// A process grant could not be resolved at load.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantError {
+    /// A program is not on the host.
+    #[error("process grant: program `{0}` is not an executable file on this host ({1})")]
+    ProgramNotFound(String, String),
+    /// An environment key is malformed or one the host sets itself.
+    #[error(
+        "process grant: environment key `{0}` is not allowed (it must match \
+         [A-Za-z_][A-Za-z0-9_]* and not be HOME, TMPDIR or SHELL)"
+    )]
+    BadEnvKey(String),
+    /// The workspace would expose what processes must never reach.
+    #[error(
+        "the workspace {workspace} contains {what} {path}, and processes get the whole \
+         workspace; run chitin with a --workspace that does not contain it"
+    )]
+    WorkspaceTooWide {
+        /// The workspace.
+        workspace: PathBuf,
+        /// What it contains.
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+    },
+    /// The private scratch directory could not be made.
+    #[error("process grant: cannot create a scratch directory: {0}")]
+    Scratch(std::io::Error),
+    /// The Landlock ruleset could not be built.
+    #[error("process grant: {0}")]
+    Confine(#[from] confine::ConfineError),
+}
+
+/// A granted program.
+#[derive(Debug, Clone)]
+struct Program {
+    /// As the grant names it.
+    name: String,
+    /// Absolute path on the host.
+    path: PathBuf,
+}
+
+/// A component's resolved process grant.
+#[derive(Debug)]
+pub struct ProcessConfig {
+    programs: Vec<Program>,
+    env: Vec<String>,
+    workspace: PathBuf,
+    confinement: Result<Confinement, String>,
+    slots: Arc<Semaphore>,
+    scratch: tempfile::TempDir,
+}
+
+impl ProcessConfig {
+    /// Resolve `grant` against what `host` offers.
+    pub fn resolve(grant: &ProcessGrant, host: &ProcessHost) -> Result<Self, GrantError> {
+        let programs = grant
+            .programs
+            .iter()
+            .map(|name| resolve_program(name))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(bad) = grant
+            .env
+            .iter()
+            .find(|k| !env::is_valid_key(k) || env::HOST_SET.contains(&k.as_str()))
+        {
+            return Err(GrantError::BadEnvKey(bad.clone()));
+        }
+        let scratch = tempfile::Builder::new()
+            .prefix("chitin-process-")
+            .tempdir()
+            .map_err(GrantError::Scratch)?;
+        // A workspace that exposes the data directory or a home refuses processes at run time
+        // rather than failing the load: the component's other tools stay usable.
+        let confinement = match (
+            check_workspace(&host.workspace, &host.data_dir),
+            host.support,
+        ) {
+            (Err(why), _) => Err(why.to_string()),
+            (Ok(()), Support::Landlock(abi)) => {
+                let plan = Plan {
+                    workspace: host.workspace.clone(),
+                    workspace_writable: !grant.read_only,
+                    scratch: scratch.path().to_owned(),
+                    programs: programs.iter().map(|p| p.path.clone()).collect(),
+                    network: grant.network,
+                };
+                Ok(Confinement::landlock(&plan, abi, host.rlimits)?)
+            }
+            (Ok(()), Support::Unavailable(_)) if host.allow_unconfined => {
+                Ok(Confinement::unconfined(host.rlimits))
+            }
+            (Ok(()), Support::Unavailable(_)) => Err(format!(
+                "{}, and the policy does not allow unconfined processes (set \
+                 `allow_unconfined_processes = true` to accept the risk)",
+                host.support.describe()
+            )),
+        };
+        Ok(Self {
+            programs,
+            env: grant.env.clone(),
+            workspace: host.workspace.clone(),
+            confinement,
+            slots: host.slots.clone(),
+            scratch,
+        })
+    }
+
+    /// Whether processes of this grant run inside a Landlock domain.
+    pub fn is_confined(&self) -> bool {
+        self.confinement
+            .as_ref()
+            .is_ok_and(Confinement::is_confined)
+    }
+
+    /// Check and run one request.
+    pub async fn run(&self, request: Request) -> Result<run::Finished, RunError> {
+        let confinement = self
+            .confinement
+            .as_ref()
+            .map_err(|why| RunError::Unconfined(why.clone()))?;
+        let program = self.program(&request.program)?;
+        let cwd = self.cwd(request.cwd.as_deref())?;
+        if let Some((key, _)) = request.env.iter().find(|(k, _)| !self.env.contains(k)) {
+            return Err(RunError::EnvNotAllowed(format!(
+                "`{key}` is not among the environment keys the grant allows ({})",
+                if self.env.is_empty() {
+                    "none".to_owned()
+                } else {
+                    self.env.join(", ")
+                }
+            )));
+        }
+        let _slot = self.slots.clone().try_acquire_owned().map_err(|_| {
+            RunError::Busy(format!(
+                "{} processes are already running on this host (the limit); retry when one ends",
+                DEFAULT_CONCURRENCY
+            ))
+        })?;
+        let timeout = request
+            .timeout
+            .unwrap_or(DEFAULT_TIMEOUT)
+            .clamp(Duration::from_millis(1), MAX_TIMEOUT);
+        let spawn = run::Spawn {
+            program: program.path.clone(),
+            args: request.args,
+            cwd,
+            env: env::build(self.scratch.path(), &request.env),
+            stdin: request.stdin,
+            timeout,
+        };
+        run::run(spawn, confinement).await.map_err(|e| {
+            RunError::SpawnFailed(format!("cannot start {}: {e}", program.path.display()))
+        })
+    }
+
+    fn program(&self, asked: &str) -> Result<&Program, RunError> {
+        let by_base = |p: &Program| {
+            !asked.contains('/') && Path::new(&p.name).file_name().is_some_and(|f| f == asked)
+        };
+        self.programs
+            .iter()
+            .find(|p| p.name == asked || p.path.as_os_str() == asked || by_base(p))
+            .ok_or_else(|| {
+                let granted: Vec<&str> = self.programs.iter().map(|p| p.name.as_str()).collect();
+                RunError::NotGranted(format!(
+                    "`{asked}` is not a program this component may run (its grant names: {})",
+                    if granted.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        granted.join(", ")
+                    }
+                ))
+            })
+    }
+
+    fn cwd(&self, asked: Option<&str>) -> Result<PathBuf, RunError> {
+        let asked = asked.unwrap_or("");
+        let relative = match asked.strip_prefix(GUEST_WORKSPACE) {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => rest.trim_start_matches('/'),
+            _ if asked.starts_with('/') => {
+                return Err(RunError::InvalidCwd(format!(
+                    "`{asked}` is outside the workspace; give a path relative to the workspace \
+                     or under {GUEST_WORKSPACE}"
+                )));
+            }
+            _ => asked,
+        };
+        let joined = self.workspace.join(relative);
+        let canonical = joined.canonicalize().map_err(|e| {
+            RunError::InvalidCwd(format!(
+                "`{asked}` cannot be used as a working directory: {e}"
+            ))
+        })?;
+        if !canonical.starts_with(&self.workspace) {
+            return Err(RunError::InvalidCwd(format!(
+                "`{asked}` resolves to {}, outside the workspace",
+                canonical.display()
+            )));
+        }
+        if !canonical.is_dir() {
+            return Err(RunError::InvalidCwd(format!(
+                "`{asked}` is not a directory"
+            )));
+        }
+        Ok(canonical)
+    }
+}
+
+/// One request from a component.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// The program, as the component names it.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Working directory (workspace-relative or under `/workspace`).
+    pub cwd: Option<String>,
+    /// Bytes for stdin.
+    pub stdin: Vec<u8>,
+    /// Wall-clock limit.
+    pub timeout: Option<Duration>,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+}
+
+/// Why a request was not run (the WIT `error`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// Program not granted, or no grant.
+    #[error("process refused: {0}")]
+    NotGranted(String),
+    /// Bad working directory.
+    #[error("process refused: {0}")]
+    InvalidCwd(String),
+    /// Environment key not allowed.
+    #[error("process refused: {0}")]
+    EnvNotAllowed(String),
+    /// Concurrency cap reached.
+    #[error("process refused: {0}")]
+    Busy(String),
+    /// Processes cannot be confined here: no Landlock (and the policy does not waive it), or a
+    /// workspace that would expose the data directory or a home.
+    #[error("process refused: {0}")]
+    Unconfined(String),
+    /// Spawning failed.
+    #[error("process failed: {0}")]
+    SpawnFailed(String),
+}
+
+/// Resolve a granted program to an absolute path of an executable file.
+fn resolve_program(name: &str) -> Result<Program, GrantError> {
+    let not_found = |why: &str| GrantError::ProgramNotFound(name.to_owned(), why.to_owned());
+    let path = if name.contains('/') {
+        let path = PathBuf::from(name);
+        if !path.is_absolute() {
+            return Err(not_found("a program path must be absolute"));
+        }
+        path
+    } else {
+        let search = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+        std::env::split_paths(&search)
+            .map(|dir| dir.join(name))
+            .find(|p| is_executable(p))
+            .ok_or_else(|| not_found("not found on PATH"))?
+    };
+    if !is_executable(&path) {
+        return Err(not_found("missing or not executable"));
+    }
+    Ok(Program {
+        name: name.to_owned(),
+        path,
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Refuse a workspace that contains the data directory or the user's home (and so `/`).
+fn check_workspace(workspace: &Path, data_dir: &Path) -> Result<(), GrantError> {
+    let too_wide = |what, path: &Path| GrantError::WorkspaceTooWide {
+        workspace: workspace.to_owned(),
+        what,
+        path: path.to_owned(),
+    };
+    let data_dir = data_dir
+        .canonicalize()
+        .unwrap_or_else(|_| data_dir.to_owned());
+    if data_dir.starts_with(workspace) {
+        return Err(too_wide("chitin's data directory", &data_dir));
+    }
+    if let Some(home) = dirs::home_dir().and_then(|h| h.canonicalize().ok())
+        && home.starts_with(workspace)
+    {
+        return Err(too_wide("the home directory", &home));
+    }
+    Ok(())
+}
+
+/// The per-call state of the process capability.
+#[derive(Default)]
+pub struct ProcessCtx {
+    /// The component's resolved grant; none when it has no process grant.
+    pub config: Option<Arc<ProcessConfig>>,
+}
+
+/// `HasData` marker for the process capability.
+pub struct Process;
+
+impl HasData for Process {
+    type Data<'a> = &'a mut ProcessCtx;
+}
+
+/// Link `chitin:host/process`.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    bindings::chitin::host::process::add_to_linker::<HostState, Process>(linker, |s| &mut s.process)
+}
