@@ -83,21 +83,23 @@ pub struct Rlimits {
     pub address_space_bytes: u64,
     /// Largest file a process may write, in bytes (`RLIMIT_FSIZE`).
     pub file_size_bytes: u64,
-    /// Processes of the user (`RLIMIT_NPROC`; the kernel does not apply it to root).
+    /// Processes (threads included) of the whole user, not just this tree (`RLIMIT_NPROC`; the
+    /// kernel does not apply it to root).
     pub processes: u64,
     /// Open files per process (`RLIMIT_NOFILE`).
     pub open_files: u64,
 }
 
 impl Default for Rlimits {
-    /// 300 CPU seconds (the longest timeout), 4 GiB address space, 1 GiB files, 256 processes,
-    /// 1024 open files.
+    /// 300 CPU seconds (the longest timeout), 4 GiB address space, 1 GiB files, 4096 processes
+    /// (the count is per user, and a desktop session alone runs hundreds of threads), 1024 open
+    /// files.
     fn default() -> Self {
         Self {
             cpu_secs: 300,
             address_space_bytes: 4 << 30,
             file_size_bytes: 1 << 30,
-            processes: 256,
+            processes: 4096,
             open_files: 1024,
         }
     }

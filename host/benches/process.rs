@@ -1,0 +1,140 @@
+//! Process benchmarks, printed as a table: the shell tool running `true` (screening, approval,
+//! a fresh sandbox, the process capability with Landlock, rlimits and seccomp) against spawning
+//! `sh -c true` directly from Rust, and the process capability alone in between. Run with
+//! `just bench` (builds the components first).
+//!
+//! Timing goal (the shell tool ≤ 1.15× the direct spawn at p50) is reported, never asserted.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chitin_host::approval::{ApprovalRequest, Approver, Decision};
+use chitin_host::caps::process::{ProcessConfig, ProcessGrant, Request};
+use chitin_host::data_dir::DataDir;
+use chitin_host::policy::Policy;
+use chitin_host::{CallContext, Host, Runtime, Services};
+
+const ROUNDS: usize = 400;
+const WARMUP: usize = 20;
+
+/// Approves everything, as `--yes` does: the benchmark measures running, not a person.
+struct Yes;
+
+#[async_trait::async_trait]
+impl Approver for Yes {
+    async fn approve(&self, _: &ApprovalRequest) -> Decision {
+        Decision::Approved
+    }
+}
+
+fn shell_component() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/components/shell.wasm");
+    assert!(path.is_file(), "{} missing: run `just build-components`", path.display());
+    path
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}
+
+/// Run `one` ROUNDS times after a warm-up; sorted durations.
+async fn measure<F, Fut>(mut one: F) -> Vec<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for _ in 0..WARMUP {
+        one().await;
+    }
+    let mut times = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        one().await;
+        times.push(started.elapsed());
+    }
+    times.sort();
+    times
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(run());
+}
+
+async fn run() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let workspace = data.path().join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    let services = Arc::new(
+        Services::new(&workspace, DataDir::resolve(Some(data.path())).expect("data dir"))
+            .expect("services"),
+    );
+    let runtime = Runtime::new(&data.path().join("cache"), &Default::default()).expect("runtime");
+    let mut host = Host::new(runtime, Policy::builtin().expect("policy"), services.clone());
+    host.load_path(&shell_component()).await.expect("load shell");
+    let ctx = CallContext {
+        approver: Arc::new(Yes),
+        ..CallContext::default()
+    };
+    let grant = ProcessGrant {
+        programs: vec!["/bin/sh".into()],
+        ..ProcessGrant::default()
+    };
+    let capability = ProcessConfig::resolve(&grant, services.process()).expect("grant");
+    assert!(capability.is_confined(), "Landlock is needed for a representative figure");
+
+    let direct = measure(|| async {
+        let status = tokio::process::Command::new("/bin/sh")
+            .args(["-c", "true"])
+            .current_dir(&workspace)
+            .status()
+            .await
+            .expect("spawn");
+        assert!(status.success());
+    })
+    .await;
+    let cap = measure(|| async {
+        let out = capability
+            .run(Request {
+                program: "/bin/sh".into(),
+                args: vec!["-c".into(), "true".into()],
+                ..Request::default()
+            })
+            .await
+            .expect("run");
+        assert_eq!(out.exit_code, Some(0));
+    })
+    .await;
+    let tool = measure(|| async {
+        let report = host.call_in("shell", r#"{"command":"true"}"#, &ctx).await;
+        assert!(report.result.is_ok(), "{:?}", report.result);
+    })
+    .await;
+
+    let base = percentile(&direct, 0.5).as_secs_f64();
+    println!("\n## `true` through the shell tool versus `sh -c true` spawned directly ({ROUNDS} runs each)");
+    println!("| path | p50 | p99 | p50 / direct |");
+    println!("|---|---|---|---|");
+    for (label, times) in [
+        ("direct: tokio::process `sh -c true`", &direct),
+        ("process capability (Landlock, rlimits, seccomp, group kill)", &cap),
+        ("shell tool (screening, approval, sandbox, capability)", &tool),
+    ] {
+        println!(
+            "| {label} | {} | {} | {:.2}× |",
+            us(percentile(times, 0.5)),
+            us(percentile(times, 0.99)),
+            percentile(times, 0.5).as_secs_f64() / base
+        );
+    }
+    println!("\nGoal: shell tool ≤ 1.15× direct at p50.");
+}
