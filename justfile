@@ -54,6 +54,10 @@ wasm-target:
 bench: build-components build-fixtures
     cargo bench -p chitin-host --bench runtime
 
+# MCP round trips (stdio and HTTP, p50/p99, calls/s with 8 HTTP clients), printed as a table.
+bench-mcp: build-components
+    cargo bench -p chitin-host --bench mcp
+
 # Format and lint (the CI gate).
 lint:
     cargo fmt --all --check

@@ -275,14 +275,10 @@ impl ServerHandler for McpServer {
         let mut changes = self.served.subscribe();
         let peer = context.peer;
         tokio::spawn(async move {
-            loop {
-                match changes.recv().await {
-                    Ok(()) | Err(RecvError::Lagged(_)) => {
-                        if peer.notify_tool_list_changed().await.is_err() {
-                            break; // The session is gone.
-                        }
-                    }
-                    Err(RecvError::Closed) => break,
+            // Ends when the host is gone (Closed) or the session is (the send fails).
+            while let Ok(()) | Err(RecvError::Lagged(_)) = changes.recv().await {
+                if peer.notify_tool_list_changed().await.is_err() {
+                    break;
                 }
             }
         });
