@@ -284,13 +284,13 @@ impl ServerHandler for McpServer {
         });
     }
 
-    /// Spec 2026-07-28 clients ask for tool-list changes through `subscriptions/listen`.
+    /// Spec 2026-07-28 clients ask for tool-list changes through `subscriptions/listen`; the
+    /// SDK narrows this to what the client asked for.
     fn accepted_subscription_filter(
         &self,
-        requested: &SubscriptionFilter,
+        _requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        (requested.tools_list_changed == Some(true))
-            .then(|| SubscriptionFilter::builder().tools_list_changed().build())
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
