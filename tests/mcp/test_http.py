@@ -170,6 +170,22 @@ def test_a_body_over_one_mib_is_refused(http_server):
     assert response.status_code == 413
 
 
+def test_a_client_over_its_rate_is_told_when_to_retry():
+    data = tempfile.mkdtemp(prefix="chitin-mcp-rate-")
+    server = HttpServer(["--rate-limit", "1", "--components", str(COMPONENTS / "echo.wasm")], data)
+    try:
+        auth = {"Authorization": f"Bearer {server.token}"}
+        statuses = [raw_post(server, auth) for _ in range(5)]
+        limited = [r for r in statuses if r.status_code == 429]
+        assert statuses[0].status_code == 200
+        assert limited, [r.status_code for r in statuses]
+        assert int(limited[0].headers["retry-after"]) >= 1
+        assert "rate limited" in limited[0].text
+    finally:
+        server.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+
 @pytest.fixture
 def reloadable_server():
     """A server on a components directory holding only echo.wasm, and that directory."""

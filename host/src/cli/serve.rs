@@ -158,11 +158,12 @@ fn banner(cli: &Cli, host: &Host) -> String {
     let components: Vec<String> = host.components().iter().map(|c| c.name()).collect();
     let tools: Vec<&str> = host.tools().map(|t| t.name.as_str()).collect();
     format!(
-        "components ({}): {}\ntools ({}): {}\npolicy: {policy}",
+        "components ({}): {}\ntools ({}): {}\nworkspace: {}\npolicy: {policy}",
         components.len(),
         components.join(", "),
         tools.len(),
-        tools.join(", ")
+        tools.join(", "),
+        host.services().workspace().display()
     )
 }
 
