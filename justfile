@@ -65,6 +65,10 @@ bench: build-components build-fixtures
     cargo bench -p chitin-host --bench runtime
     cargo bench -p chitin-host --bench process
 
+# MCP round trips (stdio and HTTP, p50/p99, calls/s with 8 HTTP clients), printed as a table.
+bench-mcp: build-components
+    cargo bench -p chitin-host --bench mcp
+
 # Format and lint (the CI gate).
 lint:
     cargo fmt --all --check

@@ -170,28 +170,61 @@ def test_a_body_over_one_mib_is_refused(http_server):
     assert response.status_code == 413
 
 
-@pytest.mark.anyio
-async def test_adding_a_component_notifies_tools_list_changed():
+def test_a_client_over_its_rate_is_told_when_to_retry():
+    data = tempfile.mkdtemp(prefix="chitin-mcp-rate-")
+    server = HttpServer(["--rate-limit", "1", "--components", str(COMPONENTS / "echo.wasm")], data)
+    try:
+        auth = {"Authorization": f"Bearer {server.token}"}
+        statuses = [raw_post(server, auth) for _ in range(5)]
+        limited = [r for r in statuses if r.status_code == 429]
+        assert statuses[0].status_code == 200
+        assert limited, [r.status_code for r in statuses]
+        assert int(limited[0].headers["retry-after"]) >= 1
+        assert "rate limited" in limited[0].text
+    finally:
+        server.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture
+def reloadable_server():
+    """A server on a components directory holding only echo.wasm, and that directory."""
     data = tempfile.mkdtemp(prefix="chitin-mcp-reload-")
     components = pathlib.Path(data) / "components"
     components.mkdir()
     shutil.copy(COMPONENTS / "echo.wasm", components / "echo.wasm")
     server = HttpServer(["--components", str(components)], data)
+    yield server, components
+    server.stop()
+    shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.mark.anyio
+async def test_adding_a_component_notifies_a_2025_session(reloadable_server):
+    server, components = reloadable_server
     changed = anyio.Event()
 
     async def on_message(message):
         if isinstance(message, types.ToolListChangedNotification):
             changed.set()
 
-    try:
-        async with client(server, "legacy", message_handler=on_message) as c:
-            before = {t.name for t in (await c.list_tools()).tools}
-            assert before == {"echo"}
+    async with client(server, "legacy", message_handler=on_message) as c:
+        assert {t.name for t in (await c.list_tools()).tools} == {"echo"}
+        shutil.copy(COMPONENTS / "time.wasm", components / "time.wasm")
+        with anyio.fail_after(20):
+            await changed.wait()
+        assert {t.name for t in (await c.list_tools()).tools} == {"echo", "time"}
+
+
+@pytest.mark.anyio
+async def test_adding_a_component_notifies_a_2026_listener(reloadable_server):
+    server, components = reloadable_server
+    async with client(server, "auto") as c:
+        assert {t.name for t in (await c.list_tools()).tools} == {"echo"}
+        async with c.listen(tools_list_changed=True) as subscription:
             shutil.copy(COMPONENTS / "time.wasm", components / "time.wasm")
             with anyio.fail_after(20):
-                await changed.wait()
-            after = {t.name for t in (await c.list_tools(cache_mode="refresh")).tools}
-            assert after == {"echo", "time"}
-    finally:
-        server.stop()
-        shutil.rmtree(data, ignore_errors=True)
+                event = await subscription.__aiter__().__anext__()
+            assert type(event).__name__ == "ToolsListChanged"
+        after = await c.list_tools(cache_mode="refresh")
+        assert {t.name for t in after.tools} == {"echo", "time"}

@@ -158,11 +158,12 @@ fn banner(cli: &Cli, host: &Host) -> String {
     let components: Vec<String> = host.components().iter().map(|c| c.name()).collect();
     let tools: Vec<&str> = host.tools().map(|t| t.name.as_str()).collect();
     format!(
-        "components ({}): {}\ntools ({}): {}\npolicy: {policy}",
+        "components ({}): {}\ntools ({}): {}\nworkspace: {}\npolicy: {policy}",
         components.len(),
         components.join(", "),
         tools.len(),
-        tools.join(", ")
+        tools.join(", "),
+        host.services().workspace().display()
     )
 }
 
@@ -172,16 +173,24 @@ fn watch_components(
     args: &Args,
     served: &Arc<Served>,
 ) -> anyhow::Result<Option<notify::RecommendedWatcher>> {
-    let dirs: Vec<PathBuf> = served
-        .host()
-        .components()
-        .iter()
-        .filter_map(|c| c.path.parent().map(|p| p.to_owned()))
-        .chain(cli.components.iter().filter(|p| p.is_dir()).cloned())
-        .filter(|p| p.is_dir())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    // The directories served: those named, or by default the folder the components came from.
+    // A component named as a file is served as it was at start.
+    let dirs: Vec<PathBuf> = if cli.components.is_empty() {
+        served
+            .host()
+            .components()
+            .iter()
+            .filter_map(|c| c.path.parent().map(|p| p.to_owned()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    } else {
+        cli.components
+            .iter()
+            .filter(|p| p.is_dir())
+            .cloned()
+            .collect()
+    };
     if dirs.is_empty() {
         return Ok(None);
     }

@@ -1,4 +1,7 @@
 //! The MCP server handler: lists the served host's tools and dispatches calls to it.
+//!
+//! Logging (`logging/setLevel`, `notifications/message`) is deprecated in spec 2026-07-28 but
+//! still served to clients that ask for it; the `allow(deprecated)` marks below are for that.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -10,7 +13,6 @@ use rmcp::model::{
     ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
 };
 #[allow(deprecated)]
-// Logging is deprecated in spec 2026-07-28 but still served to older clients.
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer};
@@ -45,13 +47,11 @@ impl McpServer {
             min_log: Arc::new(AtomicU8::new(LogLevel::Info.rank())),
         }
     }
-}
 
-impl McpServer {
     /// The least severe level forwarded for this request: a 2026-07-28 request opts in through
     /// its `_meta`; a session that began with `initialize` uses its `logging/setLevel` level.
     fn min_log_for(&self, context: &RequestContext<RoleServer>) -> Option<LogLevel> {
-        #[allow(deprecated)] // Logging is deprecated in 2026-07-28 but still served when asked.
+        #[allow(deprecated)]
         if let Some(level) = context.meta.log_level() {
             return Some(to_log_level(level));
         }
@@ -62,7 +62,7 @@ impl McpServer {
     }
 }
 
-#[allow(deprecated)] // Logging is deprecated in 2026-07-28 but still served when asked.
+#[allow(deprecated)]
 fn to_log_level(level: LoggingLevel) -> LogLevel {
     match level {
         LoggingLevel::Debug => LogLevel::Debug,
@@ -84,7 +84,7 @@ struct Forward<'a> {
 impl Forward<'_> {
     /// Send one report as a notification. Progress goes only to a client that asked for it (by
     /// a progress token); a failed send (client gone) is not the call's failure.
-    #[allow(deprecated)] // Logging is deprecated in spec 2026-07-28 but still served to older clients.
+    #[allow(deprecated)]
     async fn send(&self, event: CallEvent) {
         let sent = match event {
             CallEvent::Progress {
@@ -167,7 +167,7 @@ pub fn page<T: Clone>(
 }
 
 impl ServerHandler for McpServer {
-    #[allow(deprecated)] // Logging is deprecated in 2026-07-28 but still served when asked.
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -258,7 +258,7 @@ impl ServerHandler for McpServer {
         Ok(result.into())
     }
 
-    #[allow(deprecated)] // Logging is deprecated in spec 2026-07-28 but still served to older clients.
+    #[allow(deprecated)]
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
@@ -275,26 +275,22 @@ impl ServerHandler for McpServer {
         let mut changes = self.served.subscribe();
         let peer = context.peer;
         tokio::spawn(async move {
-            loop {
-                match changes.recv().await {
-                    Ok(()) | Err(RecvError::Lagged(_)) => {
-                        if peer.notify_tool_list_changed().await.is_err() {
-                            break; // The session is gone.
-                        }
-                    }
-                    Err(RecvError::Closed) => break,
+            // Ends when the host is gone (Closed) or the session is (the send fails).
+            while let Ok(()) | Err(RecvError::Lagged(_)) = changes.recv().await {
+                if peer.notify_tool_list_changed().await.is_err() {
+                    break;
                 }
             }
         });
     }
 
-    /// Spec 2026-07-28 clients ask for tool-list changes through `subscriptions/listen`.
+    /// Spec 2026-07-28 clients ask for tool-list changes through `subscriptions/listen`; the
+    /// SDK narrows this to what the client asked for.
     fn accepted_subscription_filter(
         &self,
-        requested: &SubscriptionFilter,
+        _requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        (requested.tools_list_changed == Some(true))
-            .then(|| SubscriptionFilter::builder().tools_list_changed().build())
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
