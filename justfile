@@ -50,6 +50,7 @@ wasm-target:
 # Run the benchmarks and print the table.
 bench: build-components build-fixtures
     cargo bench -p chitin-host --bench runtime
+    cargo bench -p chitin-host --bench fs_memory
 
 # Format and lint (the CI gate).
 lint:
