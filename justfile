@@ -5,7 +5,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 # First-party tool components, built into build/components (the folder the host loads by default).
 components := "echo time json fs memory"
 # Test fixtures (hostile and special-purpose components), built into build/fixtures.
-fixtures := "test-counter test-hostile test-future-contract test-minimal"
+fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance"
 
 # Build every first-party component for wasm32-wasip2, release, size-optimised, and embed its
 # manifest (components/NAME/manifest.toml), into build/components.
@@ -22,15 +22,14 @@ build-fixtures: wasm-target
     mkdir -p build/fixtures
     for c in {{ fixtures }}; do cp "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "build/fixtures/$c.wasm"; done
 
-# Build what is needed and run chitin's main job: list the tools, then a sample call.
+# Build what is needed and run chitin's main job: serve the built-in components over MCP on
+# stdio (connect an MCP client to it; see the README). The banner on stderr lists the tools.
 run: build-components
     cargo build --quiet --bin chitin
-    "${CARGO_TARGET_DIR:-target}"/debug/chitin list
-    "${CARGO_TARGET_DIR:-target}"/debug/chitin call echo '{"message": "hello from chitin"}'
-    "${CARGO_TARGET_DIR:-target}"/debug/chitin call time '{"operation": "now"}'
+    exec "${CARGO_TARGET_DIR:-target}"/debug/chitin serve --components build/components
 
 # Run every test: unit, host integration, end-to-end, the guest SDK's own, and MCP clients.
-test: build-components build-fixtures && test-mcp
+test: build-components build-fixtures && test-mcp test-conformance
     cargo test --workspace {{ prepend("--exclude chitin-", components) }} {{ prepend("--exclude chitin-", fixtures) }}
     # Components whose pure logic has native unit tests.
     cargo test -p chitin-fs -p chitin-memory
@@ -41,6 +40,12 @@ test-mcp: build-components build-fixtures
     test -x "${CARGO_TARGET_DIR:-target}/mcp-venv/bin/python" || python3 -m venv "${CARGO_TARGET_DIR:-target}/mcp-venv"
     "${CARGO_TARGET_DIR:-target}/mcp-venv/bin/pip" install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
     "${CARGO_TARGET_DIR:-target}/mcp-venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp
+
+# The official MCP conformance suite (server scenarios) against `chitin serve --http` with the
+# conformance fixture component; Node 22 and the suite come from npm, pinned, under target/.
+test-conformance: build-fixtures
+    cargo build --quiet --bin chitin
+    tests/mcp/conformance.sh
 
 # Make sure the wasm32-wasip2 target of the pinned toolchain is installed.
 [private]

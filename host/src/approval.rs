@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use crate::events::CallEvents;
+
 /// What a person is asked to approve.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRequest {
@@ -55,6 +57,8 @@ pub struct CallContext {
     pub approver: Arc<dyn Approver>,
     /// The caller, for per-user limits (`local` on the CLI).
     pub user: String,
+    /// Where the call's progress and log reports go while it runs (nowhere by default).
+    pub events: CallEvents,
 }
 
 impl Default for CallContext {
@@ -63,6 +67,7 @@ impl Default for CallContext {
         Self {
             approver: Arc::new(NoApprover),
             user: "local".into(),
+            events: CallEvents::none(),
         }
     }
 }

@@ -48,6 +48,11 @@ impl DataDir {
         self.root.join("chitin.redb")
     }
 
+    /// The bearer token of `chitin serve --http` (mode 0600).
+    pub fn http_token(&self) -> PathBuf {
+        self.root.join("http-token")
+    }
+
     /// Where installed components live (the default component source when nothing else is found).
     pub fn components(&self) -> PathBuf {
         self.root.join("components")

@@ -13,6 +13,7 @@ pub mod contract;
 pub mod data_dir;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod grant;
 pub mod host;
 pub mod limits;

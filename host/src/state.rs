@@ -8,6 +8,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::approval::CallContext;
 use crate::caps::kv::KvCtx;
 use crate::caps::log::{LogCtx, SharedLog};
+use crate::caps::progress::ProgressCtx;
 use crate::caps::wasi;
 use crate::grant::Grant;
 use crate::limits::MemoryLimiter;
@@ -32,6 +33,7 @@ pub struct HostState {
     pub(crate) log: LogCtx,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) kv: KvCtx,
+    pub(crate) progress: ProgressCtx,
 }
 
 /// A call's state could not be built (a granted directory vanished, say).
@@ -47,9 +49,15 @@ impl HostState {
         Ok(Self {
             table: ResourceTable::new(),
             wasi: wasi::ctx(&log, env.grant)?,
-            log: LogCtx { log },
+            log: LogCtx {
+                log,
+                events: env.ctx.events.clone(),
+            },
             limiter: MemoryLimiter::new(limits.memory_bytes),
             kv: KvCtx::new(&env.grant.kv),
+            progress: ProgressCtx {
+                events: env.ctx.events.clone(),
+            },
         })
     }
 }

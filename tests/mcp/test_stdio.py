@@ -3,23 +3,16 @@
 import json
 import os
 import pathlib
+import subprocess
 import tempfile
 
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-CHITIN = pathlib.Path(os.environ.get("CHITIN_BIN", TARGET / "debug" / "chitin"))
-COMPONENTS = REPO / "build" / "components"
-HOSTILE = REPO / "build" / "fixtures" / "test-hostile.wasm"
+from conftest import CHITIN, COMPONENTS, HOSTILE, REPO
+
 DATA = tempfile.mkdtemp(prefix="chitin-mcp-test-")
 MODES = ["legacy", "auto"]
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def server(*extra: str) -> StdioServerParameters:
@@ -99,3 +92,61 @@ async def test_a_runaway_tool_times_out_under_the_policy():
         result = await client.call_tool("spin", {})
         assert result.is_error
         assert text_of(result).startswith("timeout:")
+
+
+def echo_needing_approval() -> pathlib.Path:
+    """echo.wasm with a manifest whose `echo` tool asks for approval."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="chitin-mcp-approval-"))
+    manifest = folder / "manifest.toml"
+    text = (REPO / "components" / "echo" / "manifest.toml").read_text()
+    manifest.write_text(text + '\n[tools.echo]\napproval = "ask"\n')
+    out = folder / "echo.wasm"
+    subprocess.run(
+        [str(CHITIN), "manifest", "embed", str(COMPONENTS / "echo.wasm"), str(manifest), "-o", str(out)],
+        check=True,
+        env={"CHITIN_DATA_DIR": DATA, "PATH": os.environ.get("PATH", "")},
+    )
+    return out
+
+
+def approval_server() -> StdioServerParameters:
+    params = server()
+    params.args = ["serve", "--components", str(echo_needing_approval())]
+    return params
+
+
+@pytest.mark.anyio
+async def test_a_call_needing_approval_runs_once_the_person_approves():
+    asked = []
+
+    async def approve(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with Client(approval_server(), mode="legacy", elicitation_callback=approve) as client:
+        result = await client.call_tool("echo", {"message": "approved"})
+        assert not result.is_error, text_of(result)
+        assert result.structured_content == {"message": "approved"}
+    assert len(asked) == 1 and "`echo`" in asked[0] and "approved" in asked[0]
+
+
+@pytest.mark.anyio
+async def test_a_declined_approval_is_a_permission_denied_result():
+    async def decline(context, params):
+        return types.ElicitResult(action="decline")
+
+    async with Client(approval_server(), mode="legacy", elicitation_callback=decline) as client:
+        result = await client.call_tool("echo", {"message": "no"})
+        assert result.is_error
+        assert text_of(result).startswith("permission-denied:")
+        assert "declined" in text_of(result)
+
+
+@pytest.mark.anyio
+async def test_a_client_without_elicitation_gets_a_refusal_naming_the_tool_and_why():
+    async with Client(approval_server(), mode="legacy") as client:
+        result = await client.call_tool("echo", {"message": "no one to ask"})
+        assert result.is_error
+        text = text_of(result)
+        assert text.startswith("permission-denied:")
+        assert "`echo`" in text and "approval" in text and "elicitation" in text

@@ -47,8 +47,10 @@
 //! to a name the component does not carry becomes [`ToolError::NotFound`] listing the names it
 //! does. Tools can be tested natively through [`Tool::call`] and [`Tool::spec`].
 
+pub mod content;
 mod error;
 pub mod log;
+pub mod progress;
 mod schema;
 mod tool;
 

@@ -5,6 +5,7 @@ pub mod env;
 pub mod files;
 pub mod kv;
 pub mod log;
+pub mod progress;
 pub mod stdio;
 pub mod wasi;
 
@@ -21,6 +22,7 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasi::add_to_linker(linker)?;
     log::add_to_linker(linker)?;
     kv::add_to_linker(linker)?;
+    progress::add_to_linker(linker)?;
     Ok(())
 }
 
@@ -32,5 +34,6 @@ pub fn is_linked(import: &str) -> bool {
     wasi::LINKED_PACKAGES.iter().any(|p| import.starts_with(p))
         || import.starts_with("chitin:host/log@")
         || import.starts_with(kv::LINKED_PACKAGE)
+        || import.starts_with("chitin:host/progress@")
         || import.starts_with("chitin:tool/types@")
 }

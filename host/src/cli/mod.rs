@@ -129,7 +129,7 @@ pub enum Command {
     Schema(schema::Args),
     /// Show a component's WIT imports and exports, hash and tool specs.
     Inspect(inspect::Args),
-    /// Serve the tools to an agent over MCP on stdio.
+    /// Serve the tools to an agent over MCP (stdio, or Streamable HTTP with --http).
     Serve(serve::Args),
     /// Check a manifest, or embed one into a component.
     #[command(subcommand)]
@@ -140,10 +140,7 @@ pub enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match runtime_builder(&cli).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -156,6 +153,14 @@ pub fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             Exit::Host.into()
         }
+    }
+}
+
+/// `serve --http` answers concurrent calls on all cores; every other command needs one thread.
+fn runtime_builder(cli: &Cli) -> tokio::runtime::Builder {
+    match &cli.command {
+        Command::Serve(args) if args.http.is_some() => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
     }
 }
 

@@ -1,40 +1,78 @@
-//! `chitin serve`: serve the tools over MCP on stdio.
+//! `chitin serve`: serve the tools over MCP, on stdio (default) or Streamable HTTP (`--http`).
 
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use anyhow::Context;
 use rmcp::ServiceExt;
 use rmcp::service::ServerInitializeError;
+use tokio_util::sync::CancellationToken;
 
-use super::{Cli, Exit, open_host};
-use crate::mcp::McpServer;
+use super::{Cli, Command, Exit, open_host};
+use crate::data_dir::DataDir;
+use crate::host::Host;
+use crate::mcp::http::{self, HttpOptions};
+use crate::mcp::token::BearerToken;
+use crate::mcp::{McpServer, Served, watch};
 
 /// Arguments of `chitin serve`.
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Serve MCP over Streamable HTTP on this address (e.g. 127.0.0.1:8765) at path /mcp,
+    /// instead of stdio. Clients must send the bearer token kept in the data directory.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
 
-pub(super) async fn run(cli: &Cli, _args: &Args) -> anyhow::Result<Exit> {
+    /// With --http: also accept this Host header (name or name:port); repeatable. By default
+    /// only the bound address (and `localhost` for a loopback bind) is accepted, against DNS
+    /// rebinding.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    pub allow_host: Vec<String>,
+
+    /// With --http: requests per second one client address may make (bursts of twice that).
+    #[arg(long, value_name = "N", default_value = "200", requires = "http")]
+    pub rate_limit: NonZeroU32,
+
+    /// With --http on a loopback address: accept requests without the bearer token. Only for
+    /// test clients that cannot send one (the MCP conformance suite); any local process can
+    /// then call the tools.
+    #[arg(long, requires = "http")]
+    pub insecure_no_token: bool,
+
+    /// Tools per `tools/list` page.
+    #[arg(long, value_name = "N", default_value_t = crate::mcp::PAGE_SIZE)]
+    pub page_size: usize,
+
+    /// Do not watch component directories; by default a `*.wasm` added to, replaced in or
+    /// removed from a served directory reloads the tools and notifies clients.
+    #[arg(long)]
+    pub no_watch: bool,
+}
+
+pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let host = open_host(cli).await?;
-    let policy = cli
-        .policy
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "built-in policies/default.toml".into());
+    let banner = banner(cli, &host);
+    let served = Served::new(host);
+    let _watcher = if args.no_watch {
+        None
+    } else {
+        watch_components(cli, args, &served)?
+    };
+    match args.http {
+        Some(addr) => serve_http(cli, args, addr, served, &banner).await,
+        None => serve_stdio(McpServer::new(served, args.page_size), &banner).await,
+    }
+}
+
+async fn serve_stdio(server: McpServer, banner: &str) -> anyhow::Result<Exit> {
     // The banner goes to stderr: stdout carries nothing but the protocol.
     eprintln!(
-        "chitin {} serving MCP on stdio: {} components, {} tools ({}); policy: {}",
-        env!("CARGO_PKG_VERSION"),
-        host.components().len(),
-        host.tools().count(),
-        host.tools()
-            .map(|t| t.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        policy
+        "chitin {} serving MCP on stdio\n{banner}",
+        env!("CARGO_PKG_VERSION")
     );
-    let service = match McpServer::new(Arc::new(host))
-        .serve(rmcp::transport::stdio())
-        .await
-    {
+    let service = match server.serve(rmcp::transport::stdio()).await {
         Ok(service) => service,
         // A client that hangs up before initializing (a probe) ends the session normally.
         Err(ServerInitializeError::ConnectionClosed(during)) => {
@@ -45,4 +83,121 @@ pub(super) async fn run(cli: &Cli, _args: &Args) -> anyhow::Result<Exit> {
     };
     service.waiting().await?;
     Ok(Exit::Ok)
+}
+
+async fn serve_http(
+    cli: &Cli,
+    args: &Args,
+    addr: SocketAddr,
+    served: Arc<Served>,
+    banner: &str,
+) -> anyhow::Result<Exit> {
+    if args.insecure_no_token && !addr.ip().is_loopback() {
+        anyhow::bail!(
+            "--insecure-no-token is refused on {addr}: it is only allowed on a loopback address \
+             (127.0.0.1 or ::1)"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener.local_addr()?;
+    eprintln!(
+        "chitin {} serving MCP over HTTP at http://{bound}{}\n{banner}",
+        env!("CARGO_PKG_VERSION"),
+        http::MCP_PATH
+    );
+    let token = if args.insecure_no_token {
+        eprintln!("WARNING: --insecure-no-token: requests are not authenticated");
+        None
+    } else {
+        let token_path = DataDir::resolve(cli.data_dir.as_deref())?.http_token();
+        let loaded = BearerToken::load_or_create(&token_path)?;
+        if loaded.created {
+            eprintln!(
+                "new bearer token (shown only now; kept in {}):\n  {}",
+                token_path.display(),
+                loaded.token.reveal()
+            );
+        } else {
+            eprintln!("bearer token: in {}", token_path.display());
+        }
+        Some(loaded.token)
+    };
+    eprintln!(
+        "accepted Host headers: {}",
+        http::allowed_hosts(bound, &args.allow_host).join(", ")
+    );
+    let burst = args
+        .rate_limit
+        .saturating_mul(NonZeroU32::MIN.saturating_add(1));
+    let options = HttpOptions {
+        page_size: args.page_size,
+        extra_hosts: args.allow_host.clone(),
+        rate_per_second: args.rate_limit,
+        burst,
+    };
+    let shutdown = CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.cancel();
+        }
+    });
+    http::serve(listener, served, token, &options, shutdown).await?;
+    Ok(Exit::Ok)
+}
+
+/// What the operator sees on stderr when serving starts.
+fn banner(cli: &Cli, host: &Host) -> String {
+    let policy = cli
+        .policy
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "built-in policies/default.toml".into());
+    let components: Vec<String> = host.components().iter().map(|c| c.name()).collect();
+    let tools: Vec<&str> = host.tools().map(|t| t.name.as_str()).collect();
+    format!(
+        "components ({}): {}\ntools ({}): {}\npolicy: {policy}",
+        components.len(),
+        components.join(", "),
+        tools.len(),
+        tools.join(", ")
+    )
+}
+
+/// Watch the served component directories and reload on change.
+fn watch_components(
+    cli: &Cli,
+    args: &Args,
+    served: &Arc<Served>,
+) -> anyhow::Result<Option<notify::RecommendedWatcher>> {
+    let dirs: Vec<PathBuf> = served
+        .host()
+        .components()
+        .iter()
+        .filter_map(|c| c.path.parent().map(|p| p.to_owned()))
+        .chain(cli.components.iter().filter(|p| p.is_dir()).cloned())
+        .filter(|p| p.is_dir())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if dirs.is_empty() {
+        return Ok(None);
+    }
+    // The reload reopens the host exactly as at start, from an owned copy of the options.
+    let setup = Arc::new(Cli {
+        data_dir: cli.data_dir.clone(),
+        components: cli.components.clone(),
+        workspace: cli.workspace.clone(),
+        policy: cli.policy.clone(),
+        verbose: cli.verbose,
+        command: Command::Serve(args.clone()),
+    });
+    let watcher = watch::spawn(&dirs, served.clone(), move || {
+        let setup = setup.clone();
+        async move { open_host(&setup).await }
+    })
+    .context("cannot watch the component directories")?;
+    Ok(Some(watcher))
 }

@@ -2,6 +2,7 @@
 
 use super::{LogCtx, LogLevel, LogSource};
 use crate::bindings::chitin::host::log::{Host, Level};
+use crate::events::CallEvent;
 
 impl From<Level> for LogLevel {
     fn from(level: Level) -> Self {
@@ -17,6 +18,12 @@ impl From<Level> for LogLevel {
 
 impl Host for &mut LogCtx {
     fn log(&mut self, level: Level, message: String) {
-        self.log.lock().push(LogSource::Log, level.into(), &message);
+        let mut log = self.log.lock();
+        let kept = log.push(LogSource::Log, level.into(), &message);
+        if let Some(entry) = kept
+            && self.events.is_listening()
+        {
+            self.events.emit(CallEvent::Log(entry.clone()));
+        }
     }
 }

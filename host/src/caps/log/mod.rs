@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Serialize;
 use wasmtime::component::{HasData, Linker};
 
+use crate::events::CallEvents;
 use crate::limits::floor_char_boundary_len;
 use crate::state::HostState;
 
@@ -37,6 +38,24 @@ pub enum LogLevel {
     Warn,
     /// Something failed.
     Error,
+}
+
+impl LogLevel {
+    /// The level as a number, least severe first (to keep one in an atomic).
+    pub fn rank(self) -> u8 {
+        self as u8
+    }
+
+    /// The level of a [`LogLevel::rank`]; anything past the last is `Error`.
+    pub fn from_rank(rank: u8) -> Self {
+        match rank {
+            0 => Self::Trace,
+            1 => Self::Debug,
+            2 => Self::Info,
+            3 => Self::Warn,
+            _ => Self::Error,
+        }
+    }
 }
 
 /// One entry of a call's log.
@@ -82,11 +101,12 @@ impl CallLog {
         }
     }
 
-    /// Append an entry, cutting it to the per-entry cap; drop it when the log is full.
-    pub fn push(&mut self, source: LogSource, level: LogLevel, message: &str) {
+    /// Append an entry, cutting it to the per-entry cap; drop it when the log is full. Returns
+    /// the entry kept, if any.
+    pub fn push(&mut self, source: LogSource, level: LogLevel, message: &str) -> Option<&LogEntry> {
         if self.entries.len() >= self.max_entries {
             self.dropped += 1;
-            return;
+            return None;
         }
         let truncated = message.len() > self.max_entry_bytes;
         let message = if truncated {
@@ -100,6 +120,7 @@ impl CallLog {
             message,
             truncated,
         });
+        self.entries.last()
     }
 
     /// Take bytes a guest wrote to stdout or stderr: each complete line becomes an entry; a line
@@ -175,6 +196,8 @@ impl SharedLog {
 pub struct LogCtx {
     /// The call's log.
     pub log: SharedLog,
+    /// Where entries from the log import are also reported while the call runs.
+    pub events: CallEvents,
 }
 
 /// `HasData` marker for the log capability.

@@ -1,0 +1,51 @@
+//! `chitin:host/progress`: a call reports how far it got; the reports go to the call's event
+//! sink (see [`crate::events`]) and from there, over MCP, to the agent.
+
+use wasmtime::component::{HasData, Linker};
+
+use crate::bindings::chitin::host::progress::Host;
+use crate::events::{CallEvent, CallEvents};
+use crate::state::HostState;
+
+/// Longest progress message forwarded, in bytes; longer ones are cut.
+const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// The per-call state of the progress capability.
+pub struct ProgressCtx {
+    /// Where the call's reports go.
+    pub events: CallEvents,
+}
+
+impl Host for &mut ProgressCtx {
+    fn report(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
+        if !self.events.is_listening() {
+            return;
+        }
+        let message = message.map(|mut m| {
+            m.truncate(crate::limits::floor_char_boundary_len(
+                &m,
+                MAX_MESSAGE_BYTES,
+            ));
+            m
+        });
+        self.events.emit(CallEvent::Progress {
+            done,
+            total,
+            message,
+        });
+    }
+}
+
+/// `HasData` marker for the progress capability.
+pub struct Progress;
+
+impl HasData for Progress {
+    type Data<'a> = &'a mut ProgressCtx;
+}
+
+/// Link `chitin:host/progress`.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    crate::bindings::chitin::host::progress::add_to_linker::<HostState, Progress>(linker, |s| {
+        &mut s.progress
+    })
+}

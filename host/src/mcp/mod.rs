@@ -1,0 +1,13 @@
+//! The MCP front: serves the loaded tools to agents over stdio or Streamable HTTP. The handler
+//! only dispatches to the host; no tool logic lives here.
+
+pub mod approver;
+pub mod content;
+pub mod http;
+pub mod served;
+mod server;
+pub mod token;
+pub mod watch;
+
+pub use served::Served;
+pub use server::{McpServer, PAGE_SIZE, page, to_mcp_tool};

@@ -1,0 +1,339 @@
+//! The MCP server handler: lists the served host's tools and dispatches calls to it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
+    ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
+};
+#[allow(deprecated)]
+// Logging is deprecated in spec 2026-07-28 but still served to older clients.
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer};
+use serde_json::Value;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::approval::CallContext;
+use crate::caps::log::LogLevel;
+use crate::events::{CallEvent, CallEvents};
+use crate::mcp::approver::ElicitationApprover;
+use crate::mcp::{Served, content};
+use crate::spec::ToolSpec;
+
+/// Tools per `tools/list` page, unless configured otherwise.
+pub const PAGE_SIZE: usize = 100;
+
+/// An MCP server over the served host; one per session (cheap to clone).
+#[derive(Clone)]
+pub struct McpServer {
+    served: Arc<Served>,
+    page_size: usize,
+    /// The least severe log level forwarded as `notifications/message` (`logging/setLevel`).
+    min_log: Arc<AtomicU8>,
+}
+
+impl McpServer {
+    /// Serve the tools of `served`, `page_size` per `tools/list` page.
+    pub fn new(served: Arc<Served>, page_size: usize) -> Self {
+        Self {
+            served,
+            page_size: page_size.max(1),
+            min_log: Arc::new(AtomicU8::new(LogLevel::Info.rank())),
+        }
+    }
+}
+
+impl McpServer {
+    /// The least severe level forwarded for this request: a 2026-07-28 request opts in through
+    /// its `_meta`; a session that began with `initialize` uses its `logging/setLevel` level.
+    fn min_log_for(&self, context: &RequestContext<RoleServer>) -> Option<LogLevel> {
+        #[allow(deprecated)] // Logging is deprecated in 2026-07-28 but still served when asked.
+        if let Some(level) = context.meta.log_level() {
+            return Some(to_log_level(level));
+        }
+        context
+            .protocol_version()
+            .is_some_and(|v| v.has_initialize())
+            .then(|| LogLevel::from_rank(self.min_log.load(Ordering::Relaxed)))
+    }
+}
+
+#[allow(deprecated)] // Logging is deprecated in 2026-07-28 but still served when asked.
+fn to_log_level(level: LoggingLevel) -> LogLevel {
+    match level {
+        LoggingLevel::Debug => LogLevel::Debug,
+        LoggingLevel::Info | LoggingLevel::Notice => LogLevel::Info,
+        LoggingLevel::Warning => LogLevel::Warn,
+        _ => LogLevel::Error,
+    }
+}
+
+/// Forwards one call's reports to the client that made it.
+struct Forward<'a> {
+    tool: &'a str,
+    progress_token: Option<ProgressToken>,
+    /// `None`: the client did not opt in to log messages.
+    min_log: Option<LogLevel>,
+    peer: &'a Peer<RoleServer>,
+}
+
+impl Forward<'_> {
+    /// Send one report as a notification. Progress goes only to a client that asked for it (by
+    /// a progress token); a failed send (client gone) is not the call's failure.
+    #[allow(deprecated)] // Logging is deprecated in spec 2026-07-28 but still served to older clients.
+    async fn send(&self, event: CallEvent) {
+        let sent = match event {
+            CallEvent::Progress {
+                done,
+                total,
+                message,
+            } => {
+                let Some(token) = &self.progress_token else {
+                    return;
+                };
+                let mut param = ProgressNotificationParam::new(token.clone(), done);
+                param.total = total;
+                param.message = message;
+                self.peer.notify_progress(param).await
+            }
+            CallEvent::Log(entry) => {
+                if self.min_log.is_none_or(|min| entry.level < min) {
+                    return;
+                }
+                let level = match entry.level {
+                    LogLevel::Trace | LogLevel::Debug => LoggingLevel::Debug,
+                    LogLevel::Info => LoggingLevel::Info,
+                    LogLevel::Warn => LoggingLevel::Warning,
+                    LogLevel::Error => LoggingLevel::Error,
+                };
+                let mut param =
+                    LoggingMessageNotificationParam::new(level, Value::String(entry.message));
+                param.logger = Some(self.tool.to_owned());
+                self.peer.notify_logging_message(param).await
+            }
+        };
+        if let Err(e) = sent {
+            tracing::debug!(tool = self.tool, error = %e, "cannot forward a call report");
+        }
+    }
+}
+
+/// A tool spec as an MCP tool.
+pub fn to_mcp_tool(spec: &ToolSpec) -> Tool {
+    let a = spec.annotations;
+    let mut tool = Tool::new(
+        spec.name.clone(),
+        spec.description.clone(),
+        Arc::new(as_object(&spec.input_schema)),
+    )
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(a.read_only)
+            .destructive(a.destructive)
+            .idempotent(a.idempotent)
+            .open_world(a.open_world),
+    );
+    if let Some(schema) = &spec.output_schema {
+        tool = tool.with_raw_output_schema(Arc::new(as_object(schema)));
+    }
+    tool
+}
+
+fn as_object(schema: &Value) -> JsonObject {
+    schema.as_object().cloned().unwrap_or_default()
+}
+
+/// One page of `items` from the opaque `cursor` (an offset), and the cursor of the next page.
+pub fn page<T: Clone>(
+    items: &[T],
+    cursor: Option<&str>,
+    size: usize,
+) -> Result<(Vec<T>, Option<String>), String> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => c
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n <= items.len())
+            .ok_or_else(|| format!("invalid cursor `{c}`"))?,
+    };
+    let end = (start + size).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items[start..end].to_vec(), next))
+}
+
+impl ServerHandler for McpServer {
+    #[allow(deprecated)] // Logging is deprecated in 2026-07-28 but still served when asked.
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new("chitin", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "chitin: every tool runs in a fresh WebAssembly sandbox. Tool errors come back as \
+                 results with isError set and the error kind first (invalid-args, not-found, \
+                 permission-denied, invalid-path, execution-failed, timeout, rate-limited, \
+                 external-service).",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools: Vec<Tool> = self.served.host().tools().map(to_mcp_tool).collect();
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        let (items, next) =
+            page(&tools, cursor, self.page_size).map_err(|e| ErrorData::invalid_params(e, None))?;
+        let mut result = ListToolsResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = match &request.arguments {
+            Some(object) => Value::Object(object.clone()).to_string(),
+            None => "{}".to_owned(),
+        };
+        let host = self.served.host();
+        let (events, mut reports) = CallEvents::channel();
+        let forward = Forward {
+            tool: &request.name,
+            progress_token: context.meta.get_progress_token(),
+            min_log: self.min_log_for(&context),
+            peer: &context.peer,
+        };
+        let legacy_session = context
+            .protocol_version()
+            .is_some_and(|v| v.has_initialize());
+        let can_elicit = context
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some();
+        let ctx = CallContext {
+            approver: Arc::new(ElicitationApprover::new(
+                context.peer.clone(),
+                can_elicit,
+                legacy_session,
+            )),
+            user: "mcp".into(),
+            events,
+        };
+        let call = host.call_in(&request.name, &args, &ctx);
+        tokio::pin!(call);
+        // Reports are forwarded while the call runs. A `notifications/cancelled` drops the call
+        // future: the store yields at every epoch tick, so the instance stops within a tick and
+        // is freed with its store.
+        let report = loop {
+            tokio::select! {
+                biased;
+                () = context.ct.cancelled() => {
+                    tracing::info!(tool = %request.name, "call cancelled by the client");
+                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+                Some(event) = reports.recv() => forward.send(event).await,
+                report = &mut call => break report,
+            }
+        };
+        while let Ok(event) = reports.try_recv() {
+            forward.send(event).await;
+        }
+        let result = match report.result {
+            Ok(output) => content::success(output),
+            Err(e) => content::failure(&e),
+        };
+        Ok(result.into())
+    }
+
+    #[allow(deprecated)] // Logging is deprecated in spec 2026-07-28 but still served to older clients.
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.min_log
+            .store(to_log_level(request.level).rank(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Sessions that began with `initialize` (spec 2025-11-25 and earlier) get
+    /// `notifications/tools/list_changed` whenever the served tool set changes.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut changes = self.served.subscribe();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            loop {
+                match changes.recv().await {
+                    Ok(()) | Err(RecvError::Lagged(_)) => {
+                        if peer.notify_tool_list_changed().await.is_err() {
+                            break; // The session is gone.
+                        }
+                    }
+                    Err(RecvError::Closed) => break,
+                }
+            }
+        });
+    }
+
+    /// Spec 2026-07-28 clients ask for tool-list changes through `subscriptions/listen`.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        (requested.tools_list_changed == Some(true))
+            .then(|| SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.served.subscribe();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                change = changes.recv() => match change {
+                    Ok(()) | Err(RecvError::Lagged(_)) => {
+                        if context.sink().notify_tool_list_changed().await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_follow_each_other_until_the_end() {
+        let items: Vec<u32> = (0..5).collect();
+        let (first, next) = page(&items, None, 2).expect("page");
+        assert_eq!((first, next.as_deref()), (vec![0, 1], Some("2")));
+        let (second, next) = page(&items, next.as_deref(), 2).expect("page");
+        assert_eq!((second, next.as_deref()), (vec![2, 3], Some("4")));
+        let (last, next) = page(&items, next.as_deref(), 2).expect("page");
+        assert_eq!((last, next), (vec![4], None));
+    }
+
+    #[test]
+    fn a_bad_cursor_is_refused() {
+        let items = [1, 2];
+        assert!(page(&items, Some("x"), 2).is_err());
+        assert!(page(&items, Some("9"), 2).is_err());
+    }
+}

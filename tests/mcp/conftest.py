@@ -1,0 +1,85 @@
+"""Shared fixtures of the MCP client tests: where the binary and components are, and a running
+`chitin serve --http` on a free loopback port."""
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TARGET = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+CHITIN = pathlib.Path(os.environ.get("CHITIN_BIN", TARGET / "debug" / "chitin"))
+COMPONENTS = REPO / "build" / "components"
+FIXTURES = REPO / "build" / "fixtures"
+HOSTILE = FIXTURES / "test-hostile.wasm"
+CONFORMANCE = FIXTURES / "test-conformance.wasm"
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+class HttpServer:
+    """A `chitin serve --http` child process; `url`, `token`, `host` (host:port) and its stderr."""
+
+    def __init__(self, args, data_dir):
+        assert CHITIN.is_file(), f"{CHITIN} missing: cargo build --bin chitin (just test does)"
+        self.data_dir = pathlib.Path(data_dir)
+        self.stderr_path = self.data_dir / "serve.stderr"
+        self.stderr = open(self.stderr_path, "w+")
+        env = {"CHITIN_DATA_DIR": str(self.data_dir), "PATH": os.environ.get("PATH", "")}
+        self.process = subprocess.Popen(
+            [str(CHITIN), "serve", "--http", "127.0.0.1:0", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
+            env=env,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            text = self.log()
+            found = re.search(r"at http://(127\.0\.0\.1:\d+)/mcp", text)
+            if found:
+                break
+            assert self.process.poll() is None, f"chitin serve exited:\n{text}"
+            assert time.monotonic() < deadline, f"chitin serve did not start:\n{text}"
+            time.sleep(0.05)
+        self.host = found.group(1)
+        self.url = f"http://{self.host}/mcp"
+        self.token = (self.data_dir / "http-token").read_text().strip()
+
+    def log(self) -> str:
+        return self.stderr_path.read_text()
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def http_server():
+    data = tempfile.mkdtemp(prefix="chitin-mcp-http-")
+    server = HttpServer(
+        [
+            "-v",
+            "--page-size", "5",
+            "--components", str(COMPONENTS),
+            "--components", str(HOSTILE),
+            "--components", str(CONFORMANCE),
+        ],
+        data,
+    )
+    yield server
+    server.stop()
+    shutil.rmtree(data, ignore_errors=True)

@@ -1,0 +1,197 @@
+"""chitin serve --http (Streamable HTTP), driven by the official MCP Python SDK as a client, in
+both spec eras: 2025-11-25 (initialize handshake, "legacy") and 2026-07-28 ("auto" discovers)."""
+
+import json
+import pathlib
+import shutil
+import tempfile
+import time
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import COMPONENTS, HttpServer
+
+MODES = ["legacy", "auto"]
+
+
+def client(server, mode, **kwargs) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.token}"}, timeout=30)
+    return Client(streamable_http_client(server.url, http_client=http), mode=mode, **kwargs)
+
+
+def text_of(result) -> str:
+    return "".join(block.text for block in result.content if block.type == "text")
+
+
+async def all_tools(c):
+    """Every tool, following the pages; also returns the number of pages."""
+    tools, cursor, pages = [], None, 0
+    while True:
+        page = await c.list_tools(cursor=cursor)
+        tools += page.tools
+        pages += 1
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools, pages
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_lists_every_tool_across_pages_in_order(http_server, mode):
+    async with client(http_server, mode) as c:
+        tools, pages = await all_tools(c)
+        names = [t.name for t in tools]
+        assert names == sorted(names)
+        assert len(set(names)) == len(names)
+        assert {"echo", "spin", "test_simple_text"} <= set(names)
+        # The server runs with --page-size 5.
+        assert pages == -(-len(names) // 5) and pages > 1
+        echo = next(t for t in tools if t.name == "echo")
+        assert echo.annotations.read_only_hint is True
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_calls_echo_with_structured_content(http_server, mode):
+    async with client(http_server, mode) as c:
+        result = await c.call_tool("echo", {"message": "over http"})
+        assert not result.is_error
+        assert result.structured_content == {"message": "over http"}
+        assert json.loads(text_of(result)) == {"message": "over http"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_tool_error_is_an_is_error_result(http_server, mode):
+    async with client(http_server, mode) as c:
+        bad = await c.call_tool("echo", {"message": 5})
+        assert bad.is_error and text_of(bad).startswith("invalid-args:")
+        failed = await c.call_tool("test_error_handling", {})
+        assert failed.is_error
+        assert "This tool intentionally returns an error for testing" in text_of(failed)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_content_blocks_from_a_component_reach_the_client(http_server, mode):
+    async with client(http_server, mode) as c:
+        mixed = await c.call_tool("test_multiple_content_types", {})
+        assert [b.type for b in mixed.content] == ["text", "image", "resource"]
+        assert mixed.content[1].mime_type == "image/png"
+        assert mixed.content[2].resource.uri == "test://mixed-content-resource"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_progress_reports_arrive_during_the_call(http_server, mode):
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, total))
+
+    async with client(http_server, mode) as c:
+        result = await c.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
+        assert not result.is_error
+    assert seen == [(0, 100), (50, 100), (100, 100)]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_log_entries_arrive_as_log_messages(http_server, mode):
+    messages = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams):
+        messages.append(params.data)
+
+    async with client(http_server, mode, logging_callback=on_log, log_level="info") as c:
+        result = await c.call_tool("test_tool_with_logging", {})
+        assert not result.is_error
+    assert messages == ["Tool execution started", "Tool processing data", "Tool execution completed"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_cancelling_a_runaway_call_frees_it_within_a_second(http_server, mode):
+    async with client(http_server, mode) as c:
+        before = http_server.log().count("call cancelled by the client")
+        with anyio.move_on_after(0.5):
+            await c.call_tool("spin", {})
+        cancelled_at = time.monotonic()
+        while http_server.log().count("call cancelled by the client") == before:
+            assert time.monotonic() - cancelled_at < 1.0, "the spinning call was not dropped"
+            await anyio.sleep(0.02)
+        # The server carries on.
+        again = await c.call_tool("echo", {"message": "after cancel"})
+        assert again.structured_content == {"message": "after cancel"}
+
+
+def raw_post(server, headers):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    return httpx2.post(server.url, json=body, headers={**base, **headers}, timeout=10)
+
+
+def test_a_missing_or_wrong_token_is_refused(http_server):
+    missing = raw_post(http_server, {})
+    assert missing.status_code == 401
+    assert "Bearer" in missing.headers["www-authenticate"]
+    wrong = raw_post(http_server, {"Authorization": "Bearer " + "0" * len(http_server.token)})
+    assert wrong.status_code == 401
+    right = raw_post(http_server, {"Authorization": f"Bearer {http_server.token}"})
+    assert right.status_code == 200
+
+
+def test_a_foreign_host_or_origin_is_refused(http_server):
+    auth = {"Authorization": f"Bearer {http_server.token}"}
+    foreign_host = raw_post(http_server, {**auth, "Host": "evil.example:80"})
+    assert foreign_host.status_code == 403
+    foreign_origin = raw_post(http_server, {**auth, "Origin": "http://evil.example"})
+    assert foreign_origin.status_code == 403
+    own_origin = raw_post(http_server, {**auth, "Origin": f"http://{http_server.host}"})
+    assert own_origin.status_code == 200
+
+
+def test_a_body_over_one_mib_is_refused(http_server):
+    huge = "x" * (1024 * 1024 + 1)
+    response = httpx2.post(
+        http_server.url,
+        content=huge,
+        headers={"Authorization": f"Bearer {http_server.token}",
+                 "Content-Type": "application/json",
+                 "Accept": "application/json, text/event-stream"},
+        timeout=10,
+    )
+    assert response.status_code == 413
+
+
+@pytest.mark.anyio
+async def test_adding_a_component_notifies_tools_list_changed():
+    data = tempfile.mkdtemp(prefix="chitin-mcp-reload-")
+    components = pathlib.Path(data) / "components"
+    components.mkdir()
+    shutil.copy(COMPONENTS / "echo.wasm", components / "echo.wasm")
+    server = HttpServer(["--components", str(components)], data)
+    changed = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    try:
+        async with client(server, "legacy", message_handler=on_message) as c:
+            before = {t.name for t in (await c.list_tools()).tools}
+            assert before == {"echo"}
+            shutil.copy(COMPONENTS / "time.wasm", components / "time.wasm")
+            with anyio.fail_after(20):
+                await changed.wait()
+            after = {t.name for t in (await c.list_tools(cache_mode="refresh")).tools}
+            assert after == {"echo", "time"}
+    finally:
+        server.stop()
+        shutil.rmtree(data, ignore_errors=True)
