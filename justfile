@@ -64,6 +64,7 @@ wasm-target:
 bench: build-components build-fixtures
     cargo bench -p chitin-host --bench runtime
     cargo bench -p chitin-host --bench process
+    cargo bench -p chitin-host --bench fs_memory
 
 # MCP round trips (stdio and HTTP, p50/p99, calls/s with 8 HTTP clients), printed as a table.
 bench-mcp: build-components

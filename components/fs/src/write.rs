@@ -37,7 +37,16 @@ pub fn write_file(ws: &Workspace, args: WriteArgs) -> Result<WriteOutput, ToolEr
     check_size(&path, args.content.len())?;
     let target = path.under(&ws.root);
     if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent).map_err(|e| error(&path, "create the parents of", e))?;
+        fs::create_dir_all(parent).map_err(|e| match e.kind() {
+            // A parent that "exists" but cannot be entered: a file, or a symlink whose target
+            // the grant does not reach.
+            std::io::ErrorKind::AlreadyExists => ToolError::permission_denied(format!(
+                "cannot create the parents of `{}`: one exists but is not a directory inside \
+                 the grant",
+                path.display()
+            )),
+            _ => error(&path, "create the parents of", e),
+        })?;
     }
     let created = fs::symlink_metadata(&target).is_err();
     fs::write(&target, &args.content).map_err(|e| error(&path, "write", e))?;

@@ -70,26 +70,22 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
         })
 }
 
-/// Entries in write order: `(sequence number, meta)`.
-pub type Entries = Vec<(u64, Meta)>;
-
-/// For each document, the sequence number from which its entries are live (its last
-/// overwrite, or 0).
-pub fn live_from(entries: &Entries) -> HashMap<&str, u64> {
-    let mut from: HashMap<&str, u64> = HashMap::new();
-    for (seq, meta) in entries {
-        let start = from.entry(meta.path.as_str()).or_insert(0);
-        if meta.replace && *seq > *start {
-            *start = *seq;
-        }
-    }
-    from
+/// What a search keeps of one entry: only the counts of the query's terms, so that ranking
+/// thousands of entries fits the call's memory limit.
+struct Scored {
+    seq: u64,
+    doc: u32,
+    replace: bool,
+    len: u32,
+    tf: Vec<u32>,
 }
 
-/// Whether the entry `seq` of `meta` is live under `from`.
-pub fn is_live(from: &HashMap<&str, u64>, seq: u64, meta: &Meta) -> bool {
-    from.get(meta.path.as_str())
-        .is_none_or(|start| seq >= *start)
+/// The entries of a search, gathered one at a time in write order, then ranked.
+pub struct Corpus {
+    query: Vec<String>,
+    docs: Vec<String>,
+    ids: HashMap<String, u32>,
+    entries: Vec<Scored>,
 }
 
 /// One ranked document.
@@ -103,66 +99,116 @@ pub struct Hit {
     pub seq: u64,
 }
 
-/// The `limit` best documents for `query` by BM25 over live entries, best first (ties by
-/// path), and how many documents matched at all.
-pub fn rank(entries: &Entries, query: &str, limit: usize) -> (Vec<Hit>, usize) {
-    let query: Vec<String> = {
+impl Corpus {
+    /// An empty corpus for `query`.
+    pub fn new(query: &str) -> Self {
         let mut seen = HashSet::new();
-        tokens(query).filter(|t| seen.insert(t.clone())).collect()
-    };
-    let from = live_from(entries);
-    let live: Vec<&(u64, Meta)> = entries
-        .iter()
-        .filter(|(seq, meta)| is_live(&from, *seq, meta))
-        .collect();
-    if live.is_empty() || query.is_empty() {
-        return (Vec::new(), 0);
-    }
-    let n = live.len() as f64;
-    let avg_len = live.iter().map(|(_, m)| f64::from(m.len)).sum::<f64>() / n;
-    let idf: Vec<f64> = query
-        .iter()
-        .map(|term| {
-            let df = live
-                .iter()
-                .filter(|(_, m)| m.terms.contains_key(term))
-                .count() as f64;
-            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-        })
-        .collect();
-    let mut best: HashMap<&str, Hit> = HashMap::new();
-    for (seq, meta) in &live {
-        let norm = K1 * (1.0 - B + B * f64::from(meta.len) / avg_len.max(1.0));
-        let score: f64 = query
-            .iter()
-            .zip(&idf)
-            .filter_map(|(term, idf)| {
-                let tf = f64::from(*meta.terms.get(term)?);
-                Some(idf * tf * (K1 + 1.0) / (tf + norm))
-            })
-            .sum();
-        if score <= 0.0 {
-            continue;
+        Self {
+            query: tokens(query).filter(|t| seen.insert(t.clone())).collect(),
+            docs: Vec::new(),
+            ids: HashMap::new(),
+            entries: Vec::new(),
         }
-        let slot = best.entry(meta.path.as_str()).or_insert(Hit {
-            path: meta.path.clone(),
-            score,
-            seq: *seq,
+    }
+
+    /// Adds entry `seq`.
+    pub fn add(&mut self, seq: u64, meta: &Meta) {
+        let next = self.docs.len() as u32;
+        let doc = *self.ids.entry(meta.path.clone()).or_insert_with(|| {
+            self.docs.push(meta.path.clone());
+            next
         });
-        if score > slot.score {
-            slot.score = score;
-            slot.seq = *seq;
-        }
+        let tf = self
+            .query
+            .iter()
+            .map(|term| meta.terms.get(term).copied().unwrap_or(0))
+            .collect();
+        self.entries.push(Scored {
+            seq,
+            doc,
+            replace: meta.replace,
+            len: meta.len,
+            tf,
+        });
     }
-    let matched = best.len();
-    let mut hits: Vec<Hit> = best.into_values().collect();
-    hits.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| a.path.cmp(&b.path))
-    });
-    hits.truncate(limit);
-    (hits, matched)
+
+    /// The `limit` best documents by BM25 over live entries, best first (ties by path), and
+    /// how many documents matched at all.
+    pub fn rank(&self, limit: usize) -> (Vec<Hit>, usize) {
+        let mut live_from = vec![0u64; self.docs.len()];
+        for e in &self.entries {
+            if e.replace {
+                live_from[e.doc as usize] = live_from[e.doc as usize].max(e.seq);
+            }
+        }
+        let live: Vec<&Scored> = self
+            .entries
+            .iter()
+            .filter(|e| e.seq >= live_from[e.doc as usize])
+            .collect();
+        if live.is_empty() || self.query.is_empty() {
+            return (Vec::new(), 0);
+        }
+        let n = live.len() as f64;
+        let avg_len = live.iter().map(|e| f64::from(e.len)).sum::<f64>() / n;
+        let idf: Vec<f64> = (0..self.query.len())
+            .map(|i| {
+                let df = live.iter().filter(|e| e.tf[i] > 0).count() as f64;
+                (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+            })
+            .collect();
+        let mut best: HashMap<u32, (f64, u64)> = HashMap::new();
+        for e in &live {
+            let norm = K1 * (1.0 - B + B * f64::from(e.len) / avg_len.max(1.0));
+            let score: f64 =
+                e.tf.iter()
+                    .zip(&idf)
+                    .filter(|(tf, _)| **tf > 0)
+                    .map(|(tf, idf)| {
+                        let tf = f64::from(*tf);
+                        idf * tf * (K1 + 1.0) / (tf + norm)
+                    })
+                    .sum();
+            if score <= 0.0 {
+                continue;
+            }
+            let slot = best.entry(e.doc).or_insert((score, e.seq));
+            if score > slot.0 {
+                *slot = (score, e.seq);
+            }
+        }
+        let matched = best.len();
+        let mut hits: Vec<Hit> = best
+            .into_iter()
+            .map(|(doc, (score, seq))| Hit {
+                path: self.docs[doc as usize].clone(),
+                score,
+                seq,
+            })
+            .collect();
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.path.cmp(&b.path))
+        });
+        hits.truncate(limit);
+        (hits, matched)
+    }
+}
+
+/// Which entries of one document are live: those from its last overwrite on.
+pub fn live_entries(entries: &[(u64, bool)]) -> Vec<u64> {
+    let from = entries
+        .iter()
+        .filter(|(_, replace)| *replace)
+        .map(|(seq, _)| *seq)
+        .max()
+        .unwrap_or(0);
+    entries
+        .iter()
+        .map(|(seq, _)| *seq)
+        .filter(|seq| *seq >= from)
+        .collect()
 }
 
 /// A short passage of `text` around the first occurrence of a query term.
@@ -199,11 +245,12 @@ fn floor_char(text: &str, mut at: usize) -> usize {
 mod tests {
     use super::*;
 
-    fn corpus(docs: &[(&str, bool, &str)]) -> Entries {
-        docs.iter()
-            .enumerate()
-            .map(|(i, (path, replace, text))| (i as u64 + 1, Meta::of(path, *replace, text)))
-            .collect()
+    fn rank(docs: &[(&str, bool, &str)], query: &str, limit: usize) -> (Vec<Hit>, usize) {
+        let mut corpus = Corpus::new(query);
+        for (i, (path, replace, text)) in docs.iter().enumerate() {
+            corpus.add(i as u64 + 1, &Meta::of(path, *replace, text));
+        }
+        corpus.rank(limit)
     }
 
     #[test]
@@ -214,7 +261,7 @@ mod tests {
 
     #[test]
     fn bm25_prefers_rarer_terms_and_shorter_documents() {
-        let entries = corpus(&[
+        let docs = [
             ("a.md", true, "rust rust rust compiler"),
             (
                 "b.md",
@@ -223,8 +270,8 @@ mod tests {
             ),
             ("c.md", true, "python interpreter"),
             ("d.md", true, "the borrow checker in rust"),
-        ]);
-        let (hits, matched) = rank(&entries, "rust borrow", 10);
+        ];
+        let (hits, matched) = rank(&docs, "rust borrow", 10);
         assert_eq!(matched, 3);
         let order: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
         assert_eq!(order, ["d.md", "a.md", "b.md"]);
@@ -233,26 +280,35 @@ mod tests {
 
     #[test]
     fn overwritten_entries_are_not_found() {
-        let entries = corpus(&[
+        let docs = [
             ("a.md", false, "old secret plan"),
             ("a.md", false, "appended line"),
             ("a.md", true, "new content"),
             ("a.md", false, "more plans"),
-        ]);
-        assert_eq!(rank(&entries, "secret", 10).1, 0);
-        assert_eq!(rank(&entries, "appended", 10).1, 0);
-        let (hits, _) = rank(&entries, "plans content", 10);
+        ];
+        assert_eq!(rank(&docs, "secret", 10).1, 0);
+        assert_eq!(rank(&docs, "appended", 10).1, 0);
+        let (hits, _) = rank(&docs, "plans content", 10);
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].path, "a.md");
     }
 
     #[test]
     fn limit_and_empty_queries() {
-        let entries = corpus(&[("a", true, "x1 y1"), ("b", true, "x1"), ("c", true, "x1")]);
-        assert_eq!(rank(&entries, "x1", 2).0.len(), 2);
-        assert_eq!(rank(&entries, "x1", 2).1, 3);
-        assert_eq!(rank(&entries, "!!", 5), (vec![], 0));
-        assert_eq!(rank(&Vec::new(), "x1", 5), (vec![], 0));
+        let docs = [("a", true, "x1 y1"), ("b", true, "x1"), ("c", true, "x1")];
+        assert_eq!(rank(&docs, "x1", 2).0.len(), 2);
+        assert_eq!(rank(&docs, "x1", 2).1, 3);
+        assert_eq!(rank(&docs, "!!", 5), (vec![], 0));
+        assert_eq!(rank(&[], "x1", 5), (vec![], 0));
+    }
+
+    #[test]
+    fn live_entries_start_at_the_last_overwrite() {
+        assert_eq!(live_entries(&[(1, false), (2, false)]), [1, 2]);
+        assert_eq!(
+            live_entries(&[(1, true), (3, false), (5, true), (7, false)]),
+            [5, 7]
+        );
     }
 
     #[test]

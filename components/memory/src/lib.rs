@@ -11,7 +11,7 @@ mod index;
 mod store;
 mod target;
 
-use index::{Meta, is_live, live_from, rank, snippet};
+use index::{Corpus, Meta, live_entries, snippet};
 use store::Memory;
 
 /// Largest content one write accepts.
@@ -90,13 +90,13 @@ struct ReadOutput {
 fn memory_read(args: ReadArgs) -> Result<ReadOutput, ToolError> {
     let path = target::normalise(&args.path)?;
     let memory = Memory::open()?;
-    let entries = memory.entries()?;
-    let from = live_from(&entries);
-    let seqs: Vec<u64> = entries
-        .iter()
-        .filter(|(seq, meta)| meta.path == path && is_live(&from, *seq, meta))
-        .map(|(seq, _)| *seq)
-        .collect();
+    let mut entries = Vec::new();
+    memory.scan(|seq, meta| {
+        if meta.path == path {
+            entries.push((seq, meta.replace));
+        }
+    })?;
+    let seqs = live_entries(&entries);
     if seqs.is_empty() {
         return Err(ToolError::not_found(format!("no memory document `{path}`")));
     }
@@ -155,17 +155,15 @@ fn memory_tree(args: TreeArgs) -> Result<TreeOutput, ToolError> {
         Some(raw) => target::normalise(raw)?,
     };
     let depth = args.depth.unwrap_or(DEFAULT_DEPTH).clamp(1, MAX_DEPTH);
-    let entries = Memory::open()?.entries()?;
-    let from = live_from(&entries);
-    let docs: BTreeSet<&str> = entries
-        .iter()
-        .filter(|(seq, meta)| is_live(&from, *seq, meta))
-        .map(|(_, meta)| meta.path.as_str())
-        .collect();
+    // Every document with an entry has a live one (its last overwrite, or its appends).
+    let mut docs: BTreeSet<String> = BTreeSet::new();
+    Memory::open()?.scan(|_, meta| {
+        docs.insert(meta.path);
+    })?;
     let base_parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
     let mut nodes: BTreeSet<(Vec<&str>, NodeKind)> = BTreeSet::new();
     let mut found = base_parts.is_empty();
-    for doc in docs {
+    for doc in &docs {
         let parts: Vec<&str> = doc.split('/').collect();
         if parts.len() < base_parts.len() || parts[..base_parts.len()] != base_parts[..] {
             continue;
@@ -228,8 +226,9 @@ struct SearchOutput {
 fn memory_search(args: SearchArgs) -> Result<SearchOutput, ToolError> {
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let memory = Memory::open()?;
-    let entries = memory.entries()?;
-    let (hits, matched) = rank(&entries, &args.query, limit);
+    let mut corpus = Corpus::new(&args.query);
+    memory.scan(|seq, meta| corpus.add(seq, &meta))?;
+    let (hits, matched) = corpus.rank(limit);
     let seqs: Vec<u64> = hits.iter().map(|h| h.seq).collect();
     let texts = memory.texts(&seqs)?;
     Ok(SearchOutput {

@@ -5,7 +5,7 @@
 
 use chitin_sdk::ToolError;
 
-use crate::index::{Entries, Meta};
+use crate::index::Meta;
 
 mod bindings {
     wit_bindgen::generate!({
@@ -53,17 +53,17 @@ impl Memory {
         Ok(seq)
     }
 
-    /// Every stored write's postings, in write order. A number handed out whose write has not
-    /// landed (in flight, or its writer died) is skipped.
-    pub fn entries(&self) -> Result<Entries, ToolError> {
+    /// Visits every stored write's postings in write order, a page at a time (only one page is
+    /// held in memory). A number handed out whose write has not landed (in flight, or its
+    /// writer died) is skipped.
+    pub fn scan(&self, mut visit: impl FnMut(u64, Meta)) -> Result<(), ToolError> {
         let last = match self.bucket.get(SEQ).map_err(failed)? {
-            None => return Ok(Vec::new()),
+            None => return Ok(()),
             Some(bytes) => std::str::from_utf8(&bytes)
                 .ok()
                 .and_then(|s| s.parse::<u64>().ok())
                 .ok_or_else(|| ToolError::execution_failed("memory counter is corrupt"))?,
         };
-        let mut entries = Vec::new();
         let mut start = 1;
         while start <= last {
             let end = (start + PAGE - 1).min(last);
@@ -74,12 +74,12 @@ impl Memory {
                     let meta: Meta = serde_json::from_slice(&bytes).map_err(|e| {
                         ToolError::execution_failed(format!("memory entry {seq} is corrupt: {e}"))
                     })?;
-                    entries.push((seq, meta));
+                    visit(seq, meta);
                 }
             }
             start = end + 1;
         }
-        Ok(entries)
+        Ok(())
     }
 
     /// The texts of the writes `seqs`, in order.

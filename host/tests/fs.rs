@@ -1,0 +1,413 @@
+//! The `fs` component under real grants: every path attack of "Paths" in the adversarial list
+//! is refused (by the component's lexical checks or by the host's preopen), and nothing outside
+//! the grant is read or changed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use chitin_host::{Host, Limits, Runtime, ToolError};
+use common::{component, policy, services, test_engine};
+use serde_json::{Value, json};
+
+/// The fs component re-embedded with a manifest granting `files` (TOML array items).
+fn fs_granting(dir: &Path, files: &str) -> PathBuf {
+    let bytes = std::fs::read(component("fs")).expect("fs.wasm");
+    let manifest = format!(
+        "schema = 1\n[component]\nname = \"fs\"\nnamespace = \"chitin\"\nversion = \"0.1.0\"\n\
+         publisher = \"chitin\"\ndescription = \"fs under test\"\n\
+         [capabilities.files]\npaths = [{files}]\n"
+    );
+    let out = dir.join("fs-variant.wasm");
+    let bytes = chitin_registry::artifact::embed_manifest(&bytes, &manifest).expect("embed");
+    std::fs::write(&out, bytes).expect("write variant");
+    out
+}
+
+/// A host over `<tmp>/workspace`, with an "outside" sibling named to confuse prefix checks
+/// (`<tmp>/workspace-evil`) holding a secret.
+struct Setup {
+    host: Host,
+    root: tempfile::TempDir,
+    outside: PathBuf,
+}
+
+impl Setup {
+    /// The stock fs component (whole workspace, read-write).
+    async fn new() -> Self {
+        Self::granting(None, |_| {}).await
+    }
+
+    /// The fs component granted `files`, after `prepare` has shaped the workspace (grants are
+    /// resolved at load, so granted sub-paths must exist by then).
+    async fn granting(files: Option<&str>, prepare: impl FnOnce(&Path)) -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        let ws = root.path().join("workspace");
+        let outside = root.path().join("workspace-evil");
+        for dir in [&ws, &outside, &root.path().join("data")] {
+            std::fs::create_dir_all(dir).expect("mkdir");
+        }
+        std::fs::write(outside.join("secret.txt"), "TOP SECRET\n").expect("secret");
+        prepare(&ws);
+        let wasm = match files {
+            Some(files) => fs_granting(root.path(), files),
+            None => component("fs"),
+        };
+        let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+        let services = services(&root.path().join("data"), &ws);
+        let mut host = Host::new(runtime, policy(roomy()), services);
+        host.load_path(&wasm).await.expect("load fs");
+        Setup {
+            host,
+            root,
+            outside,
+        }
+    }
+
+    fn ws(&self) -> PathBuf {
+        self.root.path().join("workspace")
+    }
+
+    async fn ok(&self, tool: &str, args: Value) -> Value {
+        match self.host.call(tool, &args.to_string()).await.result {
+            Ok(out) => out.json().expect("JSON"),
+            Err(e) => panic!("{tool} {args}: {e}"),
+        }
+    }
+
+    async fn err(&self, tool: &str, args: Value) -> ToolError {
+        match self.host.call(tool, &args.to_string()).await.result {
+            Ok(out) => panic!("{tool} {args} succeeded: {}", out.text),
+            Err(e) => e,
+        }
+    }
+
+    /// The outside directory still holds exactly the secret, unchanged.
+    fn outside_untouched(&self) {
+        let names: Vec<String> = std::fs::read_dir(&self.outside)
+            .expect("read outside")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["secret.txt"], "something was created outside");
+        assert_eq!(
+            std::fs::read_to_string(self.outside.join("secret.txt")).expect("secret"),
+            "TOP SECRET\n"
+        );
+    }
+}
+
+/// One compile cache for the whole test binary: each variant compiles once.
+fn cache() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
+        .path()
+}
+
+/// Limits with room for the tool's own caps: a 5 MiB write needs more than the default 10 MiB
+/// of memory (arguments and decoded content), a 1 MiB read more than the default 64 KiB result.
+fn roomy() -> Limits {
+    Limits {
+        memory_bytes: 64 * 1024 * 1024,
+        output_bytes: 4 * 1024 * 1024,
+        ..Limits::default()
+    }
+}
+
+fn is_refusal(e: &ToolError) -> bool {
+    matches!(
+        e,
+        ToolError::InvalidPath(_) | ToolError::PermissionDenied(_)
+    )
+}
+
+#[tokio::test]
+async fn lexical_escapes_are_invalid_path_for_every_tool() {
+    let s = Setup::new().await;
+    let evil = "workspace-evil";
+    let escapes = [
+        s.outside.join("secret.txt").display().to_string(),
+        "/etc/passwd".into(),
+        format!("../{evil}/secret.txt"),
+        format!("a/b/../../../{evil}/secret.txt"),
+        format!("./.././{evil}/secret.txt"),
+        "secret\0.txt".into(),
+        "C:\\Windows\\system.ini".into(),
+        "c:/x".into(),
+        "..\\..\\etc\\passwd".into(),
+        format!("{}/x", "a/".repeat(3000)),
+    ];
+    for path in &escapes {
+        for (tool, args) in [
+            ("read_file", json!({"path": path})),
+            ("write_file", json!({"path": path, "content": "pwned"})),
+            ("list_dir", json!({"path": path})),
+            (
+                "apply_patch",
+                json!({"path": path, "old_string": "TOP", "new_string": "pwned"}),
+            ),
+            ("grep", json!({"pattern": "SECRET", "path": path})),
+            ("glob", json!({"pattern": "*", "path": path})),
+        ] {
+            let e = s.err(tool, args).await;
+            assert!(
+                matches!(e, ToolError::InvalidPath(_)),
+                "{tool} {path:?}: {e}"
+            );
+        }
+    }
+    for pattern in [format!("../{evil}/*"), "/etc/*".into()] {
+        let e = s.err("glob", json!({"pattern": pattern})).await;
+        assert!(matches!(e, ToolError::InvalidPath(_)), "{pattern}: {e}");
+    }
+    s.outside_untouched();
+}
+
+#[tokio::test]
+async fn a_file_symlink_out_of_the_workspace_is_refused() {
+    let s = Setup::new().await;
+    std::os::unix::fs::symlink(s.outside.join("secret.txt"), s.ws().join("link.txt"))
+        .expect("symlink");
+    let e = s.err("read_file", json!({"path": "link.txt"})).await;
+    assert!(is_refusal(&e), "{e}");
+    assert!(!e.to_string().contains("TOP SECRET"), "{e}");
+    let e = s
+        .err(
+            "write_file",
+            json!({"path": "link.txt", "content": "pwned"}),
+        )
+        .await;
+    assert!(is_refusal(&e), "{e}");
+    let e = s
+        .err(
+            "apply_patch",
+            json!({"path": "link.txt", "old_string": "TOP", "new_string": "pwned"}),
+        )
+        .await;
+    assert!(is_refusal(&e), "{e}");
+    let out = s.ok("grep", json!({"pattern": "SECRET"})).await;
+    assert_eq!(out["matches"], json!([]));
+    let out = s.ok("list_dir", json!({})).await;
+    assert_eq!(
+        out["entries"],
+        json!([{"path": "link.txt", "type": "symlink", "size": 0}])
+    );
+    s.outside_untouched();
+}
+
+#[tokio::test]
+async fn a_directory_symlink_out_of_the_workspace_is_refused() {
+    let s = Setup::new().await;
+    std::os::unix::fs::symlink(&s.outside, s.ws().join("door")).expect("symlink");
+    let e = s.err("read_file", json!({"path": "door/secret.txt"})).await;
+    assert!(is_refusal(&e), "{e}");
+    let e = s
+        .err(
+            "write_file",
+            json!({"path": "door/new.txt", "content": "pwned"}),
+        )
+        .await;
+    assert!(is_refusal(&e), "{e}");
+    let e = s
+        .err(
+            "write_file",
+            json!({"path": "door/sub/new.txt", "content": "pwned"}),
+        )
+        .await;
+    assert!(is_refusal(&e), "{e}");
+    let e = s.err("list_dir", json!({"path": "door"})).await;
+    assert!(is_refusal(&e), "{e}");
+    let e = s
+        .err("grep", json!({"pattern": "SECRET", "path": "door"}))
+        .await;
+    assert!(is_refusal(&e), "{e}");
+    let out = s.ok("glob", json!({"pattern": "**/*.txt"})).await;
+    assert_eq!(out["paths"], json!([]));
+    let out = s.ok("list_dir", json!({"recursive": true})).await;
+    assert_eq!(out["entries"].as_array().expect("entries").len(), 1);
+    s.outside_untouched();
+}
+
+#[tokio::test]
+async fn a_narrowed_grant_does_not_admit_a_prefix_sibling() {
+    let s = Setup::granting(Some(r#"{ path = "ctx", access = "read-write" }"#), |ws| {
+        std::fs::create_dir_all(ws.join("ctx")).expect("ctx");
+        std::fs::create_dir_all(ws.join("ctx-secret")).expect("ctx-secret");
+        std::fs::write(ws.join("ctx/a.txt"), "inside\n").expect("a");
+        std::fs::write(ws.join("ctx-secret/s.txt"), "CTX SECRET\n").expect("s");
+        std::fs::write(ws.join("top.txt"), "top\n").expect("top");
+    })
+    .await;
+    let out = s.ok("read_file", json!({"path": "ctx/a.txt"})).await;
+    assert_eq!(out["content"], "inside\n");
+    s.ok(
+        "write_file",
+        json!({"path": "ctx/new.txt", "content": "ok"}),
+    )
+    .await;
+    for path in ["ctx-secret/s.txt", "top.txt", "ctx/../ctx-secret/s.txt"] {
+        let e = s.err("read_file", json!({"path": path})).await;
+        assert!(
+            is_refusal(&e) || matches!(e, ToolError::NotFound(_)),
+            "{path}: {e}"
+        );
+        assert!(!e.to_string().contains("SECRET"), "{e}");
+    }
+    let e = s
+        .err(
+            "write_file",
+            json!({"path": "ctx-secret/x.txt", "content": "pwned"}),
+        )
+        .await;
+    assert!(is_refusal(&e) || matches!(e, ToolError::NotFound(_)), "{e}");
+    assert!(!s.ws().join("ctx-secret/x.txt").exists());
+    assert!(!s.ws().join("x.txt").exists());
+    s.outside_untouched();
+}
+
+#[tokio::test]
+async fn a_read_only_grant_reads_but_cannot_write() {
+    let s = Setup::granting(Some(r#"{ path = ".", access = "read-only" }"#), |ws| {
+        std::fs::write(ws.join("f.txt"), "one\n").expect("f");
+    })
+    .await;
+    let out = s.ok("read_file", json!({"path": "f.txt"})).await;
+    assert_eq!(out["content"], "one\n");
+    for (tool, args) in [
+        ("write_file", json!({"path": "f.txt", "content": "two"})),
+        ("write_file", json!({"path": "new.txt", "content": "two"})),
+        ("write_file", json!({"path": "d/new.txt", "content": "two"})),
+        (
+            "apply_patch",
+            json!({"path": "f.txt", "old_string": "one", "new_string": "two"}),
+        ),
+    ] {
+        let e = s.err(tool, args.clone()).await;
+        assert!(
+            matches!(e, ToolError::PermissionDenied(_)),
+            "{tool} {args}: {e}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(s.ws().join("f.txt")).expect("f"),
+        "one\n"
+    );
+    assert!(!s.ws().join("new.txt").exists() && !s.ws().join("d").exists());
+}
+
+#[tokio::test]
+async fn no_files_grant_reaches_nothing() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let manifest = "schema = 1\n[component]\nname = \"fs\"\nnamespace = \"chitin\"\n\
+                    version = \"0.1.0\"\npublisher = \"chitin\"\ndescription = \"no grant\"\n";
+    let bytes = std::fs::read(component("fs")).expect("fs.wasm");
+    let bytes = chitin_registry::artifact::embed_manifest(&bytes, manifest).expect("embed");
+    let wasm = root.path().join("fs.wasm");
+    std::fs::write(&wasm, bytes).expect("write");
+    let ws = root.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(ws.join("f.txt"), "x").expect("f");
+    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let mut host = Host::new(
+        runtime,
+        policy(Limits::default()),
+        services(&root.path().join("data"), &ws),
+    );
+    host.load_path(&wasm).await.expect("load");
+    for (tool, args) in [
+        ("read_file", json!({"path": "f.txt"})),
+        ("write_file", json!({"path": "g.txt", "content": "x"})),
+        ("list_dir", json!({})),
+    ] {
+        let e = host
+            .call(tool, &args.to_string())
+            .await
+            .result
+            .expect_err(tool);
+        assert!(
+            matches!(e, ToolError::PermissionDenied(_) | ToolError::NotFound(_)),
+            "{tool}: {e}"
+        );
+    }
+    assert!(!ws.join("g.txt").exists());
+}
+
+#[tokio::test]
+async fn size_caps_protected_files_and_patch_ambiguity() {
+    let s = Setup::granting(None, |ws| {
+        let line = format!("{}\n", "y".repeat(1023));
+        std::fs::write(ws.join("big.txt"), line.repeat(2048)).expect("big");
+        std::fs::write(ws.join("SOUL.md"), "kind\n").expect("soul");
+        std::fs::write(ws.join("code.rs"), "x = 1;\nx = 1;\n").expect("code");
+    })
+    .await;
+    let out = s.ok("read_file", json!({"path": "big.txt"})).await;
+    assert_eq!(out["content"].as_str().expect("content").len(), 1024 * 1024);
+    assert_eq!(out["truncated"], true);
+    assert_eq!(out["next_offset"], 1024);
+
+    let e = s
+        .err(
+            "write_file",
+            json!({"path": "huge.txt", "content": "z".repeat(5 * 1024 * 1024 + 1)}),
+        )
+        .await;
+    assert!(
+        matches!(e, ToolError::InvalidArgs(ref m) if m.contains("write cap")),
+        "{e}"
+    );
+    assert!(!s.ws().join("huge.txt").exists());
+
+    for path in [
+        "SOUL.md",
+        "IDENTITY.md",
+        "agents.md",
+        "USER.md",
+        "MEMORY.md",
+        "daily/x.md",
+    ] {
+        let e = s
+            .err("write_file", json!({"path": path, "content": "evil"}))
+            .await;
+        assert!(matches!(e, ToolError::PermissionDenied(_)), "{path}: {e}");
+    }
+    let e = s
+        .err(
+            "apply_patch",
+            json!({"path": "SOUL.md", "old_string": "kind", "new_string": "cruel"}),
+        )
+        .await;
+    assert!(matches!(e, ToolError::PermissionDenied(_)), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(s.ws().join("SOUL.md")).expect("soul"),
+        "kind\n"
+    );
+
+    let e = s
+        .err(
+            "apply_patch",
+            json!({"path": "code.rs", "old_string": "x = 1", "new_string": "x = 2"}),
+        )
+        .await;
+    assert!(
+        matches!(e, ToolError::InvalidArgs(ref m) if m.contains("matches 2 times")),
+        "{e}"
+    );
+    let e = s
+        .err(
+            "apply_patch",
+            json!({"path": "code.rs", "old_string": "y = 1", "new_string": "x = 2"}),
+        )
+        .await;
+    assert!(
+        matches!(e, ToolError::InvalidArgs(ref m) if m.contains("0 matches")),
+        "{e}"
+    );
+    let out = s
+        .ok(
+            "apply_patch",
+            json!({"path": "code.rs", "old_string": "x = 1", "new_string": "x = 2", "replace_all": true}),
+        )
+        .await;
+    assert_eq!(out["replacements"], 2);
+    s.outside_untouched();
+}

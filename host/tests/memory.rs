@@ -1,0 +1,304 @@
+//! The `memory` component over the kv capability: durable across host restarts, isolated per
+//! component and per grant, BM25 order on a fixed corpus, and no lost writes under concurrency.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use chitin_host::engine::EngineOptions;
+use chitin_host::{Host, Limits, Runtime, ToolError};
+use common::{component, policy, services, test_engine};
+use serde_json::{Value, json};
+
+/// One compile cache for the whole test binary.
+fn cache() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
+        .path()
+}
+
+/// A host over `data` (its own workspace inside) with `components` loaded; enough pool slots
+/// for 100 calls in flight.
+async fn host(data: &Path, components: &[PathBuf]) -> Host {
+    let options = EngineOptions {
+        max_live_instances: 128,
+        ..test_engine()
+    };
+    let runtime = Runtime::new(cache(), &options).expect("runtime");
+    let ws = data.join("workspace");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    let mut host = Host::new(runtime, policy(Limits::default()), services(data, &ws));
+    for c in components {
+        host.load_path(c).await.expect("load");
+    }
+    host
+}
+
+/// The memory component re-embedded under another `name` with `kv` as its kv section (None:
+/// no kv grant).
+fn memory_variant(dir: &Path, name: &str, kv: Option<&str>) -> PathBuf {
+    let bytes = std::fs::read(component("memory")).expect("memory.wasm");
+    let mut manifest = format!(
+        "schema = 1\n[component]\nname = \"{name}\"\nnamespace = \"test\"\nversion = \"0.1.0\"\n\
+         publisher = \"test\"\ndescription = \"memory under test\"\n"
+    );
+    if let Some(kv) = kv {
+        manifest.push_str(&format!("[capabilities.kv]\nbuckets = {kv}\n"));
+    }
+    let bytes = chitin_registry::artifact::embed_manifest(&bytes, &manifest).expect("embed");
+    let out = dir.join(format!("{name}.wasm"));
+    std::fs::write(&out, bytes).expect("write variant");
+    out
+}
+
+async fn ok(host: &Host, tool: &str, args: Value) -> Value {
+    match host.call(tool, &args.to_string()).await.result {
+        Ok(out) => out.json().expect("JSON"),
+        Err(e) => panic!("{tool} {args}: {e}"),
+    }
+}
+
+async fn err(host: &Host, tool: &str, args: Value) -> ToolError {
+    match host.call(tool, &args.to_string()).await.result {
+        Ok(out) => panic!("{tool} {args} succeeded: {}", out.text),
+        Err(e) => e,
+    }
+}
+
+#[tokio::test]
+async fn memory_survives_a_host_restart() {
+    let data = tempfile::tempdir().expect("tempdir");
+    {
+        let h = host(data.path(), &[component("memory")]).await;
+        ok(&h, "memory_write", json!({"content": "first note"})).await;
+        ok(&h, "memory_write", json!({"content": "second note"})).await;
+        ok(
+            &h,
+            "memory_write",
+            json!({"content": "plan", "target": "projects/x.md"}),
+        )
+        .await;
+    }
+    let h = host(data.path(), &[component("memory")]).await;
+    let out = ok(&h, "memory_read", json!({"path": "MEMORY.md"})).await;
+    assert_eq!(out["content"], "first note\nsecond note");
+    assert_eq!(out["entries"], 2);
+    let out = ok(&h, "memory_tree", json!({"depth": 2})).await;
+    assert_eq!(
+        out["entries"],
+        json!([
+            {"path": "MEMORY.md", "type": "file", "depth": 1},
+            {"path": "projects", "type": "dir", "depth": 1},
+            {"path": "projects/x.md", "type": "file", "depth": 2},
+        ])
+    );
+    let out = ok(&h, "memory_search", json!({"query": "plan"})).await;
+    assert_eq!(out["results"][0]["path"], "projects/x.md");
+}
+
+#[tokio::test]
+async fn search_ranks_a_fixed_corpus_in_bm25_order() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let h = host(data.path(), &[component("memory")]).await;
+    let corpus = [
+        (
+            "notes/rust.md",
+            "Rust ownership and the borrow checker keep memory safe.",
+        ),
+        (
+            "notes/python.md",
+            "Python uses garbage collection and reference counting.",
+        ),
+        (
+            "notes/borrow.md",
+            "The borrow checker rejects aliasing mutable borrow patterns; borrow rules.",
+        ),
+        (
+            "notes/cooking.md",
+            "Borrow a cup of sugar from the neighbour for the cake recipe today.",
+        ),
+        (
+            "notes/wasm.md",
+            "WebAssembly components run in a sandbox with capability grants.",
+        ),
+    ];
+    for (path, text) in corpus {
+        ok(
+            &h,
+            "memory_write",
+            json!({"content": text, "target": path, "append": false}),
+        )
+        .await;
+    }
+    let out = ok(
+        &h,
+        "memory_search",
+        json!({"query": "borrow checker", "limit": 10}),
+    )
+    .await;
+    let order: Vec<&str> = out["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["path"].as_str().expect("path"))
+        .collect();
+    assert_eq!(
+        order,
+        ["notes/borrow.md", "notes/rust.md", "notes/cooking.md"]
+    );
+    assert_eq!(out["matched"], 3);
+    let scores: Vec<f64> = out["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["score"].as_f64().expect("score"))
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] > w[1]), "{scores:?}");
+    assert!(
+        out["results"][0]["snippet"]
+            .as_str()
+            .expect("snippet")
+            .contains("borrow checker")
+    );
+    let out = ok(&h, "memory_search", json!({"query": "sandbox", "limit": 1})).await;
+    assert_eq!(out["results"][0]["path"], "notes/wasm.md");
+    let out = ok(&h, "memory_search", json!({"query": "nothing-like-this"})).await;
+    assert_eq!(out, json!({"results": [], "matched": 0}));
+}
+
+#[tokio::test]
+async fn overwrite_replaces_and_append_appends() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let h = host(data.path(), &[component("memory")]).await;
+    ok(
+        &h,
+        "memory_write",
+        json!({"content": "old secret", "target": "a.md"}),
+    )
+    .await;
+    ok(
+        &h,
+        "memory_write",
+        json!({"content": "new", "target": "a.md", "append": false}),
+    )
+    .await;
+    ok(
+        &h,
+        "memory_write",
+        json!({"content": "more\n", "target": "a.md"}),
+    )
+    .await;
+    let out = ok(&h, "memory_read", json!({"path": "a.md"})).await;
+    assert_eq!(out["content"], "new\nmore\n");
+    let out = ok(&h, "memory_search", json!({"query": "secret"})).await;
+    assert_eq!(out["matched"], 0);
+    let out = ok(
+        &h,
+        "memory_write",
+        json!({"content": "today", "target": "daily_log"}),
+    )
+    .await;
+    assert!(out["path"].as_str().expect("path").starts_with("daily/20"));
+}
+
+#[tokio::test]
+async fn identity_files_and_escaping_paths_are_refused() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let h = host(data.path(), &[component("memory")]).await;
+    for target in ["IDENTITY.md", "SOUL.md", "agents.md", "./USER.md"] {
+        let e = err(
+            &h,
+            "memory_write",
+            json!({"content": "evil", "target": target}),
+        )
+        .await;
+        assert!(matches!(e, ToolError::PermissionDenied(_)), "{target}: {e}");
+    }
+    for target in ["../x.md", "/etc/passwd", "a\0b", "C:x"] {
+        let e = err(
+            &h,
+            "memory_write",
+            json!({"content": "x", "target": target}),
+        )
+        .await;
+        assert!(matches!(e, ToolError::InvalidPath(_)), "{target:?}: {e}");
+    }
+    let e = err(&h, "memory_read", json!({"path": "SOUL.md"})).await;
+    assert!(matches!(e, ToolError::NotFound(_)), "{e}");
+}
+
+#[tokio::test]
+async fn components_never_see_each_others_buckets() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let variants = tempfile::tempdir().expect("tempdir");
+    let other = memory_variant(variants.path(), "other", Some(r#"["memory"]"#));
+    let first = host(data.path(), &[component("memory")]).await;
+    ok(
+        &first,
+        "memory_write",
+        json!({"content": "private to chitin/memory"}),
+    )
+    .await;
+    drop(first);
+    // Same bucket name, same database, another component: an empty memory.
+    let second = host(data.path(), &[other]).await;
+    let e = err(&second, "memory_read", json!({"path": "MEMORY.md"})).await;
+    assert!(matches!(e, ToolError::NotFound(_)), "{e}");
+    let out = ok(&second, "memory_search", json!({"query": "private"})).await;
+    assert_eq!(out["matched"], 0);
+}
+
+#[tokio::test]
+async fn a_bucket_outside_the_grant_is_refused_by_name() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let variants = tempfile::tempdir().expect("tempdir");
+    let wrong = memory_variant(variants.path(), "wrong", Some(r#"["notes"]"#));
+    let none = memory_variant(variants.path(), "none", None);
+    let h = host(data.path(), &[wrong]).await;
+    let e = err(&h, "memory_write", json!({"content": "x"})).await;
+    assert!(
+        matches!(&e, ToolError::PermissionDenied(m) if m.contains("`memory` is not granted") && m.contains("notes")),
+        "{e}"
+    );
+    drop(h);
+    let h = host(data.path(), &[none]).await;
+    let e = err(&h, "memory_search", json!({"query": "x"})).await;
+    assert!(
+        matches!(&e, ToolError::PermissionDenied(m) if m.contains("`memory` is not granted")),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_concurrent_writes_lose_nothing() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let h = std::sync::Arc::new(host(data.path(), &[component("memory")]).await);
+    let calls: Vec<_> = (0..100)
+        .map(|i| {
+            let h = h.clone();
+            tokio::spawn(async move {
+                let args = json!({"content": format!("line {i} token{i}\n"), "target": "log.md"});
+                h.call("memory_write", &args.to_string()).await.result
+            })
+        })
+        .collect();
+    let mut entries = Vec::new();
+    for call in calls {
+        let out = call.await.expect("join").expect("memory_write");
+        entries.push(out.json().expect("JSON")["entry"].as_u64().expect("entry"));
+    }
+    entries.sort_unstable();
+    entries.dedup();
+    assert_eq!(entries.len(), 100, "entry numbers must be distinct");
+    let out = ok(&h, "memory_read", json!({"path": "log.md"})).await;
+    assert_eq!(out["entries"], 100);
+    let content = out["content"].as_str().expect("content");
+    for i in 0..100 {
+        assert!(
+            content.contains(&format!("line {i} token{i}\n")),
+            "line {i} lost"
+        );
+    }
+    let out = ok(&h, "memory_search", json!({"query": "token57"})).await;
+    assert_eq!(out["matched"], 1);
+}
