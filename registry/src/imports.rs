@@ -3,7 +3,9 @@
 //!
 //! The base is what the Rust standard library imports for any program and what grants nothing
 //! by itself: `wasi:io`, `wasi:cli` (environment, exit, stdio, terminal), `wasi:clocks`,
-//! `wasi:random`, the type-only `chitin:tool` interfaces and `chitin:host/log`. An empty
+//! `wasi:random`, the type-only `chitin:tool` interfaces, `chitin:host/log`,
+//! `chitin:host/progress` (reports to the caller) and `chitin:host/approval` (asks a person; it
+//! can add a question before a call goes on, never skip one). An empty
 //! environment is linked unless an `env` grant names keys.
 //!
 //! `wasi:filesystem` needs a `files` section: without one the host preopens nothing, but a
@@ -33,7 +35,9 @@ pub fn coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
     let capability = match package {
         "wasi:io" | "wasi:clocks" | "wasi:random" | "chitin:tool" => return Coverage::Base,
         "wasi:cli" => return Coverage::Base,
-        "chitin:host" if interface == "log" => return Coverage::Base,
+        "chitin:host" if matches!(interface, "log" | "progress" | "approval") => {
+            return Coverage::Base;
+        }
         "wasi:filesystem" => "files",
         "wasi:http" => "http",
         "wasi:keyvalue" => "kv",

@@ -70,8 +70,10 @@ impl ApprovalCtx {
             reason: format!("the component asks: {reason}"),
             args_json: self.args_json.clone(),
         };
+        // A component's own request is about this call only: "always allow" is not remembered
+        // for it, so it counts as a one-time approval.
         match self.approver.approve(&request).await {
-            Decision::Approved => Ok(()),
+            Decision::Approved | Decision::ApprovedAlways => Ok(()),
             Decision::Denied(why) => Err(why),
         }
     }

@@ -200,6 +200,7 @@ fn watch_components(
         components: cli.components.clone(),
         workspace: cli.workspace.clone(),
         policy: cli.policy.clone(),
+        trusted_keys: cli.trusted_keys.clone(),
         verbose: cli.verbose,
         command: Command::Serve(args.clone()),
     });
