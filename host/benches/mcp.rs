@@ -72,9 +72,11 @@ async fn stdio_client(data: &Path) -> Client {
     command
         .args(["serve", "--no-watch", "--components"])
         .arg(echo_component())
-        .env("CHITIN_DATA_DIR", data)
-        .stderr(Stdio::null());
-    let transport = TokioChildProcess::new(command).expect("spawn chitin serve");
+        .env("CHITIN_DATA_DIR", data);
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn chitin serve");
     ().serve(transport).await.expect("initialize over stdio")
 }
 
