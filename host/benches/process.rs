@@ -30,7 +30,11 @@ impl Approver for Yes {
 
 fn shell_component() -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/components/shell.wasm");
-    assert!(path.is_file(), "{} missing: run `just build-components`", path.display());
+    assert!(
+        path.is_file(),
+        "{} missing: run `just build-components`",
+        path.display()
+    );
     path
 }
 
@@ -75,12 +79,21 @@ async fn run() {
     let workspace = data.path().join("workspace");
     std::fs::create_dir_all(&workspace).expect("workspace");
     let services = Arc::new(
-        Services::new(&workspace, DataDir::resolve(Some(data.path())).expect("data dir"))
-            .expect("services"),
+        Services::new(
+            &workspace,
+            DataDir::resolve(Some(data.path())).expect("data dir"),
+        )
+        .expect("services"),
     );
     let runtime = Runtime::new(&data.path().join("cache"), &Default::default()).expect("runtime");
-    let mut host = Host::new(runtime, Policy::builtin().expect("policy"), services.clone());
-    host.load_path(&shell_component()).await.expect("load shell");
+    let mut host = Host::new(
+        runtime,
+        Policy::builtin().expect("policy"),
+        services.clone(),
+    );
+    host.load_path(&shell_component())
+        .await
+        .expect("load shell");
     let ctx = CallContext {
         approver: Arc::new(Yes),
         ..CallContext::default()
@@ -90,7 +103,10 @@ async fn run() {
         ..ProcessGrant::default()
     };
     let capability = ProcessConfig::resolve(&grant, services.process()).expect("grant");
-    assert!(capability.is_confined(), "Landlock is needed for a representative figure");
+    assert!(
+        capability.is_confined(),
+        "Landlock is needed for a representative figure"
+    );
 
     let direct = measure(|| async {
         let status = tokio::process::Command::new("/bin/sh")
@@ -99,6 +115,17 @@ async fn run() {
             .status()
             .await
             .expect("spawn");
+        assert!(status.success());
+    })
+    .await;
+    // The same spawn forced through fork() (any pre_exec hook disables posix_spawn/vfork): in a
+    // host whose engine reserved a large pool, fork copies every mapping.
+    let forked = measure(|| async {
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.args(["-c", "true"]).current_dir(&workspace);
+        // SAFETY: the hook does nothing.
+        unsafe { cmd.pre_exec(|| Ok(())) };
+        let status = cmd.status().await.expect("spawn");
         assert!(status.success());
     })
     .await;
@@ -121,13 +148,22 @@ async fn run() {
     .await;
 
     let base = percentile(&direct, 0.5).as_secs_f64();
-    println!("\n## `true` through the shell tool versus `sh -c true` spawned directly ({ROUNDS} runs each)");
+    println!(
+        "\n## `true` through the shell tool versus `sh -c true` spawned directly ({ROUNDS} runs each)"
+    );
     println!("| path | p50 | p99 | p50 / direct |");
     println!("|---|---|---|---|");
     for (label, times) in [
         ("direct: tokio::process `sh -c true`", &direct),
-        ("process capability (Landlock, rlimits, seccomp, group kill)", &cap),
-        ("shell tool (screening, approval, sandbox, capability)", &tool),
+        ("direct through fork(): a no-op pre_exec hook", &forked),
+        (
+            "process capability (Landlock, rlimits, seccomp, group kill)",
+            &cap,
+        ),
+        (
+            "shell tool (screening, approval, sandbox, capability)",
+            &tool,
+        ),
     ] {
         println!(
             "| {label} | {} | {} | {:.2}× |",

@@ -212,16 +212,17 @@ fn screen_pipeline(
 ) -> Result<(), Refusal> {
     let programs: Vec<Option<(String, Vec<&Word>)>> = pipeline.iter().map(program).collect();
     for (i, simple) in pipeline.iter().enumerate() {
-        if let Some(first) = simple.words.iter().find(|w| !is_assignment(&w.text)) {
-            if first.dynamic && !first.text.starts_with('~') {
-                return Err((
-                    Layer::Injection,
-                    format!(
-                        "the command name `{}` is computed at run time, so it cannot be checked",
-                        first.text
-                    ),
-                ));
-            }
+        if let Some(first) = simple.words.iter().find(|w| !is_assignment(&w.text))
+            && first.dynamic
+            && !first.text.starts_with('~')
+        {
+            return Err((
+                Layer::Injection,
+                format!(
+                    "the command name `{}` is computed at run time, so it cannot be checked",
+                    first.text
+                ),
+            ));
         }
         screen_redirects(simple)?;
         if simple
@@ -429,20 +430,19 @@ fn screen_simple(
         if let Some(pos) = lower
             .iter()
             .position(|a| a == "-c" || a == "-e" || a == "--command")
+            && let Some(body) = args.get(pos + 1)
         {
-            if let Some(body) = args.get(pos + 1) {
-                if POSIX_SHELLS.contains(&prog) {
-                    screen_script(&body.text, depth + 1, approvals)?;
-                } else if body.text.contains("b64decode")
-                    || body.text.contains("decode(")
-                    || body.text.contains("exec(")
-                    || body.text.contains("system(")
-                {
-                    return Err((
-                        Layer::Injection,
-                        format!("`{prog}` decoding or executing generated code"),
-                    ));
-                }
+            if POSIX_SHELLS.contains(&prog) {
+                screen_script(&body.text, depth + 1, approvals)?;
+            } else if body.text.contains("b64decode")
+                || body.text.contains("decode(")
+                || body.text.contains("exec(")
+                || body.text.contains("system(")
+            {
+                return Err((
+                    Layer::Injection,
+                    format!("`{prog}` decoding or executing generated code"),
+                ));
             }
         }
     }
