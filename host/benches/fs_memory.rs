@@ -79,7 +79,10 @@ impl Words {
     }
 
     fn text(&mut self, words: usize) -> String {
-        (0..words).map(|_| self.next()).collect::<Vec<_>>().join(" ")
+        (0..words)
+            .map(|_| self.next())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 

@@ -26,8 +26,8 @@ pub enum ServicesError {
     NotADirectory(PathBuf),
     /// The database is held by another chitin process.
     #[error(
-        "database {0} is in use by another chitin process (a running `chitin serve`?); stop it \
-         or give this one its own --data-dir"
+        "database {0} is still in use by another chitin process after waiting 10 s (a running \
+         `chitin serve`?); stop it or give this one its own --data-dir"
     )]
     DatabaseInUse(PathBuf),
     /// The database could not be opened or created.
@@ -39,6 +39,9 @@ pub enum ServicesError {
         reason: String,
     },
 }
+
+/// How long to wait for another chitin process to release the database.
+const DB_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The workspace, data directory and database shared by all capabilities.
 pub struct Services {
@@ -108,13 +111,28 @@ impl Services {
             return Ok(db.clone());
         }
         let path = self.data_dir.database();
-        let db = redb::Database::create(&path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => ServicesError::DatabaseInUse(path.clone()),
-            other => ServicesError::Database {
-                path: path.clone(),
-                reason: other.to_string(),
-            },
-        })?;
+        // redb allows one process at a time; a short-lived `chitin call` elsewhere is waited for
+        // briefly rather than failing at once.
+        let waited_until = std::time::Instant::now() + DB_LOCK_WAIT;
+        let db = loop {
+            match redb::Database::create(&path) {
+                Ok(db) => break db,
+                Err(redb::DatabaseError::DatabaseAlreadyOpen)
+                    if std::time::Instant::now() < waited_until =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                    return Err(ServicesError::DatabaseInUse(path));
+                }
+                Err(other) => {
+                    return Err(ServicesError::Database {
+                        path,
+                        reason: other.to_string(),
+                    });
+                }
+            }
+        };
         let db = Arc::new(db);
         *slot = Some(db.clone());
         Ok(db)

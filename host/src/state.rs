@@ -6,11 +6,11 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::approval::CallContext;
+use crate::caps::approval::ApprovalCtx;
 use crate::caps::kv::KvCtx;
 use crate::caps::log::{LogCtx, SharedLog};
-use crate::caps::progress::ProgressCtx;
-use crate::caps::approval::ApprovalCtx;
 use crate::caps::process::ProcessCtx;
+use crate::caps::progress::ProgressCtx;
 use crate::caps::wasi;
 use crate::grant::Grant;
 use crate::limits::MemoryLimiter;

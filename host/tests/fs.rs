@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use chitin_host::{Host, Limits, Runtime, ToolError};
-use common::{component, policy, services, test_engine};
+use common::{component, policy, resign, services, test_engine};
 use serde_json::{Value, json};
 
 /// The fs component re-embedded with a manifest granting `files` (TOML array items).
@@ -19,8 +19,7 @@ fn fs_granting(dir: &Path, files: &str) -> PathBuf {
          [capabilities.files]\npaths = [{files}]\n"
     );
     let out = dir.join("fs-variant.wasm");
-    let bytes = chitin_registry::artifact::embed_manifest(&bytes, &manifest).expect("embed");
-    std::fs::write(&out, bytes).expect("write variant");
+    std::fs::write(&out, resign(&bytes, &manifest)).expect("write variant");
     out
 }
 
@@ -55,7 +54,10 @@ impl Setup {
         };
         let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
         let services = services(&root.path().join("data"), &ws);
-        let mut host = Host::new(runtime, policy(roomy()), services);
+        // The tools themselves are under test here, not the policy's approval rules.
+        let mut policy = policy(roomy());
+        policy.approval.clear();
+        let mut host = Host::new(runtime, policy, services);
         host.load_path(&wasm).await.expect("load fs");
         Setup {
             host,
@@ -297,22 +299,32 @@ async fn a_read_only_grant_reads_but_cannot_write() {
 #[tokio::test]
 async fn no_files_grant_reaches_nothing() {
     let root = tempfile::tempdir().expect("tempdir");
-    let manifest = "schema = 1\n[component]\nname = \"fs\"\nnamespace = \"chitin\"\n\
-                    version = \"0.1.0\"\npublisher = \"chitin\"\ndescription = \"no grant\"\n";
-    let bytes = std::fs::read(component("fs")).expect("fs.wasm");
-    let bytes = chitin_registry::artifact::embed_manifest(&bytes, manifest).expect("embed");
-    let wasm = root.path().join("fs.wasm");
-    std::fs::write(&wasm, bytes).expect("write");
     let ws = root.path().join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
     std::fs::write(ws.join("f.txt"), "x").expect("f");
+    let bytes = std::fs::read(component("fs")).expect("fs.wasm");
     let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+
+    // A manifest without a files section cannot carry a component that imports file access.
+    let undeclared = "schema = 1\n[component]\nname = \"fs\"\nnamespace = \"chitin\"\n\
+                      version = \"0.1.0\"\npublisher = \"chitin\"\ndescription = \"no grant\"\n";
+    let wasm = root.path().join("fs-undeclared.wasm");
+    std::fs::write(&wasm, resign(&bytes, undeclared)).expect("write");
     let mut host = Host::new(
         runtime,
         policy(Limits::default()),
         services(&root.path().join("data"), &ws),
     );
-    host.load_path(&wasm).await.expect("load");
+    let err = host.load_path(&wasm).await.expect_err("uncovered import");
+    assert!(err.to_string().contains("wasi:filesystem"), "{err}");
+
+    // A policy that does not allow files cuts the grant: the component loads and reaches nothing.
+    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let mut no_files = policy(Limits::default());
+    no_files.capabilities.allow.retain(|c| c != "files");
+    no_files.approval.clear();
+    let mut host = Host::new(runtime, no_files, services(&root.path().join("data"), &ws));
+    host.load_path(&component("fs")).await.expect("load");
     for (tool, args) in [
         ("read_file", json!({"path": "f.txt"})),
         ("write_file", json!({"path": "g.txt", "content": "x"})),

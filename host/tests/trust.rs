@@ -318,6 +318,7 @@ async fn always_allow_is_remembered_until_revoked_and_always_rules_ask_every_tim
     let ctx = CallContext {
         approver: approver.clone(),
         user: "tester".into(),
+        ..CallContext::default()
     };
     let asked = || approver.0.load(Ordering::SeqCst);
     let call = |message: &str| {

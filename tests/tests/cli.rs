@@ -326,6 +326,10 @@ fn on_terminal(line: &str, typed: &str) -> (i32, String) {
     use std::io::Write;
     let mut child = std::process::Command::new("script")
         .args(["-qec", line, "/dev/null"])
+        .env(
+            "CHITIN_TRUSTED_KEYS",
+            chitin_e2e::repo().join("build/trusted_keys"),
+        )
         .env_remove("CHITIN_COMPONENTS")
         .env_remove("CHITIN_POLICY")
         .env_remove("RUST_LOG")

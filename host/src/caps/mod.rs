@@ -6,8 +6,8 @@ pub mod env;
 pub mod files;
 pub mod kv;
 pub mod log;
-pub mod progress;
 pub mod process;
+pub mod progress;
 pub mod stdio;
 pub mod wasi;
 

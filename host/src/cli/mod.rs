@@ -1,8 +1,8 @@
 //! The `chitin` command line: `list`, `call`, `schema`, `inspect`, `serve`, `key`, `sign`,
 //! `verify`, `trust`, `policy`, `approvals`, `audit`.
 
-mod approve;
 mod approvals;
+mod approve;
 mod audit;
 mod call;
 mod inspect;

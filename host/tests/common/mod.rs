@@ -71,13 +71,43 @@ pub fn dev_trust() -> TrustStore {
     TrustStore::load(&path).expect("build/trusted_keys")
 }
 
-/// Services over `workspace` with data in `data`, trusting the development key.
+/// This test process's own signing key, trusted (besides the dev key) for the `chitin` and
+/// `test` namespaces, so a test can re-sign a component after changing its manifest.
+pub fn test_key() -> &'static chitin_registry::keys::SigningKey {
+    static KEY: std::sync::OnceLock<chitin_registry::keys::SigningKey> = std::sync::OnceLock::new();
+    KEY.get_or_init(chitin_registry::keys::SigningKey::generate)
+}
+
+/// `wasm` with `manifest` embedded in place of its own, signed by [`test_key`].
+pub fn resign(wasm: &[u8], manifest: &str) -> Vec<u8> {
+    let bare = chitin_registry::signature::strip(wasm).expect("strip signatures");
+    let embedded =
+        chitin_registry::artifact::embed_manifest(&bare, manifest).expect("embed manifest");
+    chitin_registry::signature::sign(&embedded, test_key()).expect("sign")
+}
+
+/// The dev key's trust store plus [`test_key`].
+pub fn test_trust() -> TrustStore {
+    use chitin_registry::trust::{Scope, TrustedKey};
+    let mut store = dev_trust();
+    let scopes = ["chitin/*", "test/*"]
+        .iter()
+        .map(|s| Scope::parse(s).expect("scope"))
+        .collect();
+    store
+        .add(TrustedKey::new(test_key().public().clone(), "tests", scopes).expect("entry"))
+        .expect("trust the test key");
+    store
+}
+
+/// Services over `workspace` with data in `data`, trusting the development key and
+/// [`test_key`].
 pub fn services(data: &Path, workspace: &Path) -> Arc<Services> {
     let data = DataDir::resolve(Some(data)).expect("data dir");
     Arc::new(
         Services::new(workspace, data)
             .expect("services")
-            .with_trust(dev_trust()),
+            .with_trust(test_trust()),
     )
 }
 
