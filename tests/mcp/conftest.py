@@ -33,7 +33,12 @@ class HttpServer:
         self.data_dir = pathlib.Path(data_dir)
         self.stderr_path = self.data_dir / "serve.stderr"
         self.stderr = open(self.stderr_path, "w+")
-        env = {"CHITIN_DATA_DIR": str(self.data_dir), "PATH": os.environ.get("PATH", "")}
+        env = {
+            "CHITIN_DATA_DIR": str(self.data_dir),
+            # The development key that signed the built components (`just build-components`).
+            "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
+            "PATH": os.environ.get("PATH", ""),
+        }
         self.process = subprocess.Popen(
             [str(CHITIN), "serve", "--http", "127.0.0.1:0", *args],
             stdin=subprocess.DEVNULL,
@@ -70,9 +75,13 @@ class HttpServer:
 @pytest.fixture(scope="module")
 def http_server():
     data = tempfile.mkdtemp(prefix="chitin-mcp-http-")
+    workspace = pathlib.Path(data) / "workspace"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("first line\nsecond line\n")
     server = HttpServer(
         [
             "-v",
+            "--workspace", str(workspace),
             "--page-size", "5",
             "--components", str(COMPONENTS),
             "--components", str(HOSTILE),

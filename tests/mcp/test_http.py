@@ -66,6 +66,18 @@ async def test_calls_echo_with_structured_content(http_server, mode):
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
+async def test_read_file_reads_the_workspace_and_nothing_outside(http_server, mode):
+    async with client(http_server, mode) as c:
+        result = await c.call_tool("read_file", {"path": "notes.txt"})
+        assert not result.is_error, text_of(result)
+        assert "second line" in json.dumps(result.structured_content)
+        outside = await c.call_tool("read_file", {"path": "../serve.stderr"})
+        assert outside.is_error
+        assert "invalid-path" in text_of(outside) or "permission-denied" in text_of(outside)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
 async def test_a_tool_error_is_an_is_error_result(http_server, mode):
     async with client(http_server, mode) as c:
         bad = await c.call_tool("echo", {"message": 5})

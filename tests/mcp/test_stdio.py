@@ -59,6 +59,20 @@ async def test_call_returns_structured_content_and_text(mode):
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
+async def test_read_file_reads_the_workspace_and_nothing_outside(mode):
+    workspace = pathlib.Path(tempfile.mkdtemp(prefix="chitin-mcp-ws-"))
+    (workspace / "notes.txt").write_text("first line\nsecond line\n")
+    async with Client(server("--workspace", str(workspace)), mode=mode) as client:
+        result = await client.call_tool("read_file", {"path": "notes.txt"})
+        assert not result.is_error, text_of(result)
+        assert "second line" in json.dumps(result.structured_content)
+        outside = await client.call_tool("read_file", {"path": "../../etc/passwd"})
+        assert outside.is_error
+        assert "invalid-path" in text_of(outside) or "permission-denied" in text_of(outside)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
 async def test_tool_errors_are_is_error_results_with_the_kind(mode):
     async with Client(server(), mode=mode) as client:
         bad = await client.call_tool("echo", {"message": 5})
@@ -111,6 +125,8 @@ def echo_needing_approval() -> pathlib.Path:
         check=True,
         env={"CHITIN_DATA_DIR": DATA, "PATH": os.environ.get("PATH", "")},
     )
+    # Re-sign with the development key, in the data directory `just build-components` used.
+    subprocess.run([str(CHITIN), "sign", str(out), "--key", "dev"], check=True, env=os.environ)
     return out
 
 

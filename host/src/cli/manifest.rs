@@ -16,7 +16,8 @@ pub enum Command {
         /// The manifest or component file.
         file: PathBuf,
     },
-    /// Embed a manifest into a component (replacing any it carries) and write the result.
+    /// Embed a manifest into a component (replacing any it carries, and removing signatures it
+    /// voids) and write the result.
     Embed {
         /// The component file.
         component: PathBuf,
@@ -62,7 +63,16 @@ pub(super) fn run(cmd: &Command) -> anyhow::Result<Exit> {
             let text = std::fs::read_to_string(manifest)
                 .with_context(|| format!("{}: cannot read", manifest.display()))?;
             Manifest::parse(&text).with_context(|| manifest.display().to_string())?;
-            let out = artifact::embed_manifest(&wasm, &text)
+            // A new manifest voids every signature over the old one: drop them, and say so.
+            let bare = chitin_registry::signature::strip(&wasm)
+                .with_context(|| component.display().to_string())?;
+            if bare.len() != wasm.len() {
+                eprintln!(
+                    "note: {}: its signatures no longer apply and were removed; sign it again                      with `chitin sign`",
+                    output.display()
+                );
+            }
+            let out = artifact::embed_manifest(&bare, &text)
                 .with_context(|| component.display().to_string())?;
             // Write beside the target and rename, so a crash never leaves half a component.
             let dir = output

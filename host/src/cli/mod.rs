@@ -229,10 +229,7 @@ fn init_tracing(verbose: u8) {
 /// Start a runtime with the operator's data directory, workspace and policy.
 pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, Arc<Services>)> {
     let data = DataDir::resolve(cli.data_dir.as_deref())?;
-    let policy = match &cli.policy {
-        Some(path) => Policy::load(path)?,
-        None => Policy::builtin()?,
-    };
+    let policy = load_policy(cli)?;
     let runtime = Runtime::new(&data.cache(), &EngineOptions::default())?;
     let workspace = match &cli.workspace {
         Some(dir) => dir.clone(),
@@ -243,6 +240,14 @@ pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, Arc<Se
     Ok((runtime, policy, services))
 }
 
+/// The operator's policy: the file given, or the built-in default.
+fn load_policy(cli: &Cli) -> anyhow::Result<Policy> {
+    Ok(match &cli.policy {
+        Some(path) => Policy::load(path)?,
+        None => Policy::builtin()?,
+    })
+}
+
 /// The trust store file this invocation uses.
 pub(crate) fn trust_file(cli: &Cli, data: &DataDir) -> PathBuf {
     crate::trust::trust_path(data, cli.trusted_keys.as_deref())
@@ -250,8 +255,23 @@ pub(crate) fn trust_file(cli: &Cli, data: &DataDir) -> PathBuf {
 
 /// Start a host and load the configured components.
 pub(crate) async fn open_host(cli: &Cli) -> anyhow::Result<Host> {
+    open_host_with(cli, None).await
+}
+
+/// As [`open_host`], reusing `services` when given (a reload inside a running server).
+pub(crate) async fn open_host_with(
+    cli: &Cli,
+    services: Option<Arc<Services>>,
+) -> anyhow::Result<Host> {
     let started = std::time::Instant::now();
-    let (runtime, policy, services) = open_runtime(cli)?;
+    let (runtime, policy, services) = match services {
+        None => open_runtime(cli)?,
+        Some(services) => {
+            let data = services.data_dir().clone();
+            let runtime = Runtime::new(&data.cache(), &EngineOptions::default())?;
+            (runtime, load_policy(cli)?, services)
+        }
+    };
     let sources = component_sources(cli, services.data_dir());
     let mut host = Host::new(runtime, policy, services);
     for source in &sources {

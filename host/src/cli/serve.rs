@@ -10,7 +10,7 @@ use rmcp::ServiceExt;
 use rmcp::service::ServerInitializeError;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cli, Command, Exit, open_host};
+use super::{Cli, Command, Exit, open_host, open_host_with};
 use crate::data_dir::DataDir;
 use crate::host::Host;
 use crate::mcp::http::{self, HttpOptions};
@@ -204,9 +204,13 @@ fn watch_components(
         verbose: cli.verbose,
         command: Command::Serve(args.clone()),
     });
+    // The reloaded host shares this one's services: the database allows one opener per
+    // process, and the workspace and trust store stay those the server started with.
+    let services = served.host().services().clone();
     let watcher = watch::spawn(&dirs, served.clone(), move || {
         let setup = setup.clone();
-        async move { open_host(&setup).await }
+        let services = services.clone();
+        async move { open_host_with(&setup, Some(services)).await }
     })
     .context("cannot watch the component directories")?;
     Ok(Some(watcher))
