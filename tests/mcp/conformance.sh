@@ -20,7 +20,8 @@ work="${CONFORMANCE_OUT:-$(mktemp -d)}"
 mkdir -p "$work"
 trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; [ -n "${CONFORMANCE_OUT:-}" ] || rm -rf "$work"' EXIT
 "$target/debug/chitin" serve --http 127.0.0.1:0 --insecure-no-token --no-watch \
-    --data-dir "$work/data" --components "$repo/build/fixtures/test-conformance.wasm" \
+    --data-dir "$work/data" --trusted-keys "$repo/build/trusted_keys" \
+    --components "$repo/build/fixtures/test-conformance.wasm" \
     2>"$work/serve.log" &
 server=$!
 for _ in $(seq 1 600); do
