@@ -39,7 +39,8 @@ async fn host(data: &Path, limits: Limits, name: &str) -> Host {
     std::fs::create_dir_all(&workspace).expect("workspace");
     let services = Arc::new(
         Services::new(&workspace, DataDir::resolve(Some(data)).expect("data dir"))
-            .expect("services"),
+            .expect("services")
+            .with_trust(dev_trust()),
     );
     let mut policy = Policy::builtin().expect("policy");
     policy.limits = limits;
@@ -191,4 +192,10 @@ async fn run() {
         DOCS + 50,
         ms(p50(searches))
     );
+}
+
+/// The trust store `just build-components` writes for the development key.
+fn dev_trust() -> chitin_registry::trust::TrustStore {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys");
+    chitin_registry::trust::TrustStore::load(&path).expect("build/trusted_keys")
 }

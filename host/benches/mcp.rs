@@ -30,6 +30,11 @@ fn chitin() -> &'static str {
     env!("CARGO_BIN_EXE_chitin")
 }
 
+/// The trust store `just build-components` writes for the development key that signed echo.
+fn trusted_keys() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys")
+}
+
 fn echo_component() -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/components/echo.wasm");
     assert!(
@@ -72,7 +77,8 @@ async fn stdio_client(data: &Path) -> Client {
     command
         .args(["serve", "--no-watch", "--components"])
         .arg(echo_component())
-        .env("CHITIN_DATA_DIR", data);
+        .env("CHITIN_DATA_DIR", data)
+        .env("CHITIN_TRUSTED_KEYS", trusted_keys());
     let (transport, _) = TokioChildProcess::builder(command)
         .stderr(Stdio::null())
         .spawn()
@@ -94,6 +100,7 @@ async fn http_server(data: &Path) -> (Child, String, String) {
         ])
         .arg(echo_component())
         .env("CHITIN_DATA_DIR", data)
+        .env("CHITIN_TRUSTED_KEYS", trusted_keys())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -83,7 +83,8 @@ async fn run() {
             &workspace,
             DataDir::resolve(Some(data.path())).expect("data dir"),
         )
-        .expect("services"),
+        .expect("services")
+        .with_trust(dev_trust()),
     );
     let runtime = Runtime::new(&data.path().join("cache"), &Default::default()).expect("runtime");
     let mut host = Host::new(
@@ -173,4 +174,10 @@ async fn run() {
         );
     }
     println!("\nGoal: shell tool ≤ 1.15× direct at p50.");
+}
+
+/// The trust store `just build-components` writes for the development key.
+fn dev_trust() -> chitin_registry::trust::TrustStore {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys");
+    chitin_registry::trust::TrustStore::load(&path).expect("build/trusted_keys")
 }
