@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 
 /// `component/tool` → JSON [`Approval`].
@@ -89,21 +89,7 @@ impl ApprovalStore {
 
     /// Every remembered approval, sorted by component and tool.
     pub fn list(&self) -> Result<Vec<Approval>, ApprovalStoreError> {
-        let txn = self.db.begin_read().map_err(redb::Error::from)?;
-        let table = match txn.open_table(TABLE) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(redb::Error::from(e).into()),
-        };
-        let mut out = Vec::new();
-        for entry in table.iter().map_err(redb::Error::from)? {
-            let (_, value) = entry.map_err(redb::Error::from)?;
-            // A record this version cannot read is skipped, so it is never taken as approval.
-            if let Ok(approval) = serde_json::from_str::<Approval>(value.value()) {
-                out.push(approval);
-            }
-        }
-        Ok(out)
+        Ok(crate::json_table::read_all(&self.db, TABLE)?)
     }
 
     /// Forget the approvals of `selector`: a tool name, a component (`namespace/name`) or

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use chitin_registry::manifest::Manifest;
 use chitin_registry::widening::widenings;
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 
 /// `namespace/name` → JSON [`Pin`].
@@ -129,20 +129,7 @@ impl PinStore {
 
     /// Every pin, sorted by component.
     pub fn list(&self) -> Result<Vec<Pin>, PinError> {
-        let txn = self.db.begin_read().map_err(redb::Error::from)?;
-        let table = match txn.open_table(TABLE) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(redb::Error::from(e).into()),
-        };
-        let mut out = Vec::new();
-        for entry in table.iter().map_err(redb::Error::from)? {
-            let (_, value) = entry.map_err(redb::Error::from)?;
-            if let Ok(pin) = serde_json::from_str::<Pin>(value.value()) {
-                out.push(pin);
-            }
-        }
-        Ok(out)
+        Ok(crate::json_table::read_all(&self.db, TABLE)?)
     }
 
     fn put(&self, pin: &Pin) -> Result<(), PinError> {
