@@ -6,14 +6,15 @@
 //! Figures are reported, never asserted: the machines are shared and noisy, and kv writes wait
 //! for fsync, whose cost depends on the disk.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chitin_host::data_dir::DataDir;
 use chitin_host::engine::EngineOptions;
 use chitin_host::policy::Policy;
-use chitin_host::{Host, Limits, Runtime, Services};
+use chitin_host::{Host, Limits, Runtime};
 use futures::StreamExt;
 
 /// Documents stored before searching.
@@ -35,13 +36,7 @@ fn component(name: &str) -> PathBuf {
 
 async fn host(data: &Path, limits: Limits, name: &str) -> Host {
     let runtime = Runtime::new(&data.join("cache"), &EngineOptions::default()).expect("runtime");
-    let workspace = data.join("workspace");
-    std::fs::create_dir_all(&workspace).expect("workspace");
-    let services = Arc::new(
-        Services::new(&workspace, DataDir::resolve(Some(data)).expect("data dir"))
-            .expect("services")
-            .with_trust(dev_trust()),
-    );
+    let services = common::services(data);
     let mut policy = Policy::builtin().expect("policy");
     policy.limits = limits;
     let mut host = Host::new(runtime, policy, services);
@@ -192,10 +187,4 @@ async fn run() {
         DOCS + 50,
         ms(p50(searches))
     );
-}
-
-/// The trust store `just build-components` writes for the development key.
-fn dev_trust() -> chitin_registry::trust::TrustStore {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys");
-    chitin_registry::trust::TrustStore::load(&path).expect("build/trusted_keys")
 }

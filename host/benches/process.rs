@@ -5,15 +5,16 @@
 //!
 //! Timing goal (the shell tool ≤ 1.15× the direct spawn at p50) is reported, never asserted.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chitin_host::approval::{ApprovalRequest, Approver, Decision};
 use chitin_host::caps::process::{ProcessConfig, ProcessGrant, Request};
-use chitin_host::data_dir::DataDir;
 use chitin_host::policy::Policy;
-use chitin_host::{CallContext, Host, Runtime, Services};
+use chitin_host::{CallContext, Host, Runtime};
 
 const ROUNDS: usize = 400;
 const WARMUP: usize = 20;
@@ -76,16 +77,8 @@ fn main() {
 
 async fn run() {
     let data = tempfile::tempdir().expect("tempdir");
-    let workspace = data.path().join("workspace");
-    std::fs::create_dir_all(&workspace).expect("workspace");
-    let services = Arc::new(
-        Services::new(
-            &workspace,
-            DataDir::resolve(Some(data.path())).expect("data dir"),
-        )
-        .expect("services")
-        .with_trust(dev_trust()),
-    );
+    let services = common::services(data.path());
+    let workspace = services.workspace().to_owned();
     let runtime = Runtime::new(&data.path().join("cache"), &Default::default()).expect("runtime");
     let mut host = Host::new(
         runtime,
@@ -174,10 +167,4 @@ async fn run() {
         );
     }
     println!("\nGoal: shell tool ≤ 1.15× direct at p50.");
-}
-
-/// The trust store `just build-components` writes for the development key.
-fn dev_trust() -> chitin_registry::trust::TrustStore {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys");
-    chitin_registry::trust::TrustStore::load(&path).expect("build/trusted_keys")
 }

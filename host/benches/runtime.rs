@@ -5,15 +5,15 @@
 //! Timing goals (echo ≤ 10 µs p50; 2 threads ≥ 1.8× one; warm start ≤ 20 ms; ≤ 64 KB per live
 //! instance) are reported, never asserted: the machines are shared and noisy.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chitin_host::data_dir::DataDir;
 use chitin_host::engine::{AllocatorProfile, EngineOptions};
 use chitin_host::policy::Policy;
 use chitin_host::state::{CallEnv, HostState};
-use chitin_host::{CallContext, Host, Limits, Runtime, Services};
+use chitin_host::{CallContext, Host, Limits, Runtime};
 
 const ECHO_ARGS: &str = r#"{"message":"hello"}"#;
 
@@ -47,13 +47,7 @@ async fn host(
         keep_resident,
     };
     let runtime = Runtime::new(&data.join("cache"), &options).expect("runtime");
-    let workspace = data.join("workspace");
-    std::fs::create_dir_all(&workspace).expect("workspace");
-    let services = Arc::new(
-        Services::new(&workspace, DataDir::resolve(Some(data)).expect("data dir"))
-            .expect("services")
-            .with_trust(dev_trust()),
-    );
+    let services = common::services(data);
     let mut policy = Policy::builtin().expect("policy");
     policy.limits = Limits::default();
     let mut host = Host::new(runtime, policy, services);
@@ -61,12 +55,6 @@ async fn host(
         host.load_path(p).await.expect("load");
     }
     host
-}
-
-/// The development key that signed the built components (`just build-components`).
-fn dev_trust() -> chitin_registry::trust::TrustStore {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys");
-    chitin_registry::trust::TrustStore::load(&path).expect("build/trusted_keys")
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
