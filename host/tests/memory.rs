@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use chitin_host::engine::EngineOptions;
 use chitin_host::{Host, Limits, Runtime, ToolError};
 use common::{component, policy, resign, services, test_engine};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 /// One compile cache for the whole test binary.
@@ -309,4 +310,99 @@ async fn a_hundred_concurrent_writes_lose_nothing() {
     }
     let out = ok(&h, "memory_search", json!({"query": "token57"})).await;
     assert_eq!(out["matched"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_reads_folded_blocks_and_recent_entries_alike() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let ws = data.path().join("workspace");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    let services = services(data.path(), &ws);
+    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let mut h = Host::new(runtime, policy(Limits::default()), services.clone());
+    h.load_path(&component("memory")).await.expect("load");
+    let h = std::sync::Arc::new(h);
+
+    // 300 documents, 16 writes in flight: enough for blocks to be folded while others land.
+    let docs: Vec<_> = (0..300)
+        .map(|i| {
+            let h = h.clone();
+            async move {
+                let args = json!({
+                    "content": format!("doc{i} common word{}", i % 7),
+                    "target": format!("notes/{i}.md"),
+                    "append": false,
+                });
+                h.call("memory_write", &args.to_string()).await.result
+            }
+        })
+        .collect();
+    for out in futures::stream::iter(docs)
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await
+    {
+        out.expect("memory_write");
+    }
+    // An overwrite and an append to documents whose first entries are folded by now.
+    let args = json!({"content": "replaced content", "target": "notes/3.md", "append": false});
+    ok(&h, "memory_write", args).await;
+    ok(
+        &h,
+        "memory_write",
+        json!({"content": "extra5", "target": "notes/5.md"}),
+    )
+    .await;
+
+    // The writes that finished blocks 2, 3 and 4 folded blocks 0, 1 and 2 into the index.
+    let kv = services.kv().expect("kv");
+    let place = chitin_host::caps::kv::Place {
+        component: "chitin/memory".into(),
+        bucket: "memory".into(),
+    };
+    for block in 0..3 {
+        let key = format!("b:{block:010}");
+        assert!(
+            kv.get(&place, &key).expect("get").is_some(),
+            "{key} missing"
+        );
+    }
+    assert!(
+        kv.get(&place, "x:0000000000:common")
+            .expect("get")
+            .is_some()
+    );
+
+    let found = |out: &Value| -> Vec<String> {
+        out["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|r| r["path"].as_str().expect("path").to_owned())
+            .collect()
+    };
+    let out = ok(&h, "memory_search", json!({"query": "doc3"})).await;
+    assert_eq!(
+        out["matched"], 0,
+        "an overwritten entry is not found: {out}"
+    );
+    let out = ok(&h, "memory_search", json!({"query": "replaced"})).await;
+    assert_eq!(found(&out), ["notes/3.md"]);
+    for i in [0, 100, 150, 250, 299] {
+        let out = ok(&h, "memory_search", json!({"query": format!("doc{i}")})).await;
+        assert_eq!(found(&out), [format!("notes/{i}.md")], "doc{i}");
+    }
+    let out = ok(&h, "memory_search", json!({"query": "doc5 extra5"})).await;
+    assert_eq!(found(&out), ["notes/5.md"]);
+    let out = ok(&h, "memory_search", json!({"query": "common", "limit": 50})).await;
+    assert_eq!(out["matched"], 299);
+    assert_eq!(found(&out).len(), 50);
+
+    let out = ok(&h, "memory_read", json!({"path": "notes/5.md"})).await;
+    assert_eq!(out["entries"], 2);
+    assert_eq!(out["content"], "doc5 common word5\nextra5");
+    let out = ok(&h, "memory_read", json!({"path": "notes/3.md"})).await;
+    assert_eq!(out["content"], "replaced content");
+    let out = ok(&h, "memory_tree", json!({"path": "notes"})).await;
+    assert_eq!(out["entries"].as_array().expect("entries").len(), 300);
 }

@@ -1,10 +1,12 @@
 //! The search index and BM25 ranking.
 //!
-//! Each write stores its own postings (term → count) beside its text, under a key no other
-//! write uses. Concurrent writes therefore never read-modify-write a shared key and cannot lose
-//! each other's updates — `wasi:keyvalue` has no compare-and-swap, and a shared posting list
-//! per term would need one (or one durable counter per term per write). A search reads every
-//! entry's postings, inverts them for the query's terms and ranks with BM25.
+//! The index is log-structured, because `wasi:keyvalue` has no compare-and-swap and a posting
+//! list shared by concurrent writers would lose updates. Each write stores its own entry (path,
+//! length) and term counts under keys no other write uses. Every [`BLOCK`] writes, one writer
+//! inverts a finished block of entries into per-term posting lists (`term → [(entry, count)]`)
+//! plus a block record of the entries it holds. Those keys are derived from immutable entries
+//! only, so two writers folding the same block write the same bytes. A search reads the block
+//! records, the posting lists of its query terms, and the few entries not yet folded.
 //!
 //! The unit ranked is an entry (one write or append); results are grouped by document, each
 //! scored by its best live entry. An entry is live unless a later overwrite of its document
@@ -14,6 +16,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+/// Entries per index block.
+pub const BLOCK: u64 = 64;
 /// BM25 term-frequency saturation.
 const K1: f64 = 1.2;
 /// BM25 length normalisation.
@@ -23,9 +27,9 @@ const MAX_TERM_CHARS: usize = 48;
 /// Characters of context on each side of a snippet's first hit.
 const SNIPPET_CONTEXT: usize = 80;
 
-/// What one write stored besides its text.
+/// What one write stored besides its text and term counts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Meta {
+pub struct Entry {
     /// The document written.
     #[serde(rename = "p")]
     pub path: String,
@@ -35,27 +39,57 @@ pub struct Meta {
     /// Number of terms in the entry.
     #[serde(rename = "l")]
     pub len: u32,
-    /// Count of each term.
-    #[serde(rename = "tf")]
-    pub terms: BTreeMap<String, u32>,
 }
 
-impl Meta {
-    /// The postings of `text` written to `path`.
-    pub fn of(path: &str, replace: bool, text: &str) -> Self {
-        let mut terms = BTreeMap::new();
+/// Count of each term in one entry.
+pub type Terms = BTreeMap<String, u32>;
+
+/// The entries and term counts of one block, `(entry number, count)` per term.
+pub type Postings = Vec<(u64, u32)>;
+
+/// The record of a folded block: the entries it holds (a number handed out whose write had
+/// not landed when the block was folded is absent and read on its own).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct BlockRecord {
+    /// Entry numbers and entries, in order.
+    #[serde(rename = "e")]
+    pub entries: Vec<(u64, Entry)>,
+}
+
+impl Entry {
+    /// The entry and term counts of `text` written to `path`.
+    pub fn of(path: &str, replace: bool, text: &str) -> (Self, Terms) {
+        let mut terms = Terms::new();
         let mut len = 0u32;
         for term in tokens(text) {
             *terms.entry(term).or_insert(0) += 1;
-            len += 1;
+            len = len.saturating_add(1);
         }
-        Self {
+        let entry = Self {
             path: path.to_owned(),
             replace,
             len,
-            terms,
-        }
+        };
+        (entry, terms)
     }
+}
+
+/// The block `n` holds entries `n * BLOCK + 1 ..= (n + 1) * BLOCK`.
+pub fn block_range(n: u64) -> std::ops::RangeInclusive<u64> {
+    n * BLOCK + 1..=(n + 1) * BLOCK
+}
+
+/// Inverts a block's entries into its record and per-term posting lists.
+pub fn invert(entries: Vec<(u64, Entry, Terms)>) -> (BlockRecord, BTreeMap<String, Postings>) {
+    let mut postings: BTreeMap<String, Postings> = BTreeMap::new();
+    let mut record = BlockRecord::default();
+    for (seq, entry, terms) in entries {
+        for (term, count) in terms {
+            postings.entry(term).or_default().push((seq, count));
+        }
+        record.entries.push((seq, entry));
+    }
+    (record, postings)
 }
 
 /// Lower-cased alphanumeric runs of at least two characters.
@@ -111,23 +145,23 @@ impl Corpus {
         }
     }
 
-    /// Adds entry `seq`.
-    pub fn add(&mut self, seq: u64, meta: &Meta) {
+    /// The query's distinct terms.
+    pub fn terms(&self) -> &[String] {
+        &self.query
+    }
+
+    /// Adds entry `seq` with `tf`, the counts of [`Corpus::terms`] in it.
+    pub fn add(&mut self, seq: u64, entry: &Entry, tf: Vec<u32>) {
         let next = self.docs.len() as u32;
-        let doc = *self.ids.entry(meta.path.clone()).or_insert_with(|| {
-            self.docs.push(meta.path.clone());
+        let doc = *self.ids.entry(entry.path.clone()).or_insert_with(|| {
+            self.docs.push(entry.path.clone());
             next
         });
-        let tf = self
-            .query
-            .iter()
-            .map(|term| meta.terms.get(term).copied().unwrap_or(0))
-            .collect();
         self.entries.push(Scored {
             seq,
             doc,
-            replace: meta.replace,
-            len: meta.len,
+            replace: entry.replace,
+            len: entry.len,
             tf,
         });
     }
@@ -248,7 +282,13 @@ mod tests {
     fn rank(docs: &[(&str, bool, &str)], query: &str, limit: usize) -> (Vec<Hit>, usize) {
         let mut corpus = Corpus::new(query);
         for (i, (path, replace, text)) in docs.iter().enumerate() {
-            corpus.add(i as u64 + 1, &Meta::of(path, *replace, text));
+            let (entry, terms) = Entry::of(path, *replace, text);
+            let tf = corpus
+                .terms()
+                .iter()
+                .map(|t| terms.get(t).copied().unwrap_or(0))
+                .collect();
+            corpus.add(i as u64 + 1, &entry, tf);
         }
         corpus.rank(limit)
     }
@@ -300,6 +340,31 @@ mod tests {
         assert_eq!(rank(&docs, "x1", 2).1, 3);
         assert_eq!(rank(&docs, "!!", 5), (vec![], 0));
         assert_eq!(rank(&[], "x1", 5), (vec![], 0));
+    }
+
+    #[test]
+    fn inverting_a_block_lists_each_term_once_with_its_entries() {
+        let docs = [
+            (1, "a.md", "red fox red"),
+            (2, "b.md", "blue fox"),
+            (4, "a.md", "fox"),
+        ];
+        let (record, postings) = invert(
+            docs.iter()
+                .map(|(seq, path, text)| {
+                    let (entry, terms) = Entry::of(path, false, text);
+                    (*seq, entry, terms)
+                })
+                .collect(),
+        );
+        let seqs: Vec<u64> = record.entries.iter().map(|(s, _)| *s).collect();
+        assert_eq!(seqs, [1, 2, 4]);
+        assert_eq!(record.entries[0].1.len, 3);
+        assert_eq!(postings["fox"], [(1, 1), (2, 1), (4, 1)]);
+        assert_eq!(postings["red"], [(1, 2)]);
+        assert_eq!(postings.len(), 3);
+        assert_eq!(block_range(0), 1..=BLOCK);
+        assert_eq!(block_range(2), 2 * BLOCK + 1..=3 * BLOCK);
     }
 
     #[test]

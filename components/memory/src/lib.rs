@@ -11,7 +11,7 @@ mod index;
 mod store;
 mod target;
 
-use index::{Corpus, Meta, live_entries, snippet};
+use index::{Corpus, Entry, live_entries, snippet};
 use store::Memory;
 
 /// Largest content one write accepts.
@@ -60,8 +60,8 @@ fn memory_write(args: WriteArgs) -> Result<WriteOutput, ToolError> {
         .unwrap_or(0);
     let path = target::resolve(args.target.as_deref(), &target::date(now))?;
     let append = args.append.unwrap_or(true);
-    let meta = Meta::of(&path, !append, &args.content);
-    let entry = Memory::open()?.put(&meta, &args.content)?;
+    let (entry, terms) = Entry::of(&path, !append, &args.content);
+    let entry = Memory::open()?.put(&entry, &terms, &args.content)?;
     Ok(WriteOutput {
         path,
         entry,
@@ -90,12 +90,12 @@ struct ReadOutput {
 fn memory_read(args: ReadArgs) -> Result<ReadOutput, ToolError> {
     let path = target::normalise(&args.path)?;
     let memory = Memory::open()?;
-    let mut entries = Vec::new();
-    memory.scan(|seq, meta| {
-        if meta.path == path {
-            entries.push((seq, meta.replace));
-        }
-    })?;
+    let entries: Vec<(u64, bool)> = memory
+        .load(&[])?
+        .into_iter()
+        .filter(|l| l.entry.path == path)
+        .map(|l| (l.seq, l.entry.replace))
+        .collect();
     let seqs = live_entries(&entries);
     if seqs.is_empty() {
         return Err(ToolError::not_found(format!("no memory document `{path}`")));
@@ -156,10 +156,11 @@ fn memory_tree(args: TreeArgs) -> Result<TreeOutput, ToolError> {
     };
     let depth = args.depth.unwrap_or(DEFAULT_DEPTH).clamp(1, MAX_DEPTH);
     // Every document with an entry has a live one (its last overwrite, or its appends).
-    let mut docs: BTreeSet<String> = BTreeSet::new();
-    Memory::open()?.scan(|_, meta| {
-        docs.insert(meta.path);
-    })?;
+    let docs: BTreeSet<String> = Memory::open()?
+        .load(&[])?
+        .into_iter()
+        .map(|l| l.entry.path)
+        .collect();
     let base_parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
     let mut nodes: BTreeSet<(Vec<&str>, NodeKind)> = BTreeSet::new();
     let mut found = base_parts.is_empty();
@@ -227,7 +228,9 @@ fn memory_search(args: SearchArgs) -> Result<SearchOutput, ToolError> {
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let memory = Memory::open()?;
     let mut corpus = Corpus::new(&args.query);
-    memory.scan(|seq, meta| corpus.add(seq, &meta))?;
+    for loaded in memory.load(corpus.terms())? {
+        corpus.add(loaded.seq, &loaded.entry, loaded.tf);
+    }
     let (hits, matched) = corpus.rank(limit);
     let seqs: Vec<u64> = hits.iter().map(|h| h.seq).collect();
     let texts = memory.texts(&seqs)?;
