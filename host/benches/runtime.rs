@@ -131,6 +131,7 @@ fn breakdown(
                 grant: &component.grant,
                 services: host.services(),
                 ctx: &ctx,
+                invoke: None,
             };
             drop(std::hint::black_box(HostState::new(&env).expect("state")));
             state.push(t.elapsed());

@@ -54,6 +54,12 @@ impl ToolError {
 /// Why a component could not be loaded. Each names the file and the cause.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// Components are loaded before a host serves calls; one still holds it.
+    #[error("{path}: cannot load while a call is still running on this host")]
+    Busy {
+        /// The component file.
+        path: PathBuf,
+    },
     /// The file could not be read.
     #[error("{path}: cannot read: {cause}")]
     Read {

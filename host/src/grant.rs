@@ -54,6 +54,8 @@ pub struct Grant {
     pub kv: KvConfig,
     /// Programs it may run, resolved and confined.
     pub process: Option<Arc<ProcessConfig>>,
+    /// Tools it may invoke: alias → tool name.
+    pub invoke: Arc<BTreeMap<String, String>>,
 }
 
 impl Grant {
@@ -68,6 +70,7 @@ impl Grant {
             env: EnvConfig::default(),
             kv: KvConfig::default(),
             process: None,
+            invoke: Arc::default(),
         }
     }
 
@@ -103,6 +106,12 @@ impl Grant {
             env: env::configure(caps.env.as_ref()),
             kv: kv::configure(caps.kv.as_ref(), &manifest.id(), services)?,
             process: process::configure(caps.process.as_ref(), policy, services)?,
+            invoke: Arc::new(
+                caps.invoke
+                    .as_ref()
+                    .map(|i| i.tools.clone())
+                    .unwrap_or_default(),
+            ),
             manifest: Some(Arc::new(manifest)),
         })
     }

@@ -8,6 +8,7 @@ use chitin_registry::manifest::ApprovalHint;
 
 use crate::approval::{ApprovalRequest, CallContext, Decision};
 use crate::approvals::{Approval, ApprovalStore};
+use crate::caps::invoke::{InvokeFuture, InvokeScope, Invoker};
 use crate::error::{LoadError, ToolError};
 use crate::policy::Policy;
 use crate::runtime::{CallReport, LoadedComponent, Runtime};
@@ -16,6 +17,11 @@ use crate::spec::ToolSpec;
 
 /// Loaded components and their tools, served through one runtime.
 pub struct Host {
+    /// Shared with the calls in flight, which invoke tools through it.
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     runtime: Runtime,
     policy: Policy,
     services: Arc<Services>,
@@ -28,32 +34,34 @@ impl Host {
     /// A host with no components yet, granting under `policy` from `services`.
     pub fn new(runtime: Runtime, policy: Policy, services: Arc<Services>) -> Self {
         Self {
-            runtime,
-            policy,
-            services,
-            components: Vec::new(),
-            index: BTreeMap::new(),
+            inner: Arc::new(Inner {
+                runtime,
+                policy,
+                services,
+                components: Vec::new(),
+                index: BTreeMap::new(),
+            }),
         }
     }
 
     /// The runtime.
     pub fn runtime(&self) -> &Runtime {
-        &self.runtime
+        &self.inner.runtime
     }
 
     /// The operator's policy.
     pub fn policy(&self) -> &Policy {
-        &self.policy
+        &self.inner.policy
     }
 
     /// The workspace, data directory and database.
     pub fn services(&self) -> &Arc<Services> {
-        &self.services
+        &self.inner.services
     }
 
     /// The loaded components, in load order.
     pub fn components(&self) -> &[LoadedComponent] {
-        &self.components
+        &self.inner.components
     }
 
     /// Load every `*.wasm` in `dir` (sorted by name) or the file `path`.
@@ -70,6 +78,57 @@ impl Host {
 
     /// Load one component file and index its tools. A tool name already taken is refused.
     pub async fn load_file(&mut self, path: &Path) -> Result<(), LoadError> {
+        // Calls hold the inner host only while they run, and `&mut self` means none is running.
+        let this = Arc::get_mut(&mut self.inner).ok_or_else(|| LoadError::Busy {
+            path: path.to_owned(),
+        })?;
+        this.load_file(path).await
+    }
+
+    /// Every tool, sorted by name.
+    pub fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.inner.tools()
+    }
+
+    /// The spec of tool `name`.
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.inner.tool(name)
+    }
+
+    /// Call tool `name` with `args_json` in a fresh sandbox as the local user, with nobody to
+    /// approve. Runs inside a Tokio runtime with timers enabled (the wall-clock timeout uses
+    /// them).
+    pub async fn call(&self, name: &str, args_json: &str) -> CallReport {
+        self.call_in(name, args_json, &CallContext::default()).await
+    }
+
+    /// Call tool `name` with `args_json` for the caller in `ctx`, asking its approver first when
+    /// the tool needs approval.
+    pub async fn call_in(&self, name: &str, args_json: &str, ctx: &CallContext) -> CallReport {
+        let invoker: Arc<dyn Invoker> = self.inner.clone();
+        let scope = InvokeScope::root(invoker, name, ctx);
+        self.inner.call_scoped(name, args_json, &scope).await
+    }
+}
+
+impl Invoker for Inner {
+    fn invoke(
+        self: Arc<Self>,
+        tool: String,
+        args_json: String,
+        scope: InvokeScope,
+    ) -> InvokeFuture {
+        Box::pin(async move {
+            self.call_scoped(&tool, &args_json, &scope)
+                .await
+                .result
+                .map(|out| out.text)
+        })
+    }
+}
+
+impl Inner {
+    async fn load_file(&mut self, path: &Path) -> Result<(), LoadError> {
         let component = self
             .runtime
             .load(path, &self.policy, &self.services)
@@ -131,29 +190,21 @@ impl Host {
         Ok(())
     }
 
-    /// Every tool, sorted by name.
-    pub fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
+    fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
         self.index
             .values()
             .map(|&(c, t)| &self.components[c].tools[t].spec)
     }
 
-    /// The spec of tool `name`.
-    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+    fn tool(&self, name: &str) -> Option<&ToolSpec> {
         let &(c, t) = self.index.get(name)?;
         Some(&self.components[c].tools[t].spec)
     }
 
-    /// Call tool `name` with `args_json` in a fresh sandbox as the local user, with nobody to
-    /// approve. Runs inside a Tokio runtime with timers enabled (the wall-clock timeout uses
-    /// them).
-    pub async fn call(&self, name: &str, args_json: &str) -> CallReport {
-        self.call_in(name, args_json, &CallContext::default()).await
-    }
-
-    /// Call tool `name` with `args_json` for the caller in `ctx`, asking its approver first when
-    /// the tool needs approval.
-    pub async fn call_in(&self, name: &str, args_json: &str, ctx: &CallContext) -> CallReport {
+    /// Call tool `name` as the link of an invocation chain that `scope` ends with: the policy
+    /// decides whether it is offered and asks the caller's approver when it needs approval.
+    async fn call_scoped(&self, name: &str, args_json: &str, scope: &InvokeScope) -> CallReport {
+        let ctx = &scope.ctx;
         let Some(&(c, t)) = self.index.get(name) else {
             return CallReport::refused(ToolError::NotFound(self.unknown_tool(name)));
         };
@@ -175,7 +226,7 @@ impl Host {
             }
         }
         self.runtime
-            .call(component, t, args_json, &self.services, ctx)
+            .call(component, t, args_json, &self.services, scope)
             .await
     }
 

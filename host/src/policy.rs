@@ -23,7 +23,7 @@ pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.toml");
 pub const FIRST_PARTY: &str = "chitin";
 
 /// Every capability a manifest can ask for, by its manifest section name.
-pub const CAPABILITIES: [&str; 6] = ["files", "kv", "http", "secrets", "process", "env"];
+pub const CAPABILITIES: [&str; 7] = ["files", "kv", "http", "secrets", "process", "env", "invoke"];
 
 /// The operator's policy.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -301,6 +301,9 @@ impl Policy {
         }
         if !check("env", asked.env.is_some()) {
             granted.env = None;
+        }
+        if !check("invoke", asked.invoke.is_some()) {
+            granted.invoke = None;
         }
         (granted, cut)
     }

@@ -14,6 +14,7 @@ use wasmtime::component::Linker;
 use crate::approval::CallContext;
 use crate::bindings::ToolComponentPre;
 use crate::cache::{CacheCounts, CacheError, CacheOutcome, CompileCache, LoadOrCompileError};
+use crate::caps::invoke::InvokeScope;
 use crate::caps::log::LogRecord;
 use crate::engine::{self, EngineOptions, EngineReport, EpochTicker};
 use crate::error::{LoadError, ToolError};
@@ -283,6 +284,7 @@ impl Runtime {
             grant: &grant,
             services,
             ctx: &CallContext::default(),
+            invoke: None,
         };
         let state = HostState::new(&env).map_err(|e| LoadError::Instantiate {
             path: path.to_owned(),
@@ -333,6 +335,7 @@ impl Runtime {
             grant: &component.grant,
             services,
             ctx: &CallContext::default(),
+            invoke: None,
         };
         let state = HostState::new(&env).map_err(|e| ToolError::ExecutionFailed(e.to_string()))?;
         sandbox::hold(&self.engine, &component.pre, state, &component.grant.limits)
@@ -341,15 +344,17 @@ impl Runtime {
     }
 
     /// Call tool number `index` of `component` in a fresh sandbox, after validating the
-    /// arguments against its schema, and cap its output.
+    /// arguments against its schema, and cap its output. `invoke` is where the call sits in a
+    /// chain of invocations, and where its own go.
     pub async fn call(
         &self,
         component: &LoadedComponent,
         index: usize,
         args_json: &str,
         services: &Arc<Services>,
-        ctx: &CallContext,
+        invoke: &InvokeScope,
     ) -> CallReport {
+        let ctx = &invoke.ctx;
         let limits = &component.grant.limits;
         let Some(tool) = component.tools.get(index) else {
             return CallReport::refused(ToolError::NotFound(format!(
@@ -364,6 +369,7 @@ impl Runtime {
             grant: &component.grant,
             services,
             ctx,
+            invoke: Some(invoke),
         };
         let state = match HostState::new(&env) {
             Ok(mut state) => {

@@ -7,6 +7,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::approval::CallContext;
 use crate::caps::approval::ApprovalCtx;
+use crate::caps::invoke::{InvokeCtx, InvokeScope};
 use crate::caps::kv::KvCtx;
 use crate::caps::log::{LogCtx, SharedLog};
 use crate::caps::process::ProcessCtx;
@@ -26,6 +27,8 @@ pub struct CallEnv<'a> {
     pub services: &'a Arc<Services>,
     /// The caller and their approver.
     pub ctx: &'a CallContext,
+    /// Where the call sits in a chain of invocations (`None` while loading).
+    pub invoke: Option<&'a InvokeScope>,
 }
 
 /// Everything one call's store holds. Built fresh per call and dropped with the instance.
@@ -38,6 +41,7 @@ pub struct HostState {
     pub(crate) limiter: MemoryLimiter,
     pub(crate) progress: ProgressCtx,
     pub(crate) kv: KvCtx,
+    pub(crate) invoke: InvokeCtx,
 }
 
 /// A call's state could not be built (a granted directory vanished, say).
@@ -69,6 +73,10 @@ impl HostState {
                 events: env.ctx.events.clone(),
             },
             kv: KvCtx::new(&env.grant.kv),
+            invoke: InvokeCtx {
+                aliases: env.grant.invoke.clone(),
+                scope: env.invoke.cloned(),
+            },
         })
     }
 }

@@ -46,6 +46,7 @@ pub fn coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
             "process" => "process",
             "kv" => "kv",
             "http" => "http",
+            "invoke" => "invoke",
             _ => return Coverage::Never,
         },
         _ => return Coverage::Never,
@@ -56,6 +57,7 @@ pub fn coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
         "kv" => c.kv.is_some(),
         "secrets" => c.secrets.is_some(),
         "process" => c.process.is_some(),
+        "invoke" => c.invoke.is_some(),
         _ => false,
     });
     if declared {

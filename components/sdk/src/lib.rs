@@ -49,6 +49,7 @@
 
 pub mod content;
 mod error;
+pub mod invoke;
 pub mod log;
 pub mod progress;
 mod schema;

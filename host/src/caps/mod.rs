@@ -4,6 +4,7 @@
 pub mod approval;
 pub mod env;
 pub mod files;
+pub mod invoke;
 pub mod kv;
 pub mod log;
 pub mod process;
@@ -27,6 +28,7 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     kv::add_to_linker(linker)?;
     process::add_to_linker(linker)?;
     approval::add_to_linker(linker)?;
+    invoke::add_to_linker(linker)?;
     Ok(())
 }
 
@@ -41,5 +43,6 @@ pub fn is_linked(import: &str) -> bool {
         || import.starts_with(kv::LINKED_PACKAGE)
         || import.starts_with("chitin:host/process@")
         || import.starts_with("chitin:host/approval@")
+        || import.starts_with("chitin:host/invoke@")
         || import.starts_with("chitin:tool/types@")
 }

@@ -149,6 +149,17 @@ pub(super) fn describe(caps: &Capabilities) -> Vec<CapabilityLine> {
             risk: "can read these environment variables of the host".into(),
         });
     }
+    if let Some(invoke) = &caps.invoke {
+        for (alias, tool) in &invoke.tools {
+            out.push(CapabilityLine {
+                name: "invoke",
+                scope: format!("`{alias}` → {tool}"),
+                risk: format!(
+                    "can call {tool} (under its own grant, subject to the policy and approvals)"
+                ),
+            });
+        }
+    }
     out
 }
 

@@ -7,6 +7,7 @@
 pub mod env;
 pub mod files;
 pub mod http;
+pub mod invoke;
 pub mod kv;
 pub mod process;
 pub mod secrets;
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 pub use env::EnvGrant;
 pub use files::{FileAccess, FilesGrant, PathGrant};
 pub use http::HttpGrant;
+pub use invoke::InvokeGrant;
 pub use kv::KvGrant;
 pub use process::ProcessGrant;
 pub use secrets::SecretsGrant;
@@ -105,6 +107,9 @@ pub struct Capabilities {
     /// Environment variables it may read (`wasi:cli/environment`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<EnvGrant>,
+    /// Other tools it may call, by alias (`chitin:host/invoke`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoke: Option<InvokeGrant>,
 }
 
 /// Per-call limits a component asks for; each is clamped by the policy, and an absent one takes
@@ -218,6 +223,9 @@ impl Manifest {
         }
         if let Some(env) = &c.env {
             env.validate()?;
+        }
+        if let Some(invoke) = &c.invoke {
+            invoke.validate()?;
         }
         let l = &self.limits;
         let zero = [
