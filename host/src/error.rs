@@ -54,6 +54,23 @@ impl ToolError {
 /// Why a component could not be loaded. Each names the file and the cause.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// A library component where a tool component was expected.
+    #[error(
+        "{path}: is a library component (it exports interfaces, not tools); load it into a \
+         host beside the tools that depend on it"
+    )]
+    Library {
+        /// The component file.
+        path: PathBuf,
+    },
+    /// A dependency could not be resolved, composed or linked.
+    #[error("{path}: {cause}")]
+    Dependency {
+        /// The component file.
+        path: PathBuf,
+        /// Which dependency and why.
+        cause: crate::library::DependencyError,
+    },
     /// Components are loaded before a host serves calls; one still holds it.
     #[error("{path}: cannot load while a call is still running on this host")]
     Busy {

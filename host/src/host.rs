@@ -10,8 +10,9 @@ use crate::approval::{ApprovalRequest, CallContext, Decision};
 use crate::approvals::{Approval, ApprovalStore};
 use crate::caps::invoke::{InvokeFuture, InvokeScope, Invoker};
 use crate::error::{LoadError, ToolError};
+use crate::library::LoadedLibrary;
 use crate::policy::Policy;
-use crate::runtime::{CallReport, LoadedComponent, Runtime};
+use crate::runtime::{CallReport, Loaded, LoadedComponent, Runtime};
 use crate::services::Services;
 use crate::spec::ToolSpec;
 
@@ -26,6 +27,8 @@ struct Inner {
     policy: Policy,
     services: Arc<Services>,
     components: Vec<LoadedComponent>,
+    /// Library components, for the tools loaded after them to depend on.
+    libraries: Vec<Arc<LoadedLibrary>>,
     /// Tool name → (component index, tool index); a BTreeMap so listings are deterministic.
     index: BTreeMap<String, (usize, usize)>,
 }
@@ -39,6 +42,7 @@ impl Host {
                 policy,
                 services,
                 components: Vec::new(),
+                libraries: Vec::new(),
                 index: BTreeMap::new(),
             }),
         }
@@ -64,11 +68,19 @@ impl Host {
         &self.inner.components
     }
 
-    /// Load every `*.wasm` in `dir` (sorted by name) or the file `path`.
+    /// The library components loaded, in load order.
+    pub fn libraries(&self) -> &[Arc<LoadedLibrary>] {
+        &self.inner.libraries
+    }
+
+    /// Load every `*.wasm` in `dir` (libraries first, so tools can depend on them; each group
+    /// sorted by name) or the file `path`.
     pub async fn load_path(&mut self, path: &Path) -> Result<(), LoadError> {
         if path.is_dir() {
-            for file in wasm_files(path)? {
-                self.load_file(&file).await?;
+            let (libraries, tools): (Vec<PathBuf>, Vec<PathBuf>) =
+                wasm_files(path)?.into_iter().partition(|f| is_library(f));
+            for file in libraries.iter().chain(&tools) {
+                self.load_file(file).await?;
             }
             Ok(())
         } else {
@@ -129,10 +141,22 @@ impl Invoker for Inner {
 
 impl Inner {
     async fn load_file(&mut self, path: &Path) -> Result<(), LoadError> {
-        let component = self
+        let bytes = std::fs::read(path).map_err(|cause| LoadError::Read {
+            path: path.to_owned(),
+            cause,
+        })?;
+        let loaded = self
             .runtime
-            .load(path, &self.policy, &self.services)
+            .load_any(path, &bytes, &self.policy, &self.services, &self.libraries)
             .await?;
+        let component = match loaded {
+            Loaded::Tool(component) => component,
+            Loaded::Library(library) => {
+                tracing::info!(library = %library.id(), hash = %library.hash, "library loaded");
+                self.libraries.push(library);
+                return Ok(());
+            }
+        };
         let namespace = component
             .grant
             .manifest
@@ -301,6 +325,20 @@ impl Inner {
             format!("no tool named `{name}`; loaded tools: {}", known.join(", "))
         }
     }
+}
+
+/// Whether the manifest embedded in `file` declares a library. Unreadable files count as
+/// tools: loading them reports what is wrong.
+fn is_library(file: &Path) -> bool {
+    std::fs::read(file)
+        .ok()
+        .and_then(|bytes| {
+            chitin_registry::artifact::manifest_text(&bytes)
+                .ok()
+                .flatten()
+                .and_then(|text| chitin_registry::manifest::Manifest::parse(text).ok())
+        })
+        .is_some_and(|m| m.component.kind == chitin_registry::manifest::ComponentKind::Library)
 }
 
 /// The `*.wasm` files in `dir`, sorted by name.

@@ -18,6 +18,7 @@ pub mod events;
 pub mod grant;
 pub mod host;
 pub mod json_table;
+pub mod library;
 pub mod limits;
 pub mod mcp;
 pub mod pins;

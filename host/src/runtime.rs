@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chitin_registry::artifact::{self, ContentHash};
-use chitin_registry::manifest::Manifest;
+use chitin_registry::manifest::{ComponentKind, Manifest};
 use chitin_registry::signature;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
@@ -19,6 +19,7 @@ use crate::caps::log::LogRecord;
 use crate::engine::{self, EngineOptions, EngineReport, EpochTicker};
 use crate::error::{LoadError, ToolError};
 use crate::grant::Grant;
+use crate::library::{self, LoadedLibrary};
 use crate::limits::floor_char_boundary_len;
 use crate::policy::Policy;
 use crate::sandbox;
@@ -64,7 +65,28 @@ pub struct LoadedComponent {
     pub tools: Vec<CheckedSpec>,
     /// What it may use.
     pub grant: Arc<Grant>,
+    /// The fingerprint of the trusted key that signed it.
+    pub signer: String,
+    /// The libraries it was composed with or linked to, and how.
+    pub libraries: Vec<(Arc<LoadedLibrary>, LibraryUse)>,
     pre: ToolComponentPre<HostState>,
+}
+
+/// How a tool uses one of its libraries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LibraryUse {
+    /// Composed into the tool statically.
+    Composed,
+    /// Called through the host, in the library's own store.
+    Linked,
+}
+
+/// What a component file turned out to be.
+pub enum Loaded {
+    /// A tool component, ready to call.
+    Tool(LoadedComponent),
+    /// A library for tool components to import.
+    Library(Arc<LoadedLibrary>),
 }
 
 impl LoadedComponent {
@@ -178,7 +200,8 @@ impl Runtime {
         self.load_bytes(path, &bytes, policy, services).await
     }
 
-    /// As [`Runtime::load`], for bytes already read; `path` names the component in errors.
+    /// As [`Runtime::load`], for bytes already read; `path` names the component in errors. A
+    /// library or a tool with dependencies is refused: those load through a host.
     pub async fn load_bytes(
         &self,
         path: &Path,
@@ -186,6 +209,24 @@ impl Runtime {
         policy: &Policy,
         services: &Arc<Services>,
     ) -> Result<LoadedComponent, LoadError> {
+        match self.load_any(path, bytes, policy, services, &[]).await? {
+            Loaded::Tool(tool) => Ok(tool),
+            Loaded::Library(_) => Err(LoadError::Library {
+                path: path.to_owned(),
+            }),
+        }
+    }
+
+    /// Load a tool or library component from `bytes`; a tool's dependencies resolve among
+    /// `libraries` (capability-free ones are composed in, the others linked through the host).
+    pub async fn load_any(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        policy: &Policy,
+        services: &Arc<Services>,
+        libraries: &[Arc<LoadedLibrary>],
+    ) -> Result<Loaded, LoadError> {
         artifact::check_header(bytes).map_err(|cause| LoadError::Artifact {
             path: path.to_owned(),
             cause,
@@ -262,24 +303,96 @@ impl Runtime {
             .imports(&self.engine)
             .map(|(name, _)| name.to_owned())
             .collect();
-        let asked = grant.manifest.as_ref().map(|m| &m.capabilities);
-        let uncovered = chitin_registry::imports::uncovered(&imports, asked);
+        let uncovered = chitin_registry::imports::uncovered(&imports, grant.manifest.as_deref());
         if !uncovered.is_empty() {
             return Err(LoadError::UncoveredImports {
                 path: path.to_owned(),
                 imports: chitin_registry::imports::describe_uncovered(&uncovered),
             });
         }
-        crate::contract::check(&self.engine, &component).map_err(|cause| LoadError::Contract {
-            path: path.to_owned(),
-            cause,
-        })?;
-        let pre = sandbox::pre_instantiate(&self.linker, &component).map_err(|e| {
-            LoadError::Instantiate {
+        let is_library = grant
+            .manifest
+            .as_ref()
+            .is_some_and(|m| m.component.kind == ComponentKind::Library);
+        if is_library {
+            let publisher = services
+                .trust()
+                .keys()
+                .iter()
+                .find(|k| k.key.fingerprint() == signer)
+                .map(|k| k.publisher.clone());
+            let library = LoadedLibrary::new(
+                &self.engine,
+                &self.linker,
+                path,
+                bytes,
+                &component,
+                hash,
+                signer,
+                publisher,
+                grant,
+            )
+            .map_err(|cause| LoadError::Dependency {
                 path: path.to_owned(),
-                reason: format!("{e:#}"),
+                cause,
+            })?;
+            return Ok(Loaded::Library(Arc::new(library)));
+        }
+        let (component, linker, used, linked) = match grant.manifest.as_ref() {
+            Some(m) if !m.dependencies.is_empty() => {
+                let dependency = |cause| LoadError::Dependency {
+                    path: path.to_owned(),
+                    cause,
+                };
+                let resolution =
+                    library::resolve(m, &imports, libraries, m.capabilities.env.is_some())
+                        .map_err(dependency)?;
+                let linked: Vec<String> =
+                    resolution.linked.iter().map(|(i, _)| i.clone()).collect();
+                let component = if resolution.composed.is_empty() {
+                    component
+                } else {
+                    let composite =
+                        library::compose(&m.id(), bytes, &resolution).map_err(dependency)?;
+                    self.cache
+                        .load_or_compile(&self.engine, &ContentHash::of(&composite), &composite)
+                        .map_err(|LoadOrCompileError::Compile(reason)| LoadError::Compile {
+                            path: path.to_owned(),
+                            reason,
+                        })?
+                        .0
+                };
+                let mut linker = self.linker.clone();
+                for (import, library) in &resolution.linked {
+                    library::link(&self.engine, &mut linker, import, library, services)
+                        .map_err(dependency)?;
+                }
+                let used = resolution
+                    .composed
+                    .into_iter()
+                    .map(|l| (l, LibraryUse::Composed))
+                    .chain(
+                        resolution
+                            .linked
+                            .into_iter()
+                            .map(|(_, l)| (l, LibraryUse::Linked)),
+                    )
+                    .collect();
+                (component, Some(linker), used, linked)
+            }
+            _ => (component, None, Vec::new(), Vec::new()),
+        };
+        crate::contract::check(&self.engine, &component, &linked).map_err(|cause| {
+            LoadError::Contract {
+                path: path.to_owned(),
+                cause,
             }
         })?;
+        let pre = sandbox::pre_instantiate(linker.as_ref().unwrap_or(&self.linker), &component)
+            .map_err(|e| LoadError::Instantiate {
+                path: path.to_owned(),
+                reason: format!("{e:#}"),
+            })?;
         let env = CallEnv {
             grant: &grant,
             services,
@@ -314,14 +427,16 @@ impl Runtime {
                 tool: tool.clone(),
             });
         }
-        Ok(LoadedComponent {
+        Ok(Loaded::Tool(LoadedComponent {
             path: path.to_owned(),
             hash,
             cache,
             tools,
             grant,
+            signer,
+            libraries: used,
             pre,
-        })
+        }))
     }
 
     /// Instantiate `component` and keep the instance alive without calling it: what one

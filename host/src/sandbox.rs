@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use wasmtime::component::Component;
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Val};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use crate::bindings::ToolComponentPre;
@@ -154,6 +154,31 @@ pub fn pre_instantiate(
     component: &Component,
 ) -> wasmtime::Result<ToolComponentPre<HostState>> {
     ToolComponentPre::new(linker.instantiate_pre(component)?)
+}
+
+/// Call the library function `index` in a fresh instance of `pre` under `limits`: how a tool's
+/// call into a host-linked library runs, apart from the tool's own store.
+pub async fn call_library(
+    engine: &Engine,
+    pre: &InstancePre<HostState>,
+    state: HostState,
+    limits: &Limits,
+    index: ComponentExportIndex,
+    params: &[Val],
+    results: &mut [Val],
+) -> wasmtime::Result<()> {
+    let mut store = new_store(engine, state, limits)?;
+    let run = async {
+        let instance = pre.instantiate_async(&mut store).await?;
+        let func = instance
+            .get_func(&mut store, index)
+            .ok_or_else(|| wasmtime::format_err!("the library lacks the function it exports"))?;
+        func.call_async(&mut store, params, results).await
+    };
+    match tokio::time::timeout(limits.timeout(), run).await {
+        Err(_elapsed) => Err(timeout_error(limits).into()),
+        Ok(result) => result,
+    }
 }
 
 fn timeout_error(limits: &Limits) -> ToolError {

@@ -12,8 +12,12 @@
 //! component that imports file access while declaring none is hiding something from an auditor,
 //! so it is refused rather than silently given an empty file system. `wasi:sockets` is never
 //! covered: chitin grants network access only through `wasi:http` with an allowlist.
+//!
+//! Any other interface (neither `wasi:` nor `chitin:host`) can only come from a library
+//! component, so it is covered when the manifest declares `[[dependencies]]`; the host resolves
+//! each such import to a trusted library at load, and refuses the component if none fits.
 
-use crate::manifest::Capabilities;
+use crate::manifest::{Capabilities, Manifest};
 
 /// Which part of a manifest covers an import, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,12 +28,29 @@ pub enum Coverage {
     Capability(&'static str),
     /// The named capability section would cover it, but the manifest does not declare it.
     Undeclared(&'static str),
+    /// A library the manifest depends on must export it (checked when the host loads).
+    Dependency,
     /// Nothing can cover it.
     Never,
 }
 
-/// How `import` (e.g. `wasi:http/outgoing-handler@0.2.6`) is covered by `caps`.
-pub fn coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
+/// How `import` (e.g. `wasi:http/outgoing-handler@0.2.6`) is covered by `manifest`.
+pub fn coverage(import: &str, manifest: Option<&Manifest>) -> Coverage {
+    let caps = manifest.map(|m| &m.capabilities);
+    match capability_coverage(import, caps) {
+        Coverage::Never
+            if !import.starts_with("wasi:")
+                && !import.starts_with("chitin:host/")
+                && manifest.is_some_and(|m| !m.dependencies.is_empty()) =>
+        {
+            Coverage::Dependency
+        }
+        other => other,
+    }
+}
+
+/// How `import` is covered by the base or a capability section of `caps`.
+fn capability_coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
     let unversioned = import.split('@').next().unwrap_or(import);
     let (package, interface) = unversioned.split_once('/').unwrap_or((unversioned, ""));
     let capability = match package {
@@ -70,12 +91,12 @@ pub fn coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
 /// The imports not covered, each with what would cover it (`None`: nothing can).
 pub fn uncovered(
     imports: &[String],
-    caps: Option<&Capabilities>,
+    manifest: Option<&Manifest>,
 ) -> Vec<(String, Option<&'static str>)> {
     imports
         .iter()
-        .filter_map(|import| match coverage(import, caps) {
-            Coverage::Base | Coverage::Capability(_) => None,
+        .filter_map(|import| match coverage(import, manifest) {
+            Coverage::Base | Coverage::Capability(_) | Coverage::Dependency => None,
             Coverage::Undeclared(cap) => Some((import.clone(), Some(cap))),
             Coverage::Never => Some((import.clone(), None)),
         })
@@ -87,7 +108,13 @@ pub fn describe_uncovered(list: &[(String, Option<&'static str>)]) -> String {
     list.iter()
         .map(|(import, cap)| match cap {
             Some(cap) => format!("{import} (needs a [capabilities.{cap}] section)"),
-            None => format!("{import} (chitin never grants it)"),
+            None if import.starts_with("wasi:") || import.starts_with("chitin:host/") => {
+                format!("{import} (chitin never grants it)")
+            }
+            None => format!(
+                "{import} (no capability covers it; a library's interface needs a \
+                 [[dependencies]] entry)"
+            ),
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -121,10 +148,12 @@ mod tests {
              publisher = \"b\"\n[capabilities.files]\npaths = [{ path = \".\", access = \"read-only\" }]\n",
         )
         .unwrap();
-        let caps = manifest.capabilities;
-        assert_eq!(coverage(import, Some(&caps)), Coverage::Capability("files"));
         assert_eq!(
-            coverage("wasi:http/outgoing-handler@0.2.6", Some(&caps)),
+            coverage(import, Some(&manifest)),
+            Coverage::Capability("files")
+        );
+        assert_eq!(
+            coverage("wasi:http/outgoing-handler@0.2.6", Some(&manifest)),
             Coverage::Undeclared("http")
         );
     }
@@ -142,6 +171,28 @@ mod tests {
         assert!(
             text.contains("wasi:sockets/tcp@0.2.6 (chitin never grants it)"),
             "{text}"
+        );
+        assert!(text.contains("acme:evil/backdoor (no capability"), "{text}");
+    }
+
+    #[test]
+    fn library_interfaces_need_dependencies_and_sockets_stay_refused() {
+        let manifest = Manifest::parse(
+            "schema = 1\n[component]\nname = \"a\"\nnamespace = \"b\"\nversion = \"1.0.0\"\n\
+             publisher = \"b\"\n[[dependencies]]\nname = \"b/lib\"\nversion = \"^1\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            coverage("acme:text/upper@0.1.0", Some(&manifest)),
+            Coverage::Dependency
+        );
+        assert_eq!(
+            coverage("wasi:sockets/tcp@0.2.6", Some(&manifest)),
+            Coverage::Never
+        );
+        assert_eq!(
+            coverage("chitin:host/nope@0.1.0", Some(&manifest)),
+            Coverage::Never
         );
     }
 }

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod artifact;
+pub mod compose;
 pub mod imports;
 pub mod keys;
 pub mod manifest;

@@ -247,7 +247,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     };
     let world = WitWorld::decode(&bytes).with_context(|| file.display().to_string())?;
     let import_list = world.imports();
-    let uncovered = imports::uncovered(&import_list, manifest.as_ref().map(|m| &m.capabilities));
+    let uncovered = imports::uncovered(&import_list, manifest.as_ref());
     let tools = if verdict.is_ok() {
         match runtime.load_bytes(&file, &bytes, &policy, &services).await {
             Ok(loaded) => Ok(loaded

@@ -38,8 +38,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         .transpose()
         .with_context(refuse)?;
     let world = WitWorld::decode(&bytes).with_context(refuse)?;
-    let uncovered =
-        imports::uncovered(&world.imports(), manifest.as_ref().map(|m| &m.capabilities));
+    let uncovered = imports::uncovered(&world.imports(), manifest.as_ref());
     if !uncovered.is_empty() {
         anyhow::bail!(
             "{}: imports not covered by its manifest: {}",

@@ -4,6 +4,7 @@
 //!
 //! Each capability's section lives in its own module; a section that is absent grants nothing.
 
+pub mod dependencies;
 pub mod env;
 pub mod files;
 pub mod http;
@@ -16,6 +17,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use dependencies::{ComponentKind, Dependency};
 pub use env::EnvGrant;
 pub use files::{FileAccess, FilesGrant, PathGrant};
 pub use http::HttpGrant;
@@ -44,6 +46,9 @@ pub struct Manifest {
     /// Limits the component asks for; the policy clamps them.
     #[serde(default)]
     pub limits: LimitRequest,
+    /// Library components it needs at load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<Dependency>,
 }
 
 /// The component's identity.
@@ -61,6 +66,9 @@ pub struct ComponentInfo {
     /// What it is for, in a sentence.
     #[serde(default)]
     pub description: String,
+    /// A tool component (the default) or a library.
+    #[serde(default, skip_serializing_if = "ComponentKind::is_tool")]
+    pub kind: ComponentKind,
 }
 
 /// Hints for one tool.
@@ -226,6 +234,9 @@ impl Manifest {
         }
         if let Some(invoke) = &c.invoke {
             invoke.validate()?;
+        }
+        for (i, dep) in self.dependencies.iter().enumerate() {
+            dep.validate(i)?;
         }
         let l = &self.limits;
         let zero = [

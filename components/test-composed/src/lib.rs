@@ -1,0 +1,89 @@
+//! Test fixture: tools built on two libraries — `chitin:test-text/text` (capability-free,
+//! composed statically) and `chitin:test-files/files` (with a files grant of its own, linked
+//! through the host) — plus a tool reading files itself under its own grant (`rootdir/`).
+
+use chitin_sdk::prelude::*;
+
+mod libs {
+    wit_bindgen::generate!({
+        path: ["../test-lib-text/wit", "../test-lib-files/wit"],
+        inline: "package chitin:test-composed;
+                 world imports {
+                     import chitin:test-text/text@0.1.0;
+                     import chitin:test-files/files@0.1.0;
+                 }",
+        generate_all,
+    });
+}
+
+use libs::chitin::{test_files::files, test_text::text};
+
+#[derive(Deserialize, JsonSchema)]
+struct TextArgs {
+    /// Text to upper-case
+    text: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct PathArgs {
+    /// Workspace-relative path
+    path: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct TextOutput {
+    /// The result
+    text: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct CallsOutput {
+    /// Calls the library instance had served, per call made
+    calls: Vec<u32>,
+}
+
+fn shout(args: TextArgs) -> Result<TextOutput, ToolError> {
+    Ok(TextOutput {
+        text: text::upper(&args.text),
+    })
+}
+
+fn lib_read(args: PathArgs) -> Result<TextOutput, ToolError> {
+    files::read(&args.path)
+        .map(|text| TextOutput { text })
+        .map_err(ToolError::permission_denied)
+}
+
+fn own_read(args: PathArgs) -> Result<TextOutput, ToolError> {
+    std::fs::read_to_string(std::path::Path::new("/workspace").join(&args.path))
+        .map(|text| TextOutput { text })
+        .map_err(|e| ToolError::permission_denied(format!("cannot read `{}`: {e}", args.path)))
+}
+
+fn text_calls(_: NoArgs) -> Result<CallsOutput, ToolError> {
+    Ok(CallsOutput {
+        calls: vec![text::calls(), text::calls()],
+    })
+}
+
+fn files_calls(_: NoArgs) -> Result<CallsOutput, ToolError> {
+    Ok(CallsOutput {
+        calls: vec![files::calls(), files::calls()],
+    })
+}
+
+fn tools() -> Vec<Tool> {
+    vec![
+        Tool::new("shout", "Upper-cases text through the text library.", shout),
+        Tool::new(
+            "lib_read",
+            "Reads a file through the files library.",
+            lib_read,
+        ),
+        Tool::new("own_read", "Reads a file itself.", own_read),
+        Tool::new("text_calls", "Calls the text library twice.", text_calls),
+        Tool::new("files_calls", "Calls the files library twice.", files_calls),
+    ]
+}
+
+chitin_sdk::export_tools!(tools);

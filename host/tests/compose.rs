@@ -1,0 +1,212 @@
+//! Composition at load: library components resolved from a tool's `[[dependencies]]`, a
+//! capability-free one composed statically and one with its own grant linked through the host.
+//! Each part keeps its own rights; a tampered, untrusted, wrongly signed or incompatible
+//! library is refused by name.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use chitin_host::error::LoadError;
+use chitin_host::runtime::LibraryUse;
+use chitin_host::{Host, Limits, Runtime, ToolError};
+use common::{fixture, policy, resign, services, test_engine};
+use serde_json::{Value, json};
+
+/// One compile cache for the whole test binary.
+fn cache() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
+        .path()
+}
+
+const TEXT_MANIFEST: &str = "schema = 1\n[component]\nname = \"test-lib-text\"\n\
+    namespace = \"chitin\"\nversion = \"VERSION\"\npublisher = \"chitin\"\nkind = \"library\"\n";
+
+/// An empty host over a workspace holding `rootdir/f.txt` (the tool's grant) and
+/// `libdir/f.txt` (the files library's grant).
+fn host(data: &Path) -> Host {
+    let ws = data.join("workspace");
+    for dir in ["rootdir", "libdir"] {
+        std::fs::create_dir_all(ws.join(dir)).expect("dir");
+        std::fs::write(ws.join(dir).join("f.txt"), dir).expect("file");
+    }
+    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    Host::new(runtime, policy(Limits::default()), services(data, &ws))
+}
+
+async fn load(host: &mut Host, paths: &[PathBuf]) {
+    for p in paths {
+        host.load_path(p).await.expect("load");
+    }
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).expect("write");
+    path
+}
+
+async fn ok(host: &Host, tool: &str, args: Value) -> Value {
+    match host.call(tool, &args.to_string()).await.result {
+        Ok(out) => out.json().expect("JSON"),
+        Err(e) => panic!("{tool} {args}: {e}"),
+    }
+}
+
+async fn err(host: &Host, tool: &str, args: Value) -> ToolError {
+    match host.call(tool, &args.to_string()).await.result {
+        Ok(out) => panic!("{tool} {args} succeeded: {}", out.text),
+        Err(e) => e,
+    }
+}
+
+#[tokio::test]
+async fn composed_and_linked_libraries_work_and_keep_their_own_rights() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut h = host(data.path());
+    // Loaded file by file, so libraries come before the tools that depend on them.
+    load(
+        &mut h,
+        &[
+            fixture("test-lib-text"),
+            fixture("test-lib-files"),
+            fixture("test-composed"),
+            fixture("test-composed-b"),
+        ],
+    )
+    .await;
+    let composed = h
+        .components()
+        .iter()
+        .find(|c| c.name() == "chitin/test-composed")
+        .expect("loaded");
+    let uses: Vec<(String, LibraryUse)> = composed
+        .libraries
+        .iter()
+        .map(|(l, u)| (l.id(), *u))
+        .collect();
+    assert_eq!(
+        uses,
+        [
+            ("chitin/test-lib-text".to_owned(), LibraryUse::Composed),
+            ("chitin/test-lib-files".to_owned(), LibraryUse::Linked),
+        ]
+    );
+
+    let out = ok(&h, "shout", json!({"text": "quiet"})).await;
+    assert_eq!(out["text"], "QUIET");
+
+    // The linked library reads under its own grant, not the tool's...
+    let out = ok(&h, "lib_read", json!({"path": "libdir/f.txt"})).await;
+    assert_eq!(out["text"], "libdir");
+    let e = err(&h, "lib_read", json!({"path": "rootdir/f.txt"})).await;
+    assert!(matches!(e, ToolError::PermissionDenied(_)), "{e:?}");
+    // ...and the tool reads under its own, not the library's.
+    let out = ok(&h, "own_read", json!({"path": "rootdir/f.txt"})).await;
+    assert_eq!(out["text"], "rootdir");
+    let e = err(&h, "own_read", json!({"path": "libdir/f.txt"})).await;
+    assert!(matches!(e, ToolError::PermissionDenied(_)), "{e:?}");
+
+    // A composed library lives in the tool's instance: fresh per call, shared within one.
+    for _ in 0..2 {
+        let out = ok(&h, "text_calls", json!({})).await;
+        assert_eq!(out["calls"], json!([1, 2]));
+        let out = ok(&h, "text_calls_b", json!({})).await;
+        assert_eq!(out["calls"], json!([1, 2]));
+    }
+    // A linked library runs each call in a fresh instance of its own.
+    let out = ok(&h, "files_calls", json!({})).await;
+    assert_eq!(out["calls"], json!([1, 1]));
+}
+
+#[tokio::test]
+async fn a_missing_dependency_is_refused_by_name() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut h = host(data.path());
+    load(&mut h, &[fixture("test-lib-files")]).await;
+    let e = h
+        .load_path(&fixture("test-composed"))
+        .await
+        .expect_err("refused");
+    let text = e.to_string();
+    assert!(matches!(e, LoadError::Dependency { .. }), "{text}");
+    assert!(
+        text.contains("dependency `chitin/test-lib-text` ^0.1 is not loaded"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_tampered_or_untrusted_library_never_loads() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut bytes = std::fs::read(fixture("test-lib-text")).expect("read");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x01;
+    let tampered = write(dir.path(), "tampered.wasm", &bytes);
+    let mut h = host(data.path());
+    let e = h.load_path(&tampered).await.expect_err("tampered");
+    assert!(matches!(e, LoadError::Signature { .. }), "{e}");
+
+    let bare = chitin_registry::signature::strip(&std::fs::read(fixture("test-lib-text")).unwrap())
+        .expect("strip");
+    let stranger = chitin_registry::keys::SigningKey::generate();
+    let untrusted = chitin_registry::signature::sign(&bare, &stranger).expect("sign");
+    let untrusted = write(dir.path(), "untrusted.wasm", &untrusted);
+    let e = h.load_path(&untrusted).await.expect_err("untrusted");
+    assert!(matches!(e, LoadError::Signature { .. }), "{e}");
+    assert!(h.libraries().is_empty());
+}
+
+#[tokio::test]
+async fn a_library_signed_by_another_publisher_or_at_another_version_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wasm = std::fs::read(fixture("test-lib-text")).expect("read");
+
+    // Trusted for `chitin/*`, but as publisher `tests`; the tool asks for `chitin`.
+    let other_signer = resign(&wasm, &TEXT_MANIFEST.replace("VERSION", "0.1.2"));
+    let other_signer = write(dir.path(), "text.wasm", &other_signer);
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut h = host(data.path());
+    load(&mut h, &[other_signer, fixture("test-lib-files")]).await;
+    let e = h
+        .load_path(&fixture("test-composed"))
+        .await
+        .expect_err("refused");
+    let text = e.to_string();
+    assert!(text.contains("requires publisher `chitin`"), "{text}");
+
+    // Version 0.2 is outside ^0.1.
+    let newer = resign(&wasm, &TEXT_MANIFEST.replace("VERSION", "0.2.0"));
+    let newer = write(dir.path(), "text2.wasm", &newer);
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut h = host(data.path());
+    load(&mut h, &[newer, fixture("test-lib-files")]).await;
+    let e = h
+        .load_path(&fixture("test-composed-b"))
+        .await
+        .expect_err("refused");
+    let text = e.to_string();
+    assert!(
+        text.contains("`chitin/test-lib-text` ^0.1: only version 0.2.0 is loaded"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_library_cannot_use_a_capability_its_own_manifest_lacks() {
+    // The files library without its files section: refused at load, whatever the tools that
+    // import it are granted.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wasm = std::fs::read(fixture("test-lib-files")).expect("read");
+    let manifest = "schema = 1\n[component]\nname = \"test-lib-files\"\nnamespace = \"chitin\"\n\
+                    version = \"0.1.0\"\npublisher = \"chitin\"\nkind = \"library\"\n";
+    let stripped = write(dir.path(), "files.wasm", &resign(&wasm, manifest));
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut h = host(data.path());
+    let e = h.load_path(&stripped).await.expect_err("refused");
+    let text = e.to_string();
+    assert!(matches!(e, LoadError::UncoveredImports { .. }), "{text}");
+    assert!(text.contains("wasi:filesystem"), "{text}");
+}
