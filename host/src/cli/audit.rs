@@ -11,14 +11,16 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use chitin_registry::artifact::{self, ContentHash, WitWorld};
 use chitin_registry::imports;
-use chitin_registry::manifest::{Capabilities, FileAccess, Manifest};
+use chitin_registry::manifest::{Capabilities, ComponentKind, FileAccess, Manifest};
 use chitin_registry::signature;
 use chitin_registry::widening::widenings;
 use serde_json::{Value, json};
 
 use super::{Cli, Exit, component_sources, open_runtime};
 use crate::grant::Grant;
+use crate::library::LoadedLibrary;
 use crate::policy::Policy;
+use crate::runtime::{LibraryUse, Loaded};
 
 /// Arguments of `chitin audit`.
 #[derive(Debug, clap::Args)]
@@ -220,6 +222,136 @@ fn wasm_files(source: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// Every library among the component sources, loaded for resolving dependencies (those that
+/// fail to load are left out: the dependency that needs one is then reported as missing).
+async fn load_libraries(
+    cli: &Cli,
+    runtime: &crate::runtime::Runtime,
+    policy: &Policy,
+    services: &std::sync::Arc<crate::services::Services>,
+) -> Vec<std::sync::Arc<LoadedLibrary>> {
+    let mut libraries = Vec::new();
+    for source in component_sources(cli, services.data_dir()) {
+        for file in wasm_files(&source) {
+            let Ok(bytes) = std::fs::read(&file) else {
+                continue;
+            };
+            let is_library = manifest_of(&bytes)
+                .ok()
+                .flatten()
+                .is_some_and(|m| m.component.kind == ComponentKind::Library);
+            if !is_library {
+                continue;
+            }
+            if let Ok(Loaded::Library(library)) =
+                runtime.load_any(&file, &bytes, policy, services, &[]).await
+            {
+                libraries.push(library);
+            }
+        }
+    }
+    libraries
+}
+
+/// One library of a composition, as the audit shows it.
+struct Part {
+    name: String,
+    version: String,
+    hash: String,
+    signer: String,
+    publisher: Option<String>,
+    how: &'static str,
+    capabilities: Vec<CapabilityLine>,
+}
+
+impl Part {
+    fn of(library: &LoadedLibrary, how: LibraryUse) -> Self {
+        Self {
+            name: library.id(),
+            version: library
+                .version()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            hash: library.hash.to_string(),
+            signer: library.signer.clone(),
+            publisher: library.publisher.clone(),
+            how: match how {
+                LibraryUse::Composed => "composed statically",
+                LibraryUse::Linked => "linked through the host, in its own sandbox",
+            },
+            capabilities: library
+                .grant
+                .manifest
+                .as_ref()
+                .map(|m| describe(&m.capabilities))
+                .unwrap_or_default(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "component": self.name,
+            "version": self.version,
+            "hash": self.hash,
+            "signer": self.signer,
+            "publisher": self.publisher,
+            "use": self.how,
+            "capabilities": self.capabilities.iter().map(|c| json!({"capability": c.name, "scope": c.scope, "risk": c.risk})).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// The composition tree: the root, then each library with its signer, hash and grants.
+fn print_composition(
+    manifest: Option<&Manifest>,
+    hash: &ContentHash,
+    verdict: &Result<String, String>,
+    parts: &[Part],
+) {
+    let Some(root) = manifest else { return };
+    if parts.is_empty() && root.composed.is_empty() {
+        return;
+    }
+    println!("composition:");
+    let signer = verdict.as_deref().unwrap_or("untrusted");
+    println!(
+        "  {} {} (this component), {hash}, signed by {signer}",
+        root.id(),
+        root.component.version
+    );
+    let total = root.composed.len() + parts.len();
+    for (i, part) in root.composed.iter().enumerate() {
+        let branch = if i + 1 == total { "└─" } else { "├─" };
+        let rail = if i + 1 == total { "  " } else { "│ " };
+        println!(
+            "  {branch} {} {}, composed in by its author (`chitin compose`)",
+            part.name, part.version
+        );
+        println!(
+            "  {rail}   {}, covered by this component's signature",
+            part.hash
+        );
+    }
+    for (i, part) in parts.iter().enumerate() {
+        let last = root.composed.len() + i + 1 == total;
+        let branch = if last { "└─" } else { "├─" };
+        let rail = if last { "  " } else { "│ " };
+        println!("  {branch} {} {}, {}", part.name, part.version, part.how);
+        println!(
+            "  {rail}   {}, signed by {} ({})",
+            part.hash,
+            part.publisher.as_deref().unwrap_or("an unnamed publisher"),
+            part.signer
+        );
+        if part.capabilities.is_empty() {
+            println!("  {rail}   grants: none");
+        }
+        for c in &part.capabilities {
+            println!("  {rail}   {}: {} — {}", c.name, c.scope, c.risk);
+        }
+    }
+}
+
 fn manifest_of(bytes: &[u8]) -> anyhow::Result<Option<Manifest>> {
     Ok(artifact::manifest_text(bytes)?
         .map(Manifest::parse)
@@ -248,17 +380,48 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let world = WitWorld::decode(&bytes).with_context(|| file.display().to_string())?;
     let import_list = world.imports();
     let uncovered = imports::uncovered(&import_list, manifest.as_ref());
-    let tools = if verdict.is_ok() {
-        match runtime.load_bytes(&file, &bytes, &policy, &services).await {
-            Ok(loaded) => Ok(loaded
-                .tools
-                .iter()
-                .map(|t| (t.spec.name.clone(), t.spec.description.clone()))
-                .collect::<Vec<_>>()),
-            Err(e) => Err(e.to_string()),
+    let (tools, composition) = if verdict.is_ok() {
+        let libraries = match &manifest {
+            Some(m) if !m.dependencies.is_empty() => {
+                load_libraries(cli, &runtime, &policy, &services).await
+            }
+            _ => Vec::new(),
+        };
+        match runtime
+            .load_any(&file, &bytes, &policy, &services, &libraries)
+            .await
+        {
+            Ok(Loaded::Tool(loaded)) => (
+                Ok(loaded
+                    .tools
+                    .iter()
+                    .map(|t| (t.spec.name.clone(), t.spec.description.clone()))
+                    .collect::<Vec<_>>()),
+                loaded
+                    .libraries
+                    .iter()
+                    .map(|(l, u)| Part::of(l, *u))
+                    .collect(),
+            ),
+            Ok(Loaded::Library(library)) => (
+                Err(format!(
+                    "a library: it carries no tools and exports {}",
+                    library
+                        .exports
+                        .iter()
+                        .map(|e| e.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                Vec::new(),
+            ),
+            Err(e) => (Err(e.to_string()), Vec::new()),
         }
     } else {
-        Err("not run: the component is not trusted".to_owned())
+        (
+            Err("not run: the component is not trusted".to_owned()),
+            Vec::new(),
+        )
     };
     let grant = Grant::resolve(manifest.clone(), &policy, &services);
     let previous = match &args.against {
@@ -306,6 +469,8 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             "imports": import_list,
             "uncovered_imports": uncovered.iter().map(|(i, _)| i).collect::<Vec<_>>(),
             "diff": diff.as_ref().map(|(path, version, w)| json!({"against": path, "version": version, "widenings": w})),
+            "composition": composition.iter().map(Part::to_json).collect::<Vec<_>>(),
+            "composed_by_author": manifest.as_ref().map(|m| m.composed.iter().map(|p| json!({"component": p.name, "version": p.version.to_string(), "hash": p.hash})).collect::<Vec<_>>()).unwrap_or_default(),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -323,6 +488,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             &uncovered,
             diff.as_ref(),
         );
+        print_composition(manifest.as_ref(), &hash, &verdict, &composition);
     }
     Ok(if verdict.is_ok() && uncovered.is_empty() {
         Exit::Ok

@@ -5,6 +5,7 @@ mod approvals;
 mod approve;
 mod audit;
 mod call;
+mod compose;
 mod inspect;
 mod key;
 mod list;
@@ -161,6 +162,8 @@ pub enum Command {
     /// Check a manifest, or embed one into a component.
     #[command(subcommand)]
     Manifest(manifest::Command),
+    /// Compose capability-free library components into a tool component, offline.
+    Compose(compose::Args),
 }
 
 /// Run the CLI; returns the process exit code.
@@ -206,6 +209,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Approvals(args) => approvals::run(&cli, args).await,
         Command::Audit(args) => audit::run(&cli, args).await,
         Command::Manifest(cmd) => manifest::run(cmd),
+        Command::Compose(args) => compose::run(&cli, args).await,
     }
 }
 

@@ -43,6 +43,19 @@ impl Dependency {
     }
 }
 
+/// A library an author composed into this artifact (`chitin compose`), recorded so an audit
+/// shows what is inside.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComposedPart {
+    /// The library's `namespace/name`.
+    pub name: String,
+    /// Its version.
+    pub version: semver::Version,
+    /// The content hash of the library artifact composed in.
+    pub hash: String,
+}
+
 /// What a component is: a tool component (exports `chitin:tool`) or a library that exports
 /// other interfaces for tool components to import.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

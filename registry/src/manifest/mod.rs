@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use dependencies::{ComponentKind, Dependency};
+pub use dependencies::{ComponentKind, ComposedPart, Dependency};
 pub use env::EnvGrant;
 pub use files::{FileAccess, FilesGrant, PathGrant};
 pub use http::HttpGrant;
@@ -49,6 +49,9 @@ pub struct Manifest {
     /// Library components it needs at load.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<Dependency>,
+    /// Libraries its author already composed into it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub composed: Vec<ComposedPart>,
 }
 
 /// The component's identity.
