@@ -35,7 +35,7 @@ fn an_author_composes_a_library_in_and_the_result_runs_alone() {
         stderr(&out)
     );
 
-    let out = chitin(data.path(), &[out_file.clone()])
+    let out = chitin(data.path(), std::slice::from_ref(&out_file))
         .args(["call", "text_calls_b", "{}"])
         .output()
         .expect("run");
@@ -43,7 +43,7 @@ fn an_author_composes_a_library_in_and_the_result_runs_alone() {
     let result: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
     assert_eq!(result["calls"], serde_json::json!([1, 2]));
 
-    let out = chitin(data.path(), &[out_file.clone()])
+    let out = chitin(data.path(), std::slice::from_ref(&out_file))
         .args(["audit", out_file.to_str().expect("path")])
         .output()
         .expect("run");
