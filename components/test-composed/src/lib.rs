@@ -1,6 +1,7 @@
 //! Test fixture: tools built on two libraries — `chitin:test-text/text` (capability-free,
 //! composed statically) and `chitin:test-files/files` (with a files grant of its own, linked
-//! through the host) — plus a tool reading files itself under its own grant (`rootdir/`).
+//! through the host) — plus a tool reading files itself under its own grant (`rootdir/`) and
+//! `own_calls`, the monolithic equivalent of the library calls (for the benchmark).
 
 use chitin_sdk::prelude::*;
 
@@ -72,6 +73,19 @@ fn files_calls(_: NoArgs) -> Result<CallsOutput, ToolError> {
     })
 }
 
+static OWN_CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The text library's `calls`, done in the tool itself: the monolithic equivalent.
+fn count_here() -> u32 {
+    OWN_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+}
+
+fn own_calls(_: NoArgs) -> Result<CallsOutput, ToolError> {
+    Ok(CallsOutput {
+        calls: vec![count_here(), count_here()],
+    })
+}
+
 fn tools() -> Vec<Tool> {
     vec![
         Tool::new("shout", "Upper-cases text through the text library.", shout),
@@ -83,6 +97,7 @@ fn tools() -> Vec<Tool> {
         Tool::new("own_read", "Reads a file itself.", own_read),
         Tool::new("text_calls", "Calls the text library twice.", text_calls),
         Tool::new("files_calls", "Calls the files library twice.", files_calls),
+        Tool::new("own_calls", "Counts twice without a library.", own_calls),
     ]
 }
 
