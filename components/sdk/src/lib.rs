@@ -49,6 +49,8 @@
 
 pub mod content;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod invoke;
 pub mod log;
 pub mod progress;

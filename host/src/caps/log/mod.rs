@@ -22,6 +22,8 @@ pub enum LogSource {
     Stdout,
     /// The guest's stderr.
     Stderr,
+    /// The host, about what it did for the call (an outbound request sent or refused).
+    Host,
 }
 
 /// Severity of an entry (the WIT `level`; stdout is `info`, stderr `warn`).
