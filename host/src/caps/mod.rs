@@ -4,6 +4,7 @@
 pub mod approval;
 pub mod env;
 pub mod files;
+pub mod http;
 pub mod invoke;
 pub mod kv;
 pub mod log;

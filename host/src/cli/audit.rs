@@ -96,13 +96,15 @@ pub(super) fn describe(caps: &Capabilities) -> Vec<CapabilityLine> {
     if let Some(http) = &caps.http {
         for entry in &http.allow {
             let methods = if entry.methods.is_empty() {
-                "GET".to_owned()
+                "GET/HEAD".to_owned()
             } else {
                 entry.methods.join("/")
             };
             let target = format!(
-                "{}{}",
+                "{}://{}{}{}",
+                entry.scheme.as_deref().unwrap_or("https"),
                 entry.host,
+                entry.port.map(|p| format!(":{p}")).unwrap_or_default(),
                 entry.path_prefix.as_deref().unwrap_or_default()
             );
             out.push(CapabilityLine {
