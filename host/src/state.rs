@@ -12,6 +12,7 @@ use crate::caps::kv::KvCtx;
 use crate::caps::log::{LogCtx, SharedLog};
 use crate::caps::process::ProcessCtx;
 use crate::caps::progress::ProgressCtx;
+use crate::caps::secrets::SecretsCtx;
 use crate::caps::wasi;
 use crate::grant::Grant;
 use crate::limits::MemoryLimiter;
@@ -42,6 +43,7 @@ pub struct HostState {
     pub(crate) progress: ProgressCtx,
     pub(crate) kv: KvCtx,
     pub(crate) invoke: InvokeCtx,
+    pub(crate) secrets: SecretsCtx,
 }
 
 /// A call's state could not be built (a granted directory vanished, say).
@@ -76,6 +78,9 @@ impl HostState {
             invoke: InvokeCtx {
                 aliases: env.grant.invoke.clone(),
                 scope: env.invoke.cloned(),
+            },
+            secrets: SecretsCtx {
+                config: env.grant.secrets.clone(),
             },
         })
     }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::credentials::CredentialMapping;
 
 /// Outbound HTTP the component may make. An empty allowlist allows nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -11,6 +12,9 @@ pub struct HttpGrant {
     /// Allowed destinations.
     #[serde(default)]
     pub allow: Vec<HttpAllow>,
+    /// Secrets the host injects into requests (`[[capabilities.http.credentials]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<CredentialMapping>,
 }
 
 /// One allowed destination.

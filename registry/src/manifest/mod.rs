@@ -4,6 +4,7 @@
 //!
 //! Each capability's section lives in its own module; a section that is absent grants nothing.
 
+pub mod credentials;
 pub mod dependencies;
 pub mod env;
 pub mod files;
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use credentials::{CredentialMapping, InjectKind};
 pub use dependencies::{ComponentKind, ComposedPart, Dependency};
 pub use env::EnvGrant;
 pub use files::{FileAccess, FilesGrant, PathGrant};
@@ -225,6 +227,7 @@ impl Manifest {
         }
         if let Some(http) = &c.http {
             http.validate()?;
+            check_credentials(http, c.secrets.as_ref())?;
         }
         if let Some(secrets) = &c.secrets {
             secrets.validate()?;
@@ -255,6 +258,30 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+/// Each credential mapping is valid and names a secret the secrets globs cover: a manifest
+/// cannot have the host inject a secret it does not declare to an auditor.
+fn check_credentials(http: &HttpGrant, secrets: Option<&SecretsGrant>) -> Result<(), ManifestError> {
+    let globs = match secrets {
+        Some(s) => s.glob_set()?,
+        None => globset::GlobSet::empty(),
+    };
+    for (i, mapping) in http.credentials.iter().enumerate() {
+        let field = format!("capabilities.http.credentials[{i}]");
+        mapping.validate(&field)?;
+        if !globs.is_match(&mapping.secret) {
+            return Err(ManifestError::invalid(
+                format!("{field}.secret"),
+                format!(
+                    "secret `{}` is not covered by capabilities.secrets.names; add it there so \
+                     the grant shows it",
+                    mapping.secret
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Names of components, namespaces and buckets: lower-case ASCII letters, digits, `_` and `-`,
