@@ -52,6 +52,7 @@ mod error;
 pub mod invoke;
 pub mod log;
 pub mod progress;
+pub mod secrets;
 mod schema;
 mod tool;
 

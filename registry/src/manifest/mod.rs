@@ -361,6 +361,31 @@ memory_bytes = 16777216
     }
 
     #[test]
+    fn credentials_must_name_a_secret_the_secrets_globs_cover() {
+        let base = "schema = 1\n[component]\nname = \"gh\"\nnamespace = \"acme\"\n\
+                    version = \"0.1.0\"\npublisher = \"acme\"\n\
+                    [[capabilities.http.allow]]\nhost = \"api.github.com\"\n\
+                    [[capabilities.http.credentials]]\nsecret = \"github_token\"\n\
+                    hosts = [\"api.github.com\"]\ninject = \"bearer\"\n";
+        let err = Manifest::parse(base).unwrap_err().to_string();
+        assert!(
+            err.contains("capabilities.http.credentials[0].secret")
+                && err.contains("not covered by capabilities.secrets.names"),
+            "{err}"
+        );
+        let covered = format!("{base}[capabilities.secrets]\nnames = [\"github_*\"]\n");
+        let m = Manifest::parse(&covered).expect("covered");
+        let http = m.capabilities.http.as_ref().expect("http");
+        assert_eq!(http.credentials[0].inject, InjectKind::Bearer);
+        assert_eq!(Manifest::parse(&m.to_toml()).expect("round trip"), m);
+        let other = format!("{base}[capabilities.secrets]\nnames = [\"slack_*\"]\n");
+        assert!(Manifest::parse(&other).is_err());
+        let bad_glob = format!("{base}[capabilities.secrets]\nnames = [\"github_[\"]\n");
+        let err = Manifest::parse(&bad_glob).unwrap_err().to_string();
+        assert!(err.contains("capabilities.secrets.names[0]"), "{err}");
+    }
+
+    #[test]
     fn no_capabilities_means_none_granted() {
         let m = Manifest::parse(
             "schema = 1\n[component]\nname = \"echo\"\nnamespace = \"chitin\"\nversion = \"0.1.0\"\npublisher = \"chitin\"\n",
