@@ -106,8 +106,7 @@ impl Grant {
             .collect();
         cuts.extend(limit_cuts(&manifest.limits, &policy.limits));
         let secrets = secrets::configure(caps.secrets.as_ref(), services)?;
-        let (credentials, credential_cuts) =
-            credentials::configure(caps.http.as_ref(), &secrets);
+        let (credentials, credential_cuts) = credentials::configure(caps.http.as_ref(), &secrets);
         cuts.extend(credential_cuts);
         Ok(Self {
             secrets,

@@ -228,7 +228,10 @@ impl LeakScanner {
                 .build(&values)
                 .ok()
         };
-        let sources: Vec<String> = PATTERNS.iter().map(|p| format!("(?-u){}", p.regex)).collect();
+        let sources: Vec<String> = PATTERNS
+            .iter()
+            .map(|p| format!("(?-u){}", p.regex))
+            .collect();
         Self {
             // The patterns are constants covered by the tests: compiling them cannot fail.
             set: RegexSet::new(&sources).expect("built-in leak patterns compile"),
@@ -302,7 +305,7 @@ impl LeakScanner {
         if let Some(view) = normalize(text) {
             let mut found = Vec::new();
             self.find(&view.bytes, &mut found);
-            self.find_encoded(&view.bytes, Some(&view.map), &mut found);
+            self.find_encoded(&view.bytes, Some(view.map.as_slice()), &mut found);
             hits.extend(found.into_iter().map(|h| Hit {
                 start: view.map[h.start],
                 end: view.map[h.end],
@@ -421,7 +424,10 @@ fn merge(mut hits: Vec<Hit>) -> Vec<Hit> {
 /// Decode a run: hex when it is all hex digits of even length (a digest or hex-wrapped text),
 /// else lenient base64 of either alphabet. `None` when it does not decode to anything useful.
 fn decode_run(run: &[u8]) -> Option<Vec<u8>> {
-    let trimmed = run.strip_suffix(b"==").or(run.strip_suffix(b"=")).unwrap_or(run);
+    let trimmed = run
+        .strip_suffix(b"==")
+        .or(run.strip_suffix(b"="))
+        .unwrap_or(run);
     if is_hex(trimmed) && trimmed.len() % 2 == 0 {
         return Some(decode_hex(trimmed));
     }
@@ -607,7 +613,10 @@ mod tests {
             ("github_token", format!("ghu_{r36}")),
             ("github_token", format!("ghs_{r36}")),
             ("github_token", format!("ghr_{r36}")),
-            ("github_token", format!("github_pat_11ABCDEFG0{}", &r36[..24])),
+            (
+                "github_token",
+                format!("github_pat_11ABCDEFG0{}", &r36[..24]),
+            ),
             ("slack_token", format!("xoxb-{}", "1234567890-abcdefghij")),
             ("slack_token", format!("xoxp-{}", "1234567890-abcdefghij")),
             ("stripe_key", format!("sk_live_{}", &r36[..24])),
@@ -615,13 +624,22 @@ mod tests {
             ("openai_key", format!("sk-{}", &r36[..32])),
             ("openai_key", format!("sk-proj-{}", &r36[..32])),
             ("anthropic_key", format!("sk-ant-api03-{}", &r36[..30])),
-            ("google_api_key", format!("AIza{}", &format!("{r36}xyz")[..35])),
+            (
+                "google_api_key",
+                format!("AIza{}", &format!("{r36}xyz")[..35]),
+            ),
             (
                 "jwt",
-                format!("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.{}", &r36[..20]),
+                format!(
+                    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.{}",
+                    &r36[..20]
+                ),
             ),
             ("private_key", "-----BEGIN RSA PRIVATE KEY-----".to_owned()),
-            ("private_key", "-----BEGIN OPENSSH PRIVATE KEY-----".to_owned()),
+            (
+                "private_key",
+                "-----BEGIN OPENSSH PRIVATE KEY-----".to_owned(),
+            ),
             ("private_key", "-----BEGIN PRIVATE KEY-----".to_owned()),
             (
                 "connection_string_password",
@@ -644,7 +662,10 @@ mod tests {
                 format!("Authorization: Bearer {}", &r36[..24]),
             ),
             ("secret_assignment", format!("api_key={}", &r36[..20])),
-            ("secret_assignment", format!("\"password\": \"{}\"", &r36[..16])),
+            (
+                "secret_assignment",
+                format!("\"password\": \"{}\"", &r36[..16]),
+            ),
             ("secret_assignment", format!("SECRET = '{}'", &r36[..16])),
         ]
     }
@@ -693,8 +714,14 @@ mod tests {
                 ("hex", hex(&sample)),
                 ("percent", pct(&sample)),
                 ("zero-width", zw(&sample)),
-                ("in a URL", format!("https://x.test/?q={}&b=1", pct(&sample))),
-                ("in a JSON body", format!("{{\"data\":\"{}\"}}", b64(&sample))),
+                (
+                    "in a URL",
+                    format!("https://x.test/?q={}&b=1", pct(&sample)),
+                ),
+                (
+                    "in a JSON body",
+                    format!("{{\"data\":\"{}\"}}", b64(&sample)),
+                ),
             ] {
                 assert_eq!(
                     hit_name(&s, &text).as_deref(),
@@ -778,9 +805,8 @@ mod tests {
     fn redaction_text_is_exact() {
         let s = LeakScanner::new([("github_token", "my-precious-token-9")]);
         let ghp = format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8");
-        let text = format!(
-            "echo: my-precious-token-9, pattern {ghp}, db postgres://u:pw12345@h/db ok"
-        );
+        let text =
+            format!("echo: my-precious-token-9, pattern {ghp}, db postgres://u:pw12345@h/db ok");
         assert_eq!(
             s.scrub(&text),
             Scrubbed::Redacted(

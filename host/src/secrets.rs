@@ -229,9 +229,9 @@ impl MasterKey {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let mut key = Zeroizing::new([0u8; KEY_LEN]);
-                getrandom::fill(key.as_mut()).map_err(|e| SecretError::Random(e.to_string()))?;
+                getrandom::fill(&mut key[..]).map_err(|e| SecretError::Random(e.to_string()))?;
                 // Hex, so the operator can copy it into CHITIN_SECRETS_KEY on another machine.
-                let text = Zeroizing::new(encode_hex(key.as_ref()));
+                let text = Zeroizing::new(encode_hex(&key[..]));
                 // create_new: two processes starting at once cannot overwrite each other's key.
                 let created = std::fs::OpenOptions::new()
                     .write(true)
@@ -281,7 +281,7 @@ impl SecretStore {
     /// The store in `db` under `key`; fails with [`SecretError::WrongKey`] when the store was
     /// created under another key.
     pub fn with_key(db: Arc<redb::Database>, key: MasterKey) -> Result<Self, SecretError> {
-        let cipher = XChaCha20Poly1305::new(Key::from_slice(key.key.as_ref()));
+        let cipher = XChaCha20Poly1305::new(Key::from_slice(&key.key[..]));
         let store = Self { db, cipher };
         store.check_key(&key.source)?;
         Ok(store)
@@ -292,7 +292,10 @@ impl SecretStore {
         let existing = {
             let txn = self.db.begin_read().map_err(db_err)?;
             match txn.open_table(META) {
-                Ok(table) => table.get(KEY_CHECK).map_err(db_err)?.map(|v| v.value().to_vec()),
+                Ok(table) => table
+                    .get(KEY_CHECK)
+                    .map_err(db_err)?
+                    .map(|v| v.value().to_vec()),
                 Err(redb::TableError::TableDoesNotExist(_)) => None,
                 Err(e) => return Err(db_err(e)),
             }
@@ -415,7 +418,8 @@ impl SecretStore {
             .open_record(&record, name.as_bytes())
             .ok_or_else(|| SecretError::Tampered(name.to_owned()))?;
         // Values are stored from `&str`; a record that is not UTF-8 was not written by `set`.
-        let text = std::str::from_utf8(&plain).map_err(|_| SecretError::Tampered(name.to_owned()))?;
+        let text =
+            std::str::from_utf8(&plain).map_err(|_| SecretError::Tampered(name.to_owned()))?;
         Ok(Some(Zeroizing::new(text.to_owned())))
     }
 
@@ -477,16 +481,20 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = db(dir.path());
         let s = store(&db, KEY_A).expect("open");
-        s.set("github_token", "ghp_plaintext-marker-123").expect("set");
+        s.set("github_token", "ghp_plaintext-marker-123")
+            .expect("set");
         s.set("b.name-2", "other").expect("set");
         assert_eq!(
-            s.get("github_token").expect("get").as_deref().map(String::as_str),
+            s.get("github_token")
+                .expect("get")
+                .as_deref()
+                .map(String::as_str),
             Some("ghp_plaintext-marker-123")
         );
         assert_eq!(s.names().expect("names"), ["b.name-2", "github_token"]);
         assert!(s.exists("github_token").expect("exists"));
         assert!(!s.exists("nope").expect("exists"));
-        assert_eq!(s.get("nope").expect("get"), None);
+        assert!(s.get("nope").expect("get").is_none());
         assert!(s.remove("b.name-2").expect("remove"));
         assert!(!s.remove("b.name-2").expect("remove again"));
         drop((s, db));
@@ -511,7 +519,10 @@ mod tests {
         assert!(matches!(err, SecretError::WrongKey { .. }), "{err}");
         let text = err.to_string();
         assert!(text.contains("does not match"), "{text}");
-        assert!(!text.contains("value-1234") && !text.contains("ff01"), "{text}");
+        assert!(
+            !text.contains("value-1234") && !text.contains("ff01"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -525,7 +536,10 @@ mod tests {
         record[last] ^= 1;
         write_raw(&db, "x", &record);
         let err = s.get("x").unwrap_err();
-        assert!(matches!(err, SecretError::Tampered(ref n) if n == "x"), "{err}");
+        assert!(
+            matches!(err, SecretError::Tampered(ref n) if n == "x"),
+            "{err}"
+        );
         assert!(!err.to_string().contains("value-1234"));
     }
 
@@ -588,12 +602,18 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let hex = MasterKey::load(dir.path(), Some(KEY_A)).expect("hex");
         let b64 = base64::engine::general_purpose::STANDARD.encode(*hex.key);
-        let from_b64 = MasterKey::load(dir.path(), Some(&b64)).expect("base64");
+        let from_b64 = MasterKey::load(dir.path(), Some(b64.as_str())).expect("base64");
         assert_eq!(*hex.key, *from_b64.key);
         let err = MasterKey::load(dir.path(), Some("abcd")).unwrap_err();
         assert!(matches!(err, SecretError::KeyMalformed { .. }), "{err}");
         assert!(err.to_string().contains("32 bytes"), "{err}");
-        assert!(!dir.path().join(KEY_FILE).exists(), "no key file when the env sets one");
-        assert!(!format!("{hex:?}").contains("0001"), "Debug shows no key bytes");
+        assert!(
+            !dir.path().join(KEY_FILE).exists(),
+            "no key file when the env sets one"
+        );
+        assert!(
+            !format!("{hex:?}").contains("0001"),
+            "Debug shows no key bytes"
+        );
     }
 }

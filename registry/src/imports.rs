@@ -172,7 +172,10 @@ mod tests {
             Coverage::Capability("secrets")
         );
         let text = describe_uncovered(&uncovered(&[import.to_owned()], None));
-        assert!(text.contains("needs a [capabilities.secrets] section"), "{text}");
+        assert!(
+            text.contains("needs a [capabilities.secrets] section"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -51,7 +51,11 @@ fn set_list_remove_without_plaintext_at_rest() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path();
 
-    let out = run(data, &["secret", "set", "api_token"], Some(&format!("{VALUE}\n")));
+    let out = run(
+        data,
+        &["secret", "set", "api_token"],
+        Some(&format!("{VALUE}\n")),
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stdout(&out).contains(VALUE) && !stderr(&out).contains(VALUE));
 
@@ -63,7 +67,11 @@ fn set_list_remove_without_plaintext_at_rest() {
 
     assert!(data.join("chitin.redb").is_file(), "the database exists");
     assert_eq!(found_in(data, VALUE.as_bytes()), None, "plaintext at rest");
-    assert_eq!(found_in(data, &VALUE.as_bytes()[4..20]), None, "part of the plaintext at rest");
+    assert_eq!(
+        found_in(data, &VALUE.as_bytes()[4..20]),
+        None,
+        "part of the plaintext at rest"
+    );
 
     let out = run(data, &["secret", "set", "empty"], Some("\n"));
     assert!(!out.status.success());

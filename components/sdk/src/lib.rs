@@ -52,8 +52,8 @@ mod error;
 pub mod invoke;
 pub mod log;
 pub mod progress;
-pub mod secrets;
 mod schema;
+pub mod secrets;
 mod tool;
 
 pub use error::ToolError;

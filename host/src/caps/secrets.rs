@@ -134,9 +134,7 @@ impl HasData for Secrets {
 
 /// Link `chitin:host/secrets`.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    bindings::chitin::host::secrets::add_to_linker::<HostState, Secrets>(linker, |s| {
-        &mut s.secrets
-    })
+    bindings::chitin::host::secrets::add_to_linker::<HostState, Secrets>(linker, |s| &mut s.secrets)
 }
 
 #[cfg(test)]
@@ -173,8 +171,14 @@ mod tests {
             "secret name `other_token` is outside this component's grant \
              (capabilities.secrets.names)"
         );
-        assert_eq!(absent.replace("other_missing", "X"), present.replace("other_token", "X"));
+        assert_eq!(
+            absent.replace("other_missing", "X"),
+            present.replace("other_token", "X")
+        );
         let none = SecretsConfig::default();
-        assert_eq!(none.exists("github_token").unwrap_err(), outside_grant("github_token"));
+        assert_eq!(
+            none.exists("github_token").unwrap_err(),
+            outside_grant("github_token")
+        );
     }
 }

@@ -104,7 +104,8 @@ impl CredentialMapping {
             ));
         }
         for (i, host) in self.hosts.iter().enumerate() {
-            check_host(host).map_err(|why| ManifestError::invalid(at(&format!("hosts[{i}]")), why))?;
+            check_host(host)
+                .map_err(|why| ManifestError::invalid(at(&format!("hosts[{i}]")), why))?;
         }
         if let Some(prefix) = &self.path_prefix
             && !prefix.starts_with('/')
@@ -152,7 +153,10 @@ impl CredentialMapping {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
             if !token {
-                return Err(ManifestError::invalid(at("header"), "not a valid header name"));
+                return Err(ManifestError::invalid(
+                    at("header"),
+                    "not a valid header name",
+                ));
             }
             if header.eq_ignore_ascii_case("host") {
                 return Err(ManifestError::invalid(
@@ -243,18 +247,54 @@ mod tests {
     #[test]
     fn missing_misplaced_and_unknown_keys_are_errors() {
         let cases = [
-            ("secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"header\"", "needs `header`"),
-            ("secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"query\"", "needs `param`"),
-            ("secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"placeholder\"", "needs `placeholder`"),
-            ("secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"bearer\"\nparam = \"k\"", "does not apply"),
-            ("secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"bearer\"\nheadr = \"k\"", "headr"),
-            ("secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"cookie\"", "cookie"),
-            ("secret = \"a\"\nhosts = []\ninject = \"bearer\"", "at least one host"),
-            ("secret = \"a\"\nhosts = [\"https://x.com\"]\ninject = \"bearer\"", "not a host name"),
-            ("secret = \"a\"\nhosts = [\"x.com:443\"]\ninject = \"bearer\"", "not a host name"),
-            ("secret = \"a b\"\nhosts = [\"x.com\"]\ninject = \"bearer\"", "secret name"),
-            ("secret = \"a\"\nhosts = [\"x.com\"]\npath_prefix = \"v1\"\ninject = \"bearer\"", "starts with `/`"),
-            ("secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"header\"\nheader = \"Host\"", "Host header"),
+            (
+                "secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"header\"",
+                "needs `header`",
+            ),
+            (
+                "secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"query\"",
+                "needs `param`",
+            ),
+            (
+                "secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"placeholder\"",
+                "needs `placeholder`",
+            ),
+            (
+                "secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"bearer\"\nparam = \"k\"",
+                "does not apply",
+            ),
+            (
+                "secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"bearer\"\nheadr = \"k\"",
+                "headr",
+            ),
+            (
+                "secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"cookie\"",
+                "cookie",
+            ),
+            (
+                "secret = \"a\"\nhosts = []\ninject = \"bearer\"",
+                "at least one host",
+            ),
+            (
+                "secret = \"a\"\nhosts = [\"https://x.com\"]\ninject = \"bearer\"",
+                "not a host name",
+            ),
+            (
+                "secret = \"a\"\nhosts = [\"x.com:443\"]\ninject = \"bearer\"",
+                "not a host name",
+            ),
+            (
+                "secret = \"a b\"\nhosts = [\"x.com\"]\ninject = \"bearer\"",
+                "secret name",
+            ),
+            (
+                "secret = \"a\"\nhosts = [\"x.com\"]\npath_prefix = \"v1\"\ninject = \"bearer\"",
+                "starts with `/`",
+            ),
+            (
+                "secret = \"a\"\nhosts = [\"x.com\"]\ninject = \"header\"\nheader = \"Host\"",
+                "Host header",
+            ),
         ];
         for (text, expected) in cases {
             let err = parse(text).unwrap_err();

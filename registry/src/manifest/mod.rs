@@ -262,7 +262,10 @@ impl Manifest {
 
 /// Each credential mapping is valid and names a secret the secrets globs cover: a manifest
 /// cannot have the host inject a secret it does not declare to an auditor.
-fn check_credentials(http: &HttpGrant, secrets: Option<&SecretsGrant>) -> Result<(), ManifestError> {
+fn check_credentials(
+    http: &HttpGrant,
+    secrets: Option<&SecretsGrant>,
+) -> Result<(), ManifestError> {
     let globs = match secrets {
         Some(s) => s.glob_set()?,
         None => globset::GlobSet::empty(),

@@ -106,7 +106,9 @@ enum Target {
 fn target(m: &CredentialMapping) -> Target {
     match m.inject {
         InjectKind::Bearer | InjectKind::Basic => Target::Header("authorization".into()),
-        InjectKind::Header => Target::Header(m.header.as_deref().unwrap_or("").to_ascii_lowercase()),
+        InjectKind::Header => {
+            Target::Header(m.header.as_deref().unwrap_or("").to_ascii_lowercase())
+        }
         InjectKind::Query => Target::Query(m.param.clone().unwrap_or_default()),
         InjectKind::Placeholder => Target::Placeholder(m.placeholder.clone().unwrap_or_default()),
     }
@@ -149,7 +151,9 @@ fn under_prefix(path: &str, prefix: &str) -> bool {
 /// was added for the prefix. Path-scoped credentials are never sent on such a path.
 fn path_is_plain(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
-    !["%2e", "%2f", "%5c", "\\"].iter().any(|bad| lower.contains(bad))
+    !["%2e", "%2f", "%5c", "\\"]
+        .iter()
+        .any(|bad| lower.contains(bad))
         && !path.split('/').any(|seg| seg == "." || seg == "..")
 }
 
@@ -260,7 +264,11 @@ fn invalid(m: &CredentialMapping, target: String) -> CredentialError {
 
 /// A header value that holds a secret: marked sensitive, so HTTP/2 never indexes it and
 /// `Debug` of the request does not show it.
-fn secret_header(text: &str, m: &CredentialMapping, target: &str) -> Result<HeaderValue, CredentialError> {
+fn secret_header(
+    text: &str,
+    m: &CredentialMapping,
+    target: &str,
+) -> Result<HeaderValue, CredentialError> {
     let mut value = HeaderValue::from_str(text).map_err(|_| invalid(m, target.to_owned()))?;
     value.set_sensitive(true);
     Ok(value)
@@ -341,7 +349,10 @@ fn substitute(
         };
         if text.contains(placeholder) {
             let text = Zeroizing::new(text.replace(placeholder, value));
-            replaced.push((name.clone(), secret_header(&text, m, &format!("header `{name}`"))?));
+            replaced.push((
+                name.clone(),
+                secret_header(&text, m, &format!("header `{name}`"))?,
+            ));
         }
     }
     for (name, new) in replaced {
@@ -371,8 +382,9 @@ fn set_path_and_query(
     target: &str,
 ) -> Result<(), CredentialError> {
     let mut uri = parts.uri.clone().into_parts();
-    uri.path_and_query =
-        Some(PathAndQuery::from_maybe_shared(text.to_owned()).map_err(|_| invalid(m, target.into()))?);
+    uri.path_and_query = Some(
+        PathAndQuery::from_maybe_shared(text.to_owned()).map_err(|_| invalid(m, target.into()))?,
+    );
     parts.uri = Uri::from_parts(uri).map_err(|_| invalid(m, target.into()))?;
     Ok(())
 }
@@ -409,7 +421,9 @@ mod tests {
     }
 
     fn header(p: &http::request::Parts, name: &str) -> Option<String> {
-        p.headers.get(name).map(|v| v.to_str().expect("ascii").to_owned())
+        p.headers
+            .get(name)
+            .map(|v| v.to_str().expect("ascii").to_owned())
     }
 
     #[test]
@@ -420,7 +434,12 @@ mod tests {
             (
                 "secret = \"gh\"\nhosts = [\"api.x.com\"]\ninject = \"bearer\"",
                 "https://api.x.com/repos",
-                Box::new(|p| assert_eq!(header(p, "authorization").as_deref(), Some("Bearer ghtoken-1234"))),
+                Box::new(|p| {
+                    assert_eq!(
+                        header(p, "authorization").as_deref(),
+                        Some("Bearer ghtoken-1234")
+                    )
+                }),
             ),
             (
                 "secret = \"gh\"\nhosts = [\"api.x.com\"]\ninject = \"basic\"\nusername = \"bob\"",
@@ -441,12 +460,22 @@ mod tests {
             (
                 "secret = \"gh\"\nhosts = [\"api.x.com\"]\ninject = \"header\"\nheader = \"X-Api-Key\"\nprefix = \"Token \"",
                 "https://api.x.com/",
-                Box::new(|p| assert_eq!(header(p, "x-api-key").as_deref(), Some("Token ghtoken-1234"))),
+                Box::new(|p| {
+                    assert_eq!(
+                        header(p, "x-api-key").as_deref(),
+                        Some("Token ghtoken-1234")
+                    )
+                }),
             ),
             (
                 "secret = \"key\"\nhosts = [\"api.x.com\"]\ninject = \"query\"\nparam = \"key\"",
                 "https://api.x.com/v1/find?q=a%20b&key=mine",
-                Box::new(|p| assert_eq!(p.uri.to_string(), "https://api.x.com/v1/find?q=a%20b&key=k%2Fy%2B1%262")),
+                Box::new(|p| {
+                    assert_eq!(
+                        p.uri.to_string(),
+                        "https://api.x.com/v1/find?q=a%20b&key=k%2Fy%2B1%262"
+                    )
+                }),
             ),
             (
                 "secret = \"gh\"\nhosts = [\"api.x.com\"]\ninject = \"placeholder\"\nplaceholder = \"{{GH}}\"",
@@ -472,10 +501,16 @@ mod tests {
         )];
         let mut p = parts("https://a.example/x", &[("authorization", "token {{GH}}")]);
         assert_eq!(inject(&mut p, &m, &s).expect("inject").secrets, ["gh"]);
-        assert_eq!(header(&p, "authorization").as_deref(), Some("token ghtoken-1234"));
+        assert_eq!(
+            header(&p, "authorization").as_deref(),
+            Some("token ghtoken-1234")
+        );
         assert!(p.headers["authorization"].is_sensitive());
 
-        let mut p = parts("https://b.example/{{GH}}", &[("authorization", "token {{GH}}")]);
+        let mut p = parts(
+            "https://b.example/{{GH}}",
+            &[("authorization", "token {{GH}}")],
+        );
         assert_eq!(inject(&mut p, &m, &s).expect("inject"), Injected::default());
         assert_eq!(header(&p, "authorization").as_deref(), Some("token {{GH}}"));
         assert_eq!(p.uri.path(), "/{{GH}}");
@@ -490,19 +525,39 @@ mod tests {
             mapping("secret = \"a\"\nhosts = [\"*.x.com\"]\ninject = \"bearer\""),
             mapping("secret = \"b\"\nhosts = [\"*.api.x.com\"]\ninject = \"bearer\""),
             mapping("secret = \"c\"\nhosts = [\"v2.api.x.com\"]\ninject = \"bearer\""),
-            mapping("secret = \"d\"\nhosts = [\"*.api.x.com\"]\npath_prefix = \"/v1\"\ninject = \"bearer\""),
-            mapping("secret = \"e\"\nhosts = [\"*.api.x.com\"]\npath_prefix = \"/v1\"\ninject = \"bearer\""),
-            mapping("secret = \"f\"\nhosts = [\"*.x.com\"]\ninject = \"header\"\nheader = \"X-Key\""),
+            mapping(
+                "secret = \"d\"\nhosts = [\"*.api.x.com\"]\npath_prefix = \"/v1\"\ninject = \"bearer\"",
+            ),
+            mapping(
+                "secret = \"e\"\nhosts = [\"*.api.x.com\"]\npath_prefix = \"/v1\"\ninject = \"bearer\"",
+            ),
+            mapping(
+                "secret = \"f\"\nhosts = [\"*.x.com\"]\ninject = \"header\"\nheader = \"X-Key\"",
+            ),
         ];
         let names = |host: &str, path: &str| -> Vec<String> {
-            select(&ms, host, path).iter().map(|m| m.secret.clone()).collect()
+            select(&ms, host, path)
+                .iter()
+                .map(|m| m.secret.clone())
+                .collect()
         };
         assert_eq!(names("www.x.com", "/"), ["a", "f"]);
         assert_eq!(names("eu.api.x.com", "/"), ["b", "f"]);
-        assert_eq!(names("eu.api.x.com", "/v1/items"), ["d", "f"], "longer path; first of a tie");
-        assert_eq!(names("v2.api.x.com", "/v1/items"), ["c", "f"], "exact host beats all");
+        assert_eq!(
+            names("eu.api.x.com", "/v1/items"),
+            ["d", "f"],
+            "longer path; first of a tie"
+        );
+        assert_eq!(
+            names("v2.api.x.com", "/v1/items"),
+            ["c", "f"],
+            "exact host beats all"
+        );
         assert_eq!(names("V2.API.X.COM.", "/"), ["c", "f"]);
-        assert!(names("x.com", "/").is_empty(), "a wildcard does not cover its suffix");
+        assert!(
+            names("x.com", "/").is_empty(),
+            "a wildcard does not cover its suffix"
+        );
         assert!(names("evilx.com", "/").is_empty());
     }
 
@@ -513,12 +568,23 @@ mod tests {
         )];
         assert_eq!(select(&ms, "api.x.com", "/v1").len(), 1);
         assert_eq!(select(&ms, "api.x.com", "/v1/a").len(), 1);
-        for path in ["/", "/v10", "/v2/a", "/v1/../admin", "/v1/%2e%2e/admin", "/v1%2fadmin", "/V1"] {
+        for path in [
+            "/",
+            "/v10",
+            "/v2/a",
+            "/v1/../admin",
+            "/v1/%2e%2e/admin",
+            "/v1%2fadmin",
+            "/V1",
+        ] {
             assert!(select(&ms, "api.x.com", path).is_empty(), "{path}");
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let mut p = parts("https://api.x.com/v2/a", &[]);
-        assert_eq!(inject(&mut p, &ms, &store(dir.path())).expect("inject"), Injected::default());
+        assert_eq!(
+            inject(&mut p, &ms, &store(dir.path())).expect("inject"),
+            Injected::default()
+        );
         assert!(p.headers.get("authorization").is_none());
     }
 
@@ -527,10 +593,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = store(dir.path());
         s.set("crlf", "line1\r\nX-Evil: 1").expect("set");
-        let ms = [mapping("secret = \"nope\"\nhosts = [\"api.x.com\"]\ninject = \"bearer\"")];
+        let ms = [mapping(
+            "secret = \"nope\"\nhosts = [\"api.x.com\"]\ninject = \"bearer\"",
+        )];
         let err = inject(&mut parts("https://api.x.com/", &[]), &ms, &s).unwrap_err();
         assert!(err.to_string().contains("chitin secret set nope"), "{err}");
-        let ms = [mapping("secret = \"crlf\"\nhosts = [\"api.x.com\"]\ninject = \"bearer\"")];
+        let ms = [mapping(
+            "secret = \"crlf\"\nhosts = [\"api.x.com\"]\ninject = \"bearer\"",
+        )];
         let err = inject(&mut parts("https://api.x.com/", &[]), &ms, &s).unwrap_err();
         assert!(matches!(err, CredentialError::InvalidValue { .. }), "{err}");
         assert!(!err.to_string().contains("line1"), "{err}");
