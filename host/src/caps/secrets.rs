@@ -11,9 +11,10 @@ use std::sync::Arc;
 use chitin_registry::manifest::SecretsGrant;
 use globset::GlobSet;
 use wasmtime::component::{HasData, Linker};
+use zeroize::Zeroizing;
 
 use crate::grant::GrantError;
-use crate::secrets::{SecretStore, validate_name};
+use crate::secrets::{SecretError, SecretStore, validate_name};
 use crate::services::Services;
 use crate::state::HostState;
 
@@ -93,6 +94,23 @@ impl SecretsConfig {
         self.store.as_ref()
     }
 
+    /// The stored secrets this grant covers, with their values: what a call could leak, for
+    /// building its [`crate::leak::LeakScanner`]. Host-internal; never hand these to a component.
+    pub fn reachable(&self) -> Result<Vec<(String, Zeroizing<String>)>, SecretError> {
+        let Some(store) = &self.store else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for name in store.names()? {
+            if self.allows(&name)
+                && let Some(value) = store.get(&name)?
+            {
+                out.push((name, value));
+            }
+        }
+        Ok(out)
+    }
+
     /// Whether the secret `name` exists; `Err` says why the question is refused. Refusals for
     /// names outside the grant do not depend on the store.
     pub fn exists(&self, name: &str) -> Result<bool, String> {
@@ -158,6 +176,9 @@ mod tests {
         assert_eq!(c.exists("github_token"), Ok(true));
         assert_eq!(c.exists("github_missing"), Ok(false));
         assert_eq!(c.exists("slack_bot"), Ok(false));
+        let reachable = c.reachable().expect("reachable");
+        let names: Vec<&str> = reachable.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["github_token"], "only names the globs cover");
     }
 
     #[test]
