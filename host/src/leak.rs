@@ -188,6 +188,8 @@ pub struct LeakScanner {
     regexes: Vec<Regex>,
     /// Base64/base64url/hex runs worth decoding.
     encoded_run: Regex,
+    /// Percent-escapes and invisible characters ([`OBFUSCATION`]).
+    obfuscation: Regex,
     /// Names of the secrets looked for, by Aho-Corasick pattern index.
     secret_names: Vec<String>,
     /// The secrets' values; holds secret bytes, hence the hand-written `Debug`.
@@ -202,14 +204,14 @@ impl fmt::Debug for LeakScanner {
     }
 }
 
-/// Forgiving base64 decoding: either alphabet (normalised to standard first), padding optional,
-/// stray trailing bits ignored.
-const LENIENT_B64: GeneralPurpose = GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new()
-        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
-        .with_decode_allow_trailing_bits(true),
-);
+/// Forgiving base64 decoding: padding optional, stray trailing bits ignored.
+const LENIENT: GeneralPurposeConfig = GeneralPurposeConfig::new()
+    .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+    .with_decode_allow_trailing_bits(true);
+/// Lenient standard-alphabet base64.
+const LENIENT_B64: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, LENIENT);
+/// Lenient URL-safe base64.
+const LENIENT_B64URL: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, LENIENT);
 
 impl LeakScanner {
     /// A scanner for the built-in patterns and the values of `secrets` (name, value). Values
@@ -239,8 +241,9 @@ impl LeakScanner {
                 .iter()
                 .map(|s| Regex::new(s).expect("built-in leak pattern compiles"))
                 .collect(),
-            encoded_run: Regex::new(r"(?-u)[A-Za-z0-9+/_-]{16,}=*")
+            encoded_run: Regex::new(&format!("(?-u)[A-Za-z0-9+/_-]{{{MIN_ENCODED_RUN},}}=*"))
                 .expect("encoded-run pattern compiles"),
+            obfuscation: Regex::new(OBFUSCATION).expect("obfuscation pattern compiles"),
             secret_names,
             secrets,
         }
@@ -302,7 +305,7 @@ impl LeakScanner {
         let mut hits = Vec::new();
         self.find(raw, &mut hits);
         self.find_encoded(raw, None, &mut hits);
-        if let Some(view) = normalize(text) {
+        if let Some(view) = normalize(text, &self.obfuscation) {
             let mut found = Vec::new();
             self.find(&view.bytes, &mut found);
             self.find_encoded(&view.bytes, Some(view.map.as_slice()), &mut found);
@@ -422,42 +425,39 @@ fn merge(mut hits: Vec<Hit>) -> Vec<Hit> {
 }
 
 /// Decode a run: hex when it is all hex digits of even length (a digest or hex-wrapped text),
-/// else lenient base64 of either alphabet. `None` when it does not decode to anything useful.
+/// else lenient base64 of whichever alphabet it uses. `None` when it does not decode to
+/// anything long enough to hold a credential.
 fn decode_run(run: &[u8]) -> Option<Vec<u8>> {
     let trimmed = run
         .strip_suffix(b"==")
         .or(run.strip_suffix(b"="))
         .unwrap_or(run);
-    if is_hex(trimmed) && trimmed.len() % 2 == 0 {
+    if trimmed.len().is_multiple_of(2) && is_hex(trimmed) {
         return Some(decode_hex(trimmed));
     }
-    let mut normalized: Vec<u8> = trimmed
-        .iter()
-        .map(|&b| match b {
-            b'-' => b'+',
-            b'_' => b'/',
-            other => other,
-        })
-        .collect();
-    // A dangling sixth of a byte cannot be decoded; drop it rather than the whole run.
-    if normalized.len() % 4 == 1 {
-        normalized.pop();
+    let url_safe = memchr::memchr2(b'-', b'_', trimmed).is_some();
+    if url_safe && memchr::memchr2(b'+', b'/', trimmed).is_some() {
+        // Both alphabets at once is not base64 (a path or an identifier): nothing to decode.
+        return None;
     }
-    LENIENT_B64
-        .decode(&normalized)
+    // A dangling sixth of a byte cannot be decoded; drop it rather than the whole run.
+    let usable = &trimmed[..trimmed.len() - usize::from(trimmed.len() % 4 == 1)];
+    let engine = if url_safe {
+        &LENIENT_B64URL
+    } else {
+        &LENIENT_B64
+    };
+    engine
+        .decode(usable)
         .ok()
         .filter(|d| d.len() >= MIN_SECRET_LEN)
 }
 
-/// Characters that render as nothing and so can split a credential unseen: zero-width space,
-/// joiners and marks (U+200B–U+200F), word joiner and invisible operators (U+2060–U+2064), the
-/// byte-order mark, the soft hyphen and the Mongolian vowel separator.
-fn is_invisible(c: char) -> bool {
-    matches!(
-        c,
-        '\u{200B}'..='\u{200F}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}'
-    )
-}
+/// Percent-escapes and the characters that render as nothing and so can split a credential
+/// unseen: zero-width space, joiners and marks (U+200B–U+200F), word joiner and invisible
+/// operators (U+2060–U+2064), the byte-order mark (U+FEFF), the soft hyphen (U+00AD) and the
+/// Mongolian vowel separator (U+180E), as UTF-8 bytes.
+const OBFUSCATION: &str = r"(?-u)%[0-9A-Fa-f]{2}|\xE2\x80[\x8B-\x8F]|\xE2\x81[\xA0-\xA4]|\xEF\xBB\xBF|\xC2\xAD|\xE1\xA0\x8E";
 
 /// A decoded copy of the text and, for each of its bytes (plus one past the end), the offset in
 /// the original it came from.
@@ -467,67 +467,27 @@ struct View {
 }
 
 /// The text with invisible characters removed and percent-escapes decoded, or `None` when it
-/// has neither (the common case, decided by a byte scan without decoding anything).
-fn normalize(text: &str) -> Option<View> {
+/// has neither (the common case: one pass of `obfuscation`, which has literal prefilters).
+fn normalize(text: &str, obfuscation: &Regex) -> Option<View> {
     let raw = text.as_bytes();
-    // Every invisible character's UTF-8 encoding starts with one of these bytes.
-    let maybe = raw
-        .iter()
-        .any(|&b| matches!(b, b'%' | 0xC2 | 0xE1 | 0xE2 | 0xEF));
-    if !maybe {
-        return None;
-    }
+    let mut found = obfuscation.find_iter(raw).peekable();
+    found.peek()?;
     let mut bytes = Vec::with_capacity(raw.len());
     let mut map = Vec::with_capacity(raw.len() + 1);
-    let mut changed = false;
-    let mut i = 0;
-    while i < raw.len() {
-        let b = raw[i];
-        if b == b'%'
-            && let Some(v) = raw.get(i + 1..i + 3).and_then(hex_byte)
-        {
-            bytes.push(v);
-            map.push(i);
-            i += 3;
-            changed = true;
-            continue;
+    let mut at = 0;
+    for m in found {
+        bytes.extend_from_slice(&raw[at..m.start()]);
+        map.extend(at..m.start());
+        if let Some(hex) = m.as_bytes().strip_prefix(b"%") {
+            bytes.extend(decode_hex(hex));
+            map.push(m.start());
         }
-        if b >= 0x80 {
-            let len = utf8_len(b);
-            let c = text.get(i..i + len).and_then(|s| s.chars().next());
-            if c.is_some_and(is_invisible) {
-                i += len;
-                changed = true;
-                continue;
-            }
-            for k in 0..len.min(raw.len() - i) {
-                bytes.push(raw[i + k]);
-                map.push(i + k);
-            }
-            i += len;
-            continue;
-        }
-        bytes.push(b);
-        map.push(i);
-        i += 1;
+        // Anything else matched is an invisible character: dropped.
+        at = m.end();
     }
-    map.push(raw.len());
-    changed.then_some(View { bytes, map })
-}
-
-/// The byte of two hex digits.
-fn hex_byte(pair: &[u8]) -> Option<u8> {
-    (pair.len() == 2 && is_hex(pair)).then(|| decode_hex(pair)[0])
-}
-
-/// Length of the UTF-8 sequence starting with `lead`.
-fn utf8_len(lead: u8) -> usize {
-    match lead {
-        0xF0.. => 4,
-        0xE0.. => 3,
-        0xC0.. => 2,
-        _ => 1,
-    }
+    bytes.extend_from_slice(&raw[at..]);
+    map.extend(at..=raw.len());
+    Some(View { bytes, map })
 }
 
 /// Whether decoded bytes are text: valid UTF-8 without control characters other than

@@ -329,15 +329,15 @@ fn substitute(
     let mut found = false;
     let encoded_placeholder = utf8_percent_encode(placeholder, URL_VALUE).to_string();
     let encoded_value = Zeroizing::new(utf8_percent_encode(value, URL_VALUE).to_string());
-    if let Some(pq) = parts.uri.path_and_query().map(PathAndQuery::as_str) {
-        if pq.contains(placeholder) || pq.contains(&encoded_placeholder) {
-            let text = Zeroizing::new(
-                pq.replace(placeholder, &encoded_value)
-                    .replace(&encoded_placeholder, &encoded_value),
-            );
-            set_path_and_query(parts, &text, m, "the URL")?;
-            found = true;
-        }
+    if let Some(pq) = parts.uri.path_and_query().map(PathAndQuery::as_str)
+        && (pq.contains(placeholder) || pq.contains(&encoded_placeholder))
+    {
+        let text = Zeroizing::new(
+            pq.replace(placeholder, &encoded_value)
+                .replace(&encoded_placeholder, &encoded_value),
+        );
+        set_path_and_query(parts, &text, m, "the URL")?;
+        found = true;
     }
     let mut replaced = Vec::new();
     for (name, header) in &parts.headers {
@@ -382,9 +382,7 @@ fn set_path_and_query(
     target: &str,
 ) -> Result<(), CredentialError> {
     let mut uri = parts.uri.clone().into_parts();
-    uri.path_and_query = Some(
-        PathAndQuery::from_maybe_shared(text.to_owned()).map_err(|_| invalid(m, target.into()))?,
-    );
+    uri.path_and_query = Some(PathAndQuery::try_from(text).map_err(|_| invalid(m, target.into()))?);
     parts.uri = Uri::from_parts(uri).map_err(|_| invalid(m, target.into()))?;
     Ok(())
 }
@@ -430,7 +428,8 @@ mod tests {
     fn each_kind_is_injected() {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = store(dir.path());
-        let cases: Vec<(&str, &str, Box<dyn Fn(&http::request::Parts)>)> = vec![
+        type Check = Box<dyn Fn(&http::request::Parts)>;
+        let cases: Vec<(&str, &str, Check)> = vec![
             (
                 "secret = \"gh\"\nhosts = [\"api.x.com\"]\ninject = \"bearer\"",
                 "https://api.x.com/repos",
@@ -487,7 +486,7 @@ mod tests {
             let m = mapping(toml_text);
             let mut p = parts(uri, &[("authorization", "Bearer from-the-component")]);
             let got = inject(&mut p, std::slice::from_ref(&m), &s).expect("inject");
-            assert_eq!(got.secrets, [m.secret.clone()], "{toml_text}");
+            assert_eq!(got.secrets, std::slice::from_ref(&m.secret), "{toml_text}");
             check(&p);
         }
     }
