@@ -75,6 +75,10 @@ pub struct HttpPolicy {
     /// The most requests per (user, tool) a manifest can be granted, per window.
     #[serde(default)]
     pub rate_limit: RateLimits,
+    /// PEM files of CA certificates trusted for HTTPS besides the public roots (a lab's or a
+    /// test's own CA).
+    #[serde(default)]
+    pub ca_files: Vec<PathBuf>,
 }
 
 /// Read `allow_addresses`: each an IP address (IPv6 with or without brackets) or a CIDR.

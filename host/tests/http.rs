@@ -7,27 +7,40 @@ mod common;
 #[path = "https_server/mod.rs"]
 mod https_server;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
 use chitin_host::policy::{DEFAULT_POLICY, Policy};
 use chitin_host::{CallReport, Host, Limits, Runtime, ToolError};
 use common::{component, fixture, resign, services, test_engine};
 use https_server::TestServer;
 use serde_json::{Value, json};
 
-/// The default policy plus `extra` TOML (an `[http]` section).
-fn policy_with(extra: &str) -> Policy {
-    Policy::parse(&format!("{DEFAULT_POLICY}\n{extra}"), Path::new("test-policy.toml"))
-        .expect("test policy")
+/// The default policy with its `[http]` keys replaced: `ca_files` always names the server's CA
+/// (so a refusal is the address rule's, not TLS's); `lab` adds the test-only entry admitting
+/// 127.0.0.1; `rate` replaces the rate-limit ceiling.
+fn policy_for(server: &TestServer, lab: bool, rate: Option<&str>) -> Policy {
+    let mut text = DEFAULT_POLICY.replace(
+        "ca_files = []",
+        &format!("ca_files = [{:?}]", server.ca_file),
+    );
+    if lab {
+        text = text.replace("allow_addresses = []", "allow_addresses = [\"127.0.0.1\"]");
+    }
+    if let Some(rate) = rate {
+        text = text.replace(
+            "rate_limit = { per_minute = 60, per_hour = 1000 }",
+            &format!("rate_limit = {rate}"),
+        );
+    }
+    Policy::parse(&text, Path::new("test-policy.toml")).expect("test policy")
 }
 
 /// The test-only entry admitting the server: its address and its CA.
-fn lab_policy(server: &TestServer, more: &str) -> Policy {
-    policy_with(&format!(
-        "[http]\nallow_addresses = [\"127.0.0.1\"]\nca_files = [{:?}]\n{more}",
-        server.ca_file
-    ))
+fn lab_policy(server: &TestServer) -> Policy {
+    policy_for(server, true, None)
 }
 
 fn cache() -> &'static Path {
@@ -36,21 +49,55 @@ fn cache() -> &'static Path {
         .path()
 }
 
-/// A host under `policy` with the markdown library and the three web components loaded, plus
-/// any extra component files.
-async fn host(data: &Path, policy: Policy, limits: Option<Limits>, extra: &[&Path]) -> Host {
+/// Approves every request, as a person at a terminal would.
+struct Yes;
+
+#[async_trait::async_trait]
+impl Approver for Yes {
+    async fn approve(&self, _: &ApprovalRequest) -> Decision {
+        Decision::Approved
+    }
+}
+
+/// `wasm` (built from `components/<dir>`) re-signed with its own manifest, its `host = "*"`
+/// entries narrowed to the test server's port: the built-in grants admit port 443 only.
+fn on_port(wasm: &Path, dir: &str, port: u16, out: &Path) -> PathBuf {
+    let manifest = std::fs::read_to_string(
+        common::repo()
+            .join("components")
+            .join(dir)
+            .join("manifest.toml"),
+    )
+    .expect("manifest")
+    .replace("host = \"*\"", &format!("host = \"*\", port = {port}"));
+    let signed = resign(&std::fs::read(wasm).expect("wasm"), &manifest);
+    let path = out.join(format!("{dir}-{port}.wasm"));
+    std::fs::write(&path, signed).expect("write");
+    path
+}
+
+/// A host under `policy` with the markdown library and the three web components loaded (their
+/// grants narrowed to `server`'s port), plus any extra component files.
+async fn host(
+    data: &Path,
+    server: &TestServer,
+    policy: Policy,
+    limits: Option<Limits>,
+    extra: &[&Path],
+) -> Host {
     let mut policy = policy;
     if let Some(limits) = limits {
         policy.limits = limits;
     }
     let ws = data.join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");
+    let port = server.addr.port();
     let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
     let mut host = Host::new(runtime, policy, services(data, &ws));
     for c in [
         component("markdown"),
-        component("http"),
-        component("web-fetch"),
+        on_port(&component("http"), "http", port, data),
+        on_port(&component("web-fetch"), "web-fetch", port, data),
         component("html-to-markdown"),
     ] {
         host.load_path(&c).await.expect("load");
@@ -61,8 +108,16 @@ async fn host(data: &Path, policy: Policy, limits: Option<Limits>, extra: &[&Pat
     host
 }
 
+/// A caller whose approver says yes (the `http` tool asks before every call).
+fn approving() -> CallContext {
+    CallContext {
+        approver: Arc::new(Yes),
+        ..CallContext::default()
+    }
+}
+
 async fn call(host: &Host, tool: &str, args: Value) -> CallReport {
-    host.call(tool, &args.to_string()).await
+    host.call_in(tool, &args.to_string(), &approving()).await
 }
 
 async fn ok(host: &Host, tool: &str, args: Value) -> Value {
@@ -88,7 +143,21 @@ async fn a_get_reaches_the_lab_server_and_the_default_policy_refuses_it() {
     let data = tempfile::tempdir().expect("tempdir");
     let server = https_server::start(data.path()).await;
 
-    let lab = host(&data.path().join("lab"), lab_policy(&server, ""), None, &[]).await;
+    let lab = host(
+        &data.path().join("lab"),
+        &server,
+        lab_policy(&server),
+        None,
+        &[],
+    )
+    .await;
+    // The http tool asks a person first: with nobody to ask, it is refused.
+    let refused = lab
+        .call("http", &get(&server.url("/echo")).to_string())
+        .await
+        .result
+        .expect_err("needs approval");
+    assert!(refused.to_string().contains("approval"), "{refused}");
     let out = ok(&lab, "http", get(&server.url("/echo?x=1"))).await;
     assert_eq!(out["status"], 200);
     assert_eq!(out["body"]["method"], "GET");
@@ -99,7 +168,8 @@ async fn a_get_reaches_the_lab_server_and_the_default_policy_refuses_it() {
     let before = server.hits.load(Ordering::SeqCst);
     let default = host(
         &data.path().join("default"),
-        policy_with(&format!("[http]\nca_files = [{:?}]\n", server.ca_file)),
+        &server,
+        policy_for(&server, false, None),
         None,
         &[],
     )
@@ -114,7 +184,7 @@ async fn a_get_reaches_the_lab_server_and_the_default_policy_refuses_it() {
 async fn redirects_reach_the_tool_unfollowed() {
     let data = tempfile::tempdir().expect("tempdir");
     let server = https_server::start(data.path()).await;
-    let h = host(data.path(), lab_policy(&server, ""), None, &[]).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
     let out = ok(&h, "http", get(&server.url("/redirect"))).await;
     assert_eq!(out["status"], 302);
     let location = out["headers"]
@@ -134,7 +204,8 @@ async fn redirects_reach_the_tool_unfollowed() {
         "https://169.254.169.254/latest/meta-data"
     );
     // And following it by hand is refused: a metadata address.
-    let e = err(&h, "http", get("https://169.254.169.254/latest/meta-data")).await;
+    let metadata = format!("https://169.254.169.254:{}/latest/meta-data", server.addr.port());
+    let e = err(&h, "http", get(&metadata)).await;
     assert!(e.to_string().contains("metadata"), "{e}");
 }
 
@@ -142,7 +213,7 @@ async fn redirects_reach_the_tool_unfollowed() {
 async fn responses_over_5_mib_are_refused_whatever_their_length_says() {
     let data = tempfile::tempdir().expect("tempdir");
     let server = https_server::start(data.path()).await;
-    let h = host(data.path(), lab_policy(&server, ""), None, &[]).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
     for path in ["/big", "/lying", "/unsized"] {
         let e = err(&h, "http", get(&server.url(path))).await;
         let text = e.to_string();
@@ -164,11 +235,11 @@ async fn a_slow_server_meets_the_call_deadline() {
         timeout_ms: 2_000,
         ..Limits::default()
     };
-    let h = host(data.path(), lab_policy(&server, ""), Some(limits), &[]).await;
+    let h = host(data.path(), &server, lab_policy(&server), Some(limits), &[]).await;
     let started = std::time::Instant::now();
     let e = err(&h, "http", get(&server.url("/slow"))).await;
     assert!(
-        matches!(e, ToolError::Timeout | ToolError::ExternalService(_)),
+        matches!(e, ToolError::Timeout(_) | ToolError::ExternalService(_)),
         "{e:?}"
     );
     // The server holds the body for 15 s; the call ended on its own deadline instead.
@@ -179,8 +250,8 @@ async fn a_slow_server_meets_the_call_deadline() {
 async fn the_rate_limit_answers_with_when_to_retry() {
     let data = tempfile::tempdir().expect("tempdir");
     let server = https_server::start(data.path()).await;
-    let policy = lab_policy(&server, "rate_limit = { per_minute = 3, per_hour = 100 }\n");
-    let h = host(data.path(), policy, None, &[]).await;
+    let policy = policy_for(&server, true, Some("{ per_minute = 3, per_hour = 100 }"));
+    let h = host(data.path(), &server, policy, None, &[]).await;
     for _ in 0..3 {
         ok(&h, "http", get(&server.url("/echo"))).await;
     }
@@ -195,7 +266,7 @@ async fn the_rate_limit_answers_with_when_to_retry() {
 async fn url_tricks_are_refused_before_anything_is_sent() {
     let data = tempfile::tempdir().expect("tempdir");
     let server = https_server::start(data.path()).await;
-    let h = host(data.path(), lab_policy(&server, ""), None, &[]).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
     let port = server.addr.port();
     for url in [
         format!("https://user:pass@127.0.0.1:{port}/echo"),
@@ -213,13 +284,25 @@ async fn url_tricks_are_refused_before_anything_is_sent() {
         let before = server.hits.load(Ordering::SeqCst);
         let e = err(&h, "http", get(&url)).await;
         assert!(
-            matches!(e, ToolError::PermissionDenied(_) | ToolError::InvalidArgs(_)),
+            matches!(
+                e,
+                ToolError::PermissionDenied(_) | ToolError::InvalidArgs(_)
+            ),
             "{url}: {e:?}"
         );
-        assert_eq!(server.hits.load(Ordering::SeqCst), before, "{url} reached the server");
+        assert_eq!(
+            server.hits.load(Ordering::SeqCst),
+            before,
+            "{url} reached the server"
+        );
     }
     // A legitimately encoded path still passes.
-    let out = ok(&h, "http", get(&server.url("/echo?q=caf%C3%A9%20au%20lait"))).await;
+    let out = ok(
+        &h,
+        "http",
+        get(&server.url("/echo?q=caf%C3%A9%20au%20lait")),
+    )
+    .await;
     assert_eq!(out["status"], 200);
 }
 
@@ -227,10 +310,15 @@ async fn url_tricks_are_refused_before_anything_is_sent() {
 async fn web_fetch_returns_markdown_and_html_to_markdown_converts() {
     let data = tempfile::tempdir().expect("tempdir");
     let server = https_server::start(data.path()).await;
-    let h = host(data.path(), lab_policy(&server, ""), None, &[]).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
     let out = ok(&h, "web_fetch", json!({"url": server.url("/page")})).await;
     assert_eq!(out["status"], 200);
-    assert!(out["content_type"].as_str().unwrap_or_default().contains("text/html"));
+    assert!(
+        out["content_type"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("text/html")
+    );
     assert!(out["bytes"].as_u64().unwrap_or_default() > 100);
     let md = out["content"].as_str().expect("content");
     assert!(md.contains("long-chain polymer"), "{md}");
@@ -246,16 +334,22 @@ async fn web_fetch_returns_markdown_and_html_to_markdown_converts() {
     assert!(md.contains("**bold**"), "{md}");
     // web_fetch is GET only: its grant allows no other method, whatever the tool is asked.
     let e = err(&h, "web_fetch", json!({"url": "ftp://example.com/"})).await;
-    assert!(matches!(e, ToolError::InvalidArgs(_) | ToolError::PermissionDenied(_)), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            ToolError::InvalidArgs(_) | ToolError::PermissionDenied(_)
+        ),
+        "{e:?}"
+    );
 }
 
-/// The http component re-signed with a credential mapping for the lab server's address.
-fn http_with_credentials(dir: &Path, mapping: &str) -> std::path::PathBuf {
+/// The http component re-signed with credential mappings, admitted to the lab server's port.
+fn http_with_credentials(dir: &Path, port: u16, mapping: &str) -> PathBuf {
     let wasm = std::fs::read(component("http")).expect("http component");
     let manifest = format!(
         "schema = 1\n\n[component]\nname = \"http\"\nnamespace = \"chitin\"\nversion = \"0.1.0\"\n\
          publisher = \"chitin\"\ndescription = \"http with a credential\"\n\n\
-         [capabilities.http]\nallow = [{{ host = \"*\", methods = [\"GET\", \"POST\"] }}]\n\n\
+         [capabilities.http]\nallow = [{{ host = \"*\", port = {port}, methods = [\"GET\", \"POST\"] }}]\n\n\
          {mapping}\n\n[capabilities.secrets]\nnames = [\"test_*\"]\n"
     );
     let path = dir.join("http-cred.wasm");
@@ -270,9 +364,12 @@ async fn credentials_are_injected_by_the_host_and_never_reach_the_agent() {
     let secret = "s3cr3t-VALUE-9f8e7d6c5b4a";
     let comp = http_with_credentials(
         data.path(),
-        "[[capabilities.http.credentials]]\nsecret = \"test_token\"\nhosts = [\"127.0.0.1\"]\ninject = \"bearer\"",
+        server.addr.port(),
+        "[[capabilities.http.credentials]]\nsecret = \"test_token\"\nhosts = [\"127.0.0.1\"]\n\
+         inject = \"bearer\"\n\n[[capabilities.http.credentials]]\nsecret = \"test_other\"\n\
+         hosts = [\"api.example.com\"]\ninject = \"placeholder\"\nplaceholder = \"{{OTHER}}\"",
     );
-    let policy = lab_policy(&server, "");
+    let policy = lab_policy(&server);
     let ws = data.path().join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");
     let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
@@ -282,13 +379,28 @@ async fn credentials_are_injected_by_the_host_and_never_reach_the_agent() {
         .expect("secret store")
         .set("test_token", secret)
         .expect("set secret");
+    h.services()
+        .secrets()
+        .expect("secret store")
+        .set("test_other", "other-VALUE-0a1b2c3d4e")
+        .expect("set secret");
     h.load_path(&comp).await.expect("load");
 
-    let report = call(&h, "http", get(&server.url("/echo"))).await;
+    let args = json!({"method": "GET", "url": server.url("/echo"),
+                      "headers": [{"name": "x-other", "value": "{{OTHER}}"}]});
+    let report = call(&h, "http", args).await;
     let out = report.result.expect("call");
-    // The server echoes the Authorization header it received; the agent sees it redacted.
+    // The server echoes the Authorization header it received: the host put the secret there,
+    // and the agent sees it redacted.
     assert!(!out.text.contains(secret), "{}", out.text);
-    assert!(out.text.contains("[REDACTED:test_token]"), "{}", out.text);
+    assert!(
+        out.text.contains("Bearer [REDACTED:test_token]"),
+        "{}",
+        out.text
+    );
+    // The placeholder belongs to api.example.com: sent to another host it stays literal.
+    assert!(out.text.contains("{{OTHER}}"), "{}", out.text);
+    assert!(!out.text.contains("other-VALUE"), "{}", out.text);
     let log = format!("{:?}", report.log);
     assert!(!log.contains(secret), "{log}");
 }
@@ -297,7 +409,7 @@ async fn credentials_are_injected_by_the_host_and_never_reach_the_agent() {
 async fn secret_shaped_values_in_a_request_are_refused() {
     let data = tempfile::tempdir().expect("tempdir");
     let server = https_server::start(data.path()).await;
-    let h = host(data.path(), lab_policy(&server, ""), None, &[]).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
     let token = format!("ghp_{}", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8");
     let before = server.hits.load(Ordering::SeqCst);
     for args in [
@@ -328,13 +440,28 @@ async fn one_call_sends_at_most_50_requests() {
     let server = https_server::start(data.path()).await;
     let h = host(
         data.path(),
-        lab_policy(&server, "rate_limit = { per_minute = 1000, per_hour = 1000 }\n"),
+        &server,
+        policy_for(
+            &server,
+            true,
+            Some("{ per_minute = 1000, per_hour = 1000 }"),
+        ),
         None,
-        &[&fixture("test-http")],
+        &[&on_port(
+            &fixture("test-http"),
+            "test-http",
+            server.addr.port(),
+            data.path(),
+        )],
     )
     .await;
     let before = server.hits.load(Ordering::SeqCst);
-    let out = ok(&h, "fetch_many", json!({"url": server.url("/echo"), "n": 60})).await;
+    let out = ok(
+        &h,
+        "fetch_many",
+        json!({"url": server.url("/echo"), "n": 60}),
+    )
+    .await;
     assert_eq!(out["sent"], 50, "{out}");
     let error = out["first_error"].as_str().expect("an error after 50");
     assert!(error.contains("50 requests"), "{error}");

@@ -5,8 +5,9 @@
 use chitin_sdk::http::{self, Request};
 use chitin_sdk::prelude::*;
 
-/// What the host lets through at most (5 MiB); read no further.
-const MAX_BODY: usize = 5 * 1024 * 1024;
+/// Body bytes kept for the result: four bytes per character of the largest `max_chars` the
+/// result can show by default. The rest is read and counted (the host caps it at 5 MiB).
+const KEEP_BODY: usize = 1024 * 1024;
 
 #[derive(Deserialize, JsonSchema, Clone, Copy)]
 #[serde(rename_all = "UPPERCASE")]
@@ -74,8 +75,8 @@ struct Output {
     /// The response body as text (invalid UTF-8 replaced); parsed JSON when it is JSON
     body: Value,
     /// Bytes of body received
-    bytes: usize,
-    /// Whether the body was cut (at `max_chars`, or at the host's 5 MiB cap)
+    bytes: u64,
+    /// Whether the body was cut (at `max_chars`, or past the first MiB kept)
     truncated: bool,
 }
 
@@ -104,7 +105,7 @@ fn request(args: Args) -> Result<Output, ToolError> {
         headers,
         body,
         timeout_ms: args.timeout_secs.map(|s| u64::from(s) * 1000),
-        max_body_bytes: MAX_BODY,
+        max_body_bytes: KEEP_BODY,
     })?;
     let max = args.max_chars.unwrap_or(50_000) as usize;
     let text = String::from_utf8_lossy(&response.body);
@@ -112,14 +113,14 @@ fn request(args: Args) -> Result<Output, ToolError> {
     let is_json = response
         .header("content-type")
         .is_some_and(|t| t.contains("json"));
-    let body = match serde_json::from_str::<Value>(&text) {
+    let body = match chitin_sdk::serde_json::from_str::<Value>(&text) {
         Ok(json) if is_json && !cut => json,
         _ if cut => Value::String(text.chars().take(max).collect()),
         _ => Value::String(text.into_owned()),
     };
     Ok(Output {
         status: response.status,
-        bytes: response.body.len(),
+        bytes: response.total_bytes,
         headers: response
             .headers
             .into_iter()

@@ -24,7 +24,8 @@ pub struct Request {
     pub body: Option<Vec<u8>>,
     /// Overall time limit in milliseconds (the host clamps it to the call's deadline).
     pub timeout_ms: Option<u64>,
-    /// Stop reading the body after this many bytes and flag the response as cut.
+    /// Keep at most this many bytes of the body (the rest is read and counted, not kept), so a
+    /// large response costs no memory; the host still refuses bodies over its own cap.
     pub max_body_bytes: usize,
 }
 
@@ -35,8 +36,10 @@ pub struct Response {
     pub status: u16,
     /// Header names and values, as sent.
     pub headers: Vec<(String, String)>,
-    /// The body (at most `max_body_bytes`).
+    /// The body (at most `max_body_bytes` of it).
     pub body: Vec<u8>,
+    /// Bytes of body received in all.
+    pub total_bytes: u64,
     /// Whether the body was longer than `max_body_bytes` and was cut.
     pub truncated: bool,
 }
@@ -144,7 +147,9 @@ pub fn send(request: &Request) -> Result<Response, HttpError> {
             .write()
             .map_err(|()| HttpError::Failed("request body stream unavailable".into()))?;
         for chunk in bytes.chunks(4096) {
-            stream.blocking_write_and_flush(chunk).map_err(stream_error)?;
+            stream
+                .blocking_write_and_flush(chunk)
+                .map_err(stream_error)?;
         }
         drop(stream);
     }
@@ -166,33 +171,32 @@ pub fn send(request: &Request) -> Result<Response, HttpError> {
     let incoming = response
         .consume()
         .map_err(|()| HttpError::Failed("response body taken twice".into()))?;
-    let (body, truncated) = read_body(&incoming, request.max_body_bytes)?;
+    let (body, total_bytes) = read_body(&incoming, request.max_body_bytes)?;
     drop(incoming);
     Ok(Response {
         status,
         headers,
+        truncated: total_bytes > body.len() as u64,
         body,
-        truncated,
+        total_bytes,
     })
 }
 
-/// Read up to `max` bytes of `incoming`.
-fn read_body(incoming: &IncomingBody, max: usize) -> Result<(Vec<u8>, bool), HttpError> {
+/// Read `incoming` to its end, keeping its first `max` bytes; the total read.
+fn read_body(incoming: &IncomingBody, max: usize) -> Result<(Vec<u8>, u64), HttpError> {
     let stream = incoming
         .stream()
         .map_err(|()| HttpError::Failed("response body stream unavailable".into()))?;
     let mut body = Vec::new();
+    let mut total: u64 = 0;
     loop {
         match stream.blocking_read(64 * 1024) {
             Ok(chunk) => {
-                if body.len() + chunk.len() > max {
-                    let keep = max - body.len();
-                    body.extend_from_slice(&chunk[..keep]);
-                    return Ok((body, true));
-                }
-                body.extend_from_slice(&chunk);
+                total += chunk.len() as u64;
+                let room = max.saturating_sub(body.len());
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
             }
-            Err(StreamError::Closed) => return Ok((body, false)),
+            Err(StreamError::Closed) => return Ok((body, total)),
             Err(e) => return Err(stream_error(e)),
         }
     }
@@ -215,12 +219,10 @@ fn method(name: &str) -> Method {
 
 fn stream_error(e: StreamError) -> HttpError {
     match e {
-        StreamError::LastOperationFailed(err) => {
-            match wasip2::http::types::http_error_code(&err) {
-                Some(code) => from_code(code),
-                None => HttpError::Failed(err.to_debug_string()),
-            }
-        }
+        StreamError::LastOperationFailed(err) => match wasip2::http::types::http_error_code(&err) {
+            Some(code) => from_code(code),
+            None => HttpError::Failed(err.to_debug_string()),
+        },
         StreamError::Closed => HttpError::Failed("the connection closed early".into()),
     }
 }

@@ -55,6 +55,7 @@ pub mod invoke;
 pub mod log;
 pub mod progress;
 mod schema;
+pub mod secrets;
 mod tool;
 
 pub use error::ToolError;

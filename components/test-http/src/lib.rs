@@ -48,7 +48,11 @@ fn fetch_many(args: Args) -> Result<Output, ToolError> {
 }
 
 fn tools() -> Vec<Tool> {
-    vec![Tool::new("fetch_many", "Fetches a URL n times.", fetch_many)]
+    vec![Tool::new(
+        "fetch_many",
+        "Fetches a URL n times.",
+        fetch_many,
+    )]
 }
 
 chitin_sdk::export_tools!(tools);

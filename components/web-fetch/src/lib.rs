@@ -16,8 +16,9 @@ mod lib_markdown {
 
 use lib_markdown::chitin::markdown::convert;
 
-/// What the host lets through at most (5 MiB); read no further.
-const MAX_BODY: usize = 5 * 1024 * 1024;
+/// Page bytes kept for conversion (the rest is read and counted; the host caps it at 5 MiB):
+/// converting more would not fit a call's default 10 MiB of memory.
+const KEEP_BODY: usize = 1024 * 1024;
 
 #[derive(Deserialize, JsonSchema)]
 struct Args {
@@ -40,7 +41,7 @@ struct Output {
     /// Where a redirect points, for a 3xx response
     location: Option<String>,
     /// Bytes of body received
-    bytes: usize,
+    bytes: u64,
     /// The page title, when one was found
     title: Option<String>,
     /// The content: Markdown for HTML, the text itself for other text types
@@ -59,7 +60,7 @@ fn web_fetch(args: Args) -> Result<Output, ToolError> {
         )],
         body: None,
         timeout_ms: args.timeout_secs.map(|s| u64::from(s) * 1000),
-        max_body_bytes: MAX_BODY,
+        max_body_bytes: KEEP_BODY,
     })?;
     let content_type = response.header("content-type").map(str::to_owned);
     let location = response.header("location").map(str::to_owned);
@@ -87,7 +88,7 @@ fn web_fetch(args: Args) -> Result<Output, ToolError> {
         content_type,
         final_url: args.url,
         location,
-        bytes: response.body.len(),
+        bytes: response.total_bytes,
         title,
         content,
         truncated: truncated || response.truncated,

@@ -123,6 +123,24 @@ pub(super) fn describe(caps: &Capabilities) -> Vec<CapabilityLine> {
             risk: "can use credentials whose names match these patterns".into(),
         });
     }
+    for c in caps.http.iter().flat_map(|h| &h.credentials) {
+        let path = c.path_prefix.as_deref().unwrap_or_default();
+        let hosts = c
+            .hosts
+            .iter()
+            .map(|h| format!("{h}{path}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push(CapabilityLine {
+            name: "credential",
+            scope: format!("{} as {} to {hosts}", c.secret, c.inject.as_str()),
+            risk: format!(
+                "the host sends secret `{}` with its requests to {hosts} (the component never \
+                 sees the value)",
+                c.secret
+            ),
+        });
+    }
     if let Some(process) = &caps.process {
         let network = if process.network {
             ", with network access"

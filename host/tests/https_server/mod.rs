@@ -50,7 +50,9 @@ pub async fn start(dir: &Path) -> TestServer {
     let leaf_key = rcgen::KeyPair::generate().expect("leaf key");
     let leaf_params =
         rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("leaf params");
-    let leaf = leaf_params.signed_by(&leaf_key, &issuer).expect("leaf cert");
+    let leaf = leaf_params
+        .signed_by(&leaf_key, &issuer)
+        .expect("leaf cert");
 
     let ca_file = dir.join("test-ca.pem");
     std::fs::write(&ca_file, ca_cert.pem()).expect("write CA");
@@ -156,7 +158,13 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
                         fungi.</p><p>It is one of the most abundant natural polysaccharides, \
                         second only to cellulose, and is studied for its uses in medicine \
                         and industry.</p></article></body></html>";
-            respond(&mut stream, "200 OK", "text/html; charset=utf-8", html.as_bytes()).await
+            respond(
+                &mut stream,
+                "200 OK",
+                "text/html; charset=utf-8",
+                html.as_bytes(),
+            )
+            .await
         }
         "/redirect" => {
             let head = "HTTP/1.1 302 Found\r\nlocation: https://169.254.169.254/latest/meta-data\r\n\

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::credentials::CredentialMapping;
 
 /// Outbound HTTP the component may make. An empty allowlist allows nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,6 +22,9 @@ pub struct HttpGrant {
     /// Requests per window the component asks for; the policy's ceiling clamps them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimitRequest>,
+    /// Secrets the host injects into requests (`[[capabilities.http.credentials]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<CredentialMapping>,
 }
 
 /// One allowed destination.
@@ -71,6 +75,9 @@ pub enum HostPattern {
     Subdomains(String),
     /// Exactly this IP address.
     Ip(IpAddr),
+    /// `*`: any host. The address rules still refuse every non-public address; an audit shows
+    /// this grant as reaching the whole public internet.
+    Any,
 }
 
 impl HostPattern {
@@ -81,6 +88,9 @@ impl HostPattern {
         if text.is_empty() {
             return Err("must not be empty".into());
         }
+        if text == "*" {
+            return Ok(Self::Any);
+        }
         if let Some(suffix) = text.strip_prefix("*.") {
             return match Self::parse(suffix)? {
                 Self::Domain(d) if d.contains('.') => Ok(Self::Subdomains(d)),
@@ -88,7 +98,9 @@ impl HostPattern {
                 Self::Domain(d) => Err(format!(
                     "`*.{d}` covers a whole top-level domain; name at least two labels"
                 )),
-                Self::Subdomains(_) => Err(format!("`{text}`: only one leading `*.` is allowed")),
+                Self::Subdomains(_) | Self::Any => {
+                    Err(format!("`{text}`: only one leading `*.` is allowed"))
+                }
                 Self::Ip(_) => {
                     Err("a wildcard needs a domain after `*.`, not an IP address".into())
                 }
@@ -132,6 +144,7 @@ impl HostPattern {
     /// Whether a request's host (as the URL parser normalised it) matches.
     pub fn matches(&self, host: &url::Host<String>) -> bool {
         match (self, host) {
+            (Self::Any, _) => true,
             (Self::Ip(want), url::Host::Ipv4(ip)) => *want == IpAddr::V4(*ip),
             (Self::Ip(want), url::Host::Ipv6(ip)) => *want == IpAddr::V6(*ip),
             (Self::Domain(want), url::Host::Domain(d)) => {
@@ -157,6 +170,7 @@ impl HostPattern {
 impl std::fmt::Display for HostPattern {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Self::Any => f.write_str("*"),
             Self::Domain(d) => f.write_str(d),
             Self::Subdomains(d) => write!(f, "*.{d}"),
             Self::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]"),
@@ -179,14 +193,8 @@ impl HttpGrant {
                     format!("`{scheme}` is not `https` or `http`"),
                 ));
             }
-            HostPattern::parse(&a.host).map_err(|reason| {
-                let reason = if a.host.trim() == "*" {
-                    "`*` alone would allow every host; name the hosts".to_owned()
-                } else {
-                    reason
-                };
-                ManifestError::invalid(field("host"), reason)
-            })?;
+            HostPattern::parse(&a.host)
+                .map_err(|reason| ManifestError::invalid(field("host"), reason))?;
             if a.port == Some(0) {
                 return Err(ManifestError::invalid(
                     field("port"),
@@ -280,6 +288,15 @@ mod tests {
     }
 
     #[test]
+    fn a_lone_star_is_any_host() {
+        let any = HostPattern::parse("*").expect("`*` parses");
+        assert_eq!(any, HostPattern::Any);
+        assert!(any.matches(&url::Host::Domain("example.com".into())));
+        assert!(any.matches(&url::Host::Ipv4("93.184.216.34".parse().expect("ip"))));
+        assert_eq!(any.to_string(), "*");
+    }
+
+    #[test]
     fn malformed_entries_are_refused_naming_the_key() {
         let rows: Vec<(HttpAllow, &str, &str)> = vec![
             (
@@ -292,7 +309,6 @@ mod tests {
             ),
             (entry(""), "allow[0].host", "empty"),
             (entry("   "), "allow[0].host", "empty"),
-            (entry("*"), "allow[0].host", "every host"),
             (entry("*.com"), "allow[0].host", "top-level"),
             (entry("a.*.com"), "allow[0].host", "leading `*.`"),
             (entry("*.1.2.3.4"), "allow[0].host", "IP address"),

@@ -82,6 +82,49 @@ pub enum HttpRefusal {
         /// Seconds until the oldest request in the full window leaves it.
         retry_after_secs: u64,
     },
+    /// The component has no `[capabilities.http]` grant.
+    #[error("this component has no HTTP grant ([capabilities.http] in its manifest)")]
+    NoGrant,
+    /// The call has sent as many requests as one call may.
+    #[error("one call may send at most {max} requests; this call has used them all")]
+    TooManyRequests {
+        /// The cap.
+        max: u32,
+    },
+    /// The request body is over the cap.
+    #[error("the request body exceeds the limit of {max} bytes")]
+    RequestTooLarge {
+        /// The cap in bytes.
+        max: usize,
+    },
+    /// The response declared a body over the cap.
+    #[error("the response body of {declared} bytes exceeds the limit of {max} bytes")]
+    ResponseTooLarge {
+        /// The cap in bytes.
+        max: u64,
+        /// What Content-Length said.
+        declared: u64,
+    },
+    /// Something secret-shaped, or a secret's value, is in the outgoing request.
+    #[error(
+        "the request's {place} contains {what}; secrets are added by the host from the grant's \
+         credential mappings, never sent by a component"
+    )]
+    Leak {
+        /// Where: URL, a header, the body.
+        place: String,
+        /// The pattern or secret name (never the value).
+        what: String,
+    },
+    /// A credential mapping could not be applied.
+    #[error("credential injection failed: {reason}")]
+    Credentials {
+        /// Why.
+        reason: String,
+    },
+    /// The call's deadline passed before the request could be sent.
+    #[error("the call's deadline has passed")]
+    DeadlinePassed,
 }
 
 impl HttpRefusal {
@@ -96,6 +139,13 @@ impl HttpRefusal {
             Self::BlockedAddress { .. } | Self::LocalName { .. } => "blocked-address",
             Self::Resolve { .. } => "resolve-failed",
             Self::RateLimited { .. } => "rate-limited",
+            Self::NoGrant => "no-grant",
+            Self::TooManyRequests { .. } => "too-many-requests",
+            Self::RequestTooLarge { .. } => "request-too-large",
+            Self::ResponseTooLarge { .. } => "response-too-large",
+            Self::Leak { .. } => "leak",
+            Self::Credentials { .. } => "credentials",
+            Self::DeadlinePassed => "timeout",
         }
     }
 }

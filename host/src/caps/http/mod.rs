@@ -15,8 +15,8 @@ pub mod tls;
 
 use std::sync::Arc;
 
+use chitin_registry::manifest::CredentialMapping;
 use chitin_registry::manifest::HttpGrant;
-use chitin_registry::manifest::credentials::CredentialMapping;
 use wasmtime::component::Linker;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -30,14 +30,12 @@ pub const LINKED_PACKAGE: &str = "wasi:http/";
 pub struct HttpConfig {
     /// Where it may send requests.
     pub allowlist: allowlist::Allowlist,
-    /// Credentials the host injects into its requests.
-    pub credentials: Vec<CredentialMapping>,
-    /// Names of the secrets its requests can carry (their values are redacted from its output).
-    pub secret_names: Vec<String>,
+    /// Credentials the host injects into its requests (each names a granted secret).
+    pub credentials: Arc<[CredentialMapping]>,
     /// Its rate limits, clamped by the policy.
     pub rate: rate::RateLimits,
     /// Which addresses it may reach (the SSRF rules and the policy's exceptions).
-    pub addresses: Arc<address::AddressPolicy>,
+    pub addresses: address::AddressPolicy,
     /// The TLS client configuration (public roots and the policy's CA files).
     pub tls: Arc<rustls::ClientConfig>,
 }
@@ -45,49 +43,28 @@ pub struct HttpConfig {
 impl std::fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpConfig")
-            .field("allowlist", &self.allowlist)
             .field("credentials", &self.credentials.len())
             .field("rate", &self.rate)
             .finish_non_exhaustive()
     }
 }
 
-/// The HTTP grant could not be resolved.
-#[derive(Debug, thiserror::Error)]
-pub enum HttpGrantError {
-    /// The TLS configuration could not be built.
-    #[error(transparent)]
-    Tls(#[from] tls::TlsError),
-    /// A credential mapping names a secret outside the component's secrets grant.
-    #[error(
-        "capabilities.http.credentials: secret `{0}` is not covered by capabilities.secrets.names"
-    )]
-    SecretOutsideGrant(String),
-}
-
-/// Resolve `grant` (and the secrets globs it may draw on) against `policy`.
+/// Resolve `grant` against `policy`; `credentials` are the grant's mappings that survived the
+/// secrets grant (see `credentials::configure`).
 pub fn configure(
     grant: Option<&HttpGrant>,
-    secret_globs: &[String],
+    credentials: Arc<[CredentialMapping]>,
     policy: &Policy,
-) -> Result<Option<Arc<HttpConfig>>, HttpGrantError> {
+) -> Result<Option<Arc<HttpConfig>>, tls::TlsError> {
     let Some(grant) = grant else {
         return Ok(None);
     };
-    let http_policy = policy.http();
-    let globs = crate::caps::secrets::glob_set(secret_globs);
-    for mapping in &grant.credentials {
-        if !globs.is_match(&mapping.secret) {
-            return Err(HttpGrantError::SecretOutsideGrant(mapping.secret.clone()));
-        }
-    }
     Ok(Some(Arc::new(HttpConfig {
-        allowlist: allowlist::Allowlist::new(Some(grant), &http_policy.plain_http_hosts),
-        secret_names: grant.credentials.iter().map(|m| m.secret.clone()).collect(),
-        credentials: grant.credentials.clone(),
-        rate: rate::RateLimits::resolve(grant.rate_limit.as_ref(), http_policy.rate_ceiling()),
-        addresses: Arc::new(http_policy.address_policy()),
-        tls: tls::client_config(&http_policy.ca_files)?,
+        allowlist: allowlist::Allowlist::new(Some(grant), policy.plain_http_hosts()),
+        credentials,
+        rate: rate::RateLimits::resolve(grant.rate_limit.as_ref(), policy.http_rate_ceiling()),
+        addresses: policy.address_policy(),
+        tls: tls::client_config(&policy.http.ca_files)?,
     })))
 }
 

@@ -23,6 +23,7 @@ use wasmtime_wasi_http::{RequestOptions, WasiHttpHooks};
 use super::HttpConfig;
 use super::error::HttpRefusal;
 use crate::caps::log::{LogLevel, LogSource, SharedLog};
+use crate::leak::LeakScanner;
 use crate::services::Services;
 
 /// Largest request body a component may send.
@@ -42,6 +43,7 @@ type SendResult = wasmtime_wasi_http::Result<(
 pub struct HttpCall {
     config: Option<Arc<HttpConfig>>,
     services: Arc<Services>,
+    scanner: Arc<LeakScanner>,
     user: String,
     tool: Mutex<String>,
     deadline: Instant,
@@ -52,10 +54,11 @@ pub struct HttpCall {
 
 impl HttpCall {
     /// The state of one call under `config` (`None`: no HTTP grant), which must end by
-    /// `deadline`.
+    /// `deadline`; `scanner` knows the secrets the call could reach.
     pub fn new(
         config: Option<Arc<HttpConfig>>,
         services: Arc<Services>,
+        scanner: Arc<LeakScanner>,
         user: String,
         deadline: Instant,
         log: SharedLog,
@@ -63,6 +66,7 @@ impl HttpCall {
         Self {
             config,
             services,
+            scanner,
             user,
             tool: Mutex::new(String::new()),
             deadline,
@@ -75,6 +79,11 @@ impl HttpCall {
     /// Name the tool being called (rate limits are per user and tool).
     pub fn set_tool(&self, tool: &str) {
         *lock(&self.tool) = tool.to_owned();
+    }
+
+    /// The scanner for this call's secrets.
+    pub fn scanner(&self) -> &LeakScanner {
+        &self.scanner
     }
 
     /// Names of the secrets injected into this call's requests so far.
@@ -140,7 +149,7 @@ impl HttpCall {
         }
         let body = collect_capped(body, MAX_REQUEST_BYTES).await?;
 
-        let scanner = self.services.leak_scanner(&config.secret_names);
+        let scanner = &self.scanner;
         scanner
             .scan_outbound(target.url.as_str())
             .map_err(|leak| HttpRefusal::Leak {
@@ -163,7 +172,7 @@ impl HttpCall {
                 what: leak.to_string(),
             })?;
 
-        let addrs = config.addresses.resolve(&target.host, target.port).await?;
+        let addrs = super::address::resolve(&target.host, target.port, &config.addresses).await?;
 
         // Only now, with every check passed, do secret values enter the request.
         parts.uri = target
@@ -177,16 +186,20 @@ impl HttpCall {
         let store = if config.credentials.is_empty() {
             None
         } else {
-            Some(self.services.secrets().map_err(|e| HttpRefusal::Credentials {
-                reason: e.to_string(),
-            })?)
+            Some(
+                self.services
+                    .secrets()
+                    .map_err(|e| HttpRefusal::Credentials {
+                        reason: e.to_string(),
+                    })?,
+            )
         };
         if let Some(store) = &store {
             let injected = super::credentials::inject(&mut parts, &config.credentials, store)
                 .map_err(|e| HttpRefusal::Credentials {
                     reason: e.to_string(),
                 })?;
-            lock(&self.injected).extend(injected.names());
+            lock(&self.injected).extend(injected.secrets);
         }
 
         let remaining = self
@@ -203,16 +216,22 @@ impl HttpCall {
         };
         self.note(
             LogLevel::Info,
-            &format!("{} {} → {}", parts.method, redacted_url(&target.url), addrs[0]),
+            &format!(
+                "{} {} → {}",
+                parts.method,
+                redacted_url(&target.url),
+                addrs[0]
+            ),
         );
         let stream = connect(&addrs, timeouts.connect).await?;
         let io: Box<dyn Io> = if target.scheme_is_https {
-            let name = rustls::pki_types::ServerName::try_from(host_name.clone()).map_err(|_| {
-                HttpRefusal::InvalidUrl {
-                    url: target.url.to_string(),
-                    reason: "the host is not a valid TLS server name".into(),
-                }
-            })?;
+            let name =
+                rustls::pki_types::ServerName::try_from(host_name.clone()).map_err(|_| {
+                    HttpRefusal::InvalidUrl {
+                        url: target.url.to_string(),
+                        reason: "the host is not a valid TLS server name".into(),
+                    }
+                })?;
             let tls = tokio_rustls::TlsConnector::from(config.tls.clone());
             let stream = tokio::time::timeout(timeouts.connect, tls.connect(name, stream))
                 .await
@@ -244,6 +263,11 @@ impl HttpCall {
                 reason: "the host cannot be sent as a Host header".into(),
             })?,
         );
+        // The connection must be driven while the request is sent and the body read; it runs
+        // as its own task, aborted when wasmtime-wasi-http drops the response's worker.
+        let driver = wasmtime_wasi::runtime::spawn(async move {
+            conn.await.map_err(wasmtime_wasi_http::Error::from)
+        });
         let request = http::Request::from_parts(
             parts,
             http_body_util::Full::new(body)
@@ -260,7 +284,7 @@ impl HttpCall {
         {
             return Err(HttpRefusal::ResponseTooLarge {
                 max: MAX_RESPONSE_BYTES,
-                declared: Some(len),
+                declared: len,
             }
             .into());
         }
@@ -276,7 +300,6 @@ impl HttpCall {
             }
             .boxed_unsync()
         });
-        let driver = async move { conn.await.map_err(wasmtime_wasi_http::Error::from) };
         Ok((response, Box::new(driver)))
     }
 

@@ -200,6 +200,8 @@ pub struct LogCtx {
     pub log: SharedLog,
     /// Where entries from the log import are also reported while the call runs.
     pub events: CallEvents,
+    /// Redacts the secrets the call could reach from each entry.
+    pub scanner: Arc<crate::leak::LeakScanner>,
 }
 
 /// `HasData` marker for the log capability.
