@@ -204,7 +204,10 @@ async fn redirects_reach_the_tool_unfollowed() {
         "https://169.254.169.254/latest/meta-data"
     );
     // And following it by hand is refused: a metadata address.
-    let metadata = format!("https://169.254.169.254:{}/latest/meta-data", server.addr.port());
+    let metadata = format!(
+        "https://169.254.169.254:{}/latest/meta-data",
+        server.addr.port()
+    );
     let e = err(&h, "http", get(&metadata)).await;
     assert!(e.to_string().contains("metadata"), "{e}");
 }
@@ -466,4 +469,35 @@ async fn one_call_sends_at_most_50_requests() {
     let error = out["first_error"].as_str().expect("an error after 50");
     assert!(error.contains("50 requests"), "{error}");
     assert_eq!(server.hits.load(Ordering::SeqCst) - before, 50);
+}
+
+#[tokio::test]
+async fn secrets_answer_existence_only_inside_the_grant() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let fixture = on_port(
+        &fixture("test-http"),
+        "test-http",
+        server.addr.port(),
+        data.path(),
+    );
+    let h = host(data.path(), &server, lab_policy(&server), None, &[&fixture]).await;
+    let store = h.services().secrets().expect("secret store");
+    store.set("test_present", "value-1234567890").expect("set");
+    store.set("other_present", "value-0987654321").expect("set");
+    let out = ok(&h, "secret_exists", json!({"name": "test_present"})).await;
+    assert_eq!(out["exists"], true);
+    let out = ok(&h, "secret_exists", json!({"name": "test_absent"})).await;
+    assert_eq!(out["exists"], false);
+    // Outside the grant the answer is the same refusal whether the secret exists or not.
+    let present = err(&h, "secret_exists", json!({"name": "other_present"})).await;
+    let absent = err(&h, "secret_exists", json!({"name": "other_absent"})).await;
+    assert!(
+        matches!(present, ToolError::PermissionDenied(_)),
+        "{present:?}"
+    );
+    assert_eq!(
+        present.to_string().replace("other_present", "X"),
+        absent.to_string().replace("other_absent", "X")
+    );
 }

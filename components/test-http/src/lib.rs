@@ -1,5 +1,6 @@
 //! Test fixture: `fetch_many` sends up to `n` GET requests in one call and reports how many got
-//! a response and the first error, to test the host's per-call request cap.
+//! a response and the first error, to test the host's per-call request cap; `secret_exists` asks
+//! `chitin:host/secrets` about a name.
 
 use chitin_sdk::http::{self, Request};
 use chitin_sdk::prelude::*;
@@ -47,12 +48,27 @@ fn fetch_many(args: Args) -> Result<Output, ToolError> {
     })
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct SecretArgs {
+    /// The secret's name
+    name: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct SecretOutput {
+    /// Whether it exists
+    exists: bool,
+}
+
+fn secret_exists(args: SecretArgs) -> Result<SecretOutput, ToolError> {
+    chitin_sdk::secrets::exists(&args.name).map(|exists| SecretOutput { exists })
+}
+
 fn tools() -> Vec<Tool> {
-    vec![Tool::new(
-        "fetch_many",
-        "Fetches a URL n times.",
-        fetch_many,
-    )]
+    vec![
+        Tool::new("fetch_many", "Fetches a URL n times.", fetch_many),
+        Tool::new("secret_exists", "Whether a secret exists.", secret_exists),
+    ]
 }
 
 chitin_sdk::export_tools!(tools);
