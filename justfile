@@ -3,9 +3,9 @@
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
 # First-party tool components, built into build/components (the folder the host loads by default).
-components := "echo time json fs memory shell markdown"
+components := "echo time json fs memory shell markdown http web-fetch html-to-markdown"
 # Test fixtures (hostile and special-purpose components), built into build/fixtures.
-fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance test-invoke test-reader test-lib-text test-lib-files test-composed test-composed-b"
+fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance test-invoke test-reader test-lib-text test-lib-files test-composed test-composed-b test-http"
 
 # Build every first-party component for wasm32-wasip2, release, size-optimised, and embed its
 # manifest (components/NAME/manifest.toml), into build/components.
@@ -66,6 +66,7 @@ bench: build-components build-fixtures
     cargo bench -p chitin-host --bench process
     cargo bench -p chitin-host --bench fs_memory
     cargo bench -p chitin-host --bench compose
+    cargo bench -p chitin-host --bench http
 
 # MCP round trips (stdio and HTTP, p50/p99, calls/s with 8 HTTP clients), printed as a table.
 bench-mcp: build-components

@@ -47,8 +47,8 @@ async fn run() {
     for dir in ["rootdir", "libdir"] {
         std::fs::create_dir_all(services.workspace().join(dir)).expect("dir");
     }
-    let runtime = Runtime::new(&data.path().join("cache"), &EngineOptions::default())
-        .expect("runtime");
+    let runtime =
+        Runtime::new(&data.path().join("cache"), &EngineOptions::default()).expect("runtime");
     let mut host = Host::new(runtime, Policy::builtin().expect("policy"), services);
     for name in ["test-lib-text", "test-lib-files", "test-composed"] {
         host.load_path(&fixture(name)).await.expect("load");

@@ -49,6 +49,34 @@ impl ToolError {
             Self::ExternalService(_) => "external-service",
         }
     }
+
+    /// The message the case carries.
+    pub fn message(&self) -> &str {
+        match self {
+            Self::InvalidArgs(m)
+            | Self::NotFound(m)
+            | Self::PermissionDenied(m)
+            | Self::InvalidPath(m)
+            | Self::ExecutionFailed(m)
+            | Self::Timeout(m)
+            | Self::RateLimited(m)
+            | Self::ExternalService(m) => m,
+        }
+    }
+
+    /// The same case with `message` in place of its own.
+    pub fn with_message(self, message: String) -> Self {
+        match self {
+            Self::InvalidArgs(_) => Self::InvalidArgs(message),
+            Self::NotFound(_) => Self::NotFound(message),
+            Self::PermissionDenied(_) => Self::PermissionDenied(message),
+            Self::InvalidPath(_) => Self::InvalidPath(message),
+            Self::ExecutionFailed(_) => Self::ExecutionFailed(message),
+            Self::Timeout(_) => Self::Timeout(message),
+            Self::RateLimited(_) => Self::RateLimited(message),
+            Self::ExternalService(_) => Self::ExternalService(message),
+        }
+    }
 }
 
 /// Why a component could not be loaded. Each names the file and the cause.

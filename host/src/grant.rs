@@ -5,12 +5,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chitin_registry::manifest::{ApprovalHint, LimitRequest, Manifest};
+use chitin_registry::manifest::{ApprovalHint, CredentialMapping, LimitRequest, Manifest};
 
 use crate::caps::env::{self, EnvConfig};
 use crate::caps::files::{self, FilesConfig};
+use crate::caps::http::{self, HttpConfig, credentials};
 use crate::caps::kv::{self, KvConfig};
 use crate::caps::process::{self, ProcessConfig};
+use crate::caps::secrets::{self, SecretsConfig};
 use crate::limits::Limits;
 use crate::policy::Policy;
 use crate::services::Services;
@@ -29,6 +31,12 @@ pub enum GrantError {
     /// The key-value store cannot be opened.
     #[error("kv grant: {0}")]
     Kv(String),
+    /// The secrets grant cannot be resolved (a glob does not parse, the store cannot be opened).
+    #[error("secrets grant: {0}")]
+    Secrets(String),
+    /// The HTTP grant cannot be resolved (a CA file of the policy cannot be read).
+    #[error("http grant: {0}")]
+    Http(#[from] http::tls::TlsError),
     /// The process grant cannot be resolved (a program is missing, the workspace too wide).
     #[error(transparent)]
     Process(#[from] process::GrantError),
@@ -56,6 +64,12 @@ pub struct Grant {
     pub process: Option<Arc<ProcessConfig>>,
     /// Tools it may invoke: alias → tool name.
     pub invoke: Arc<BTreeMap<String, String>>,
+    /// Secret names it may ask about, and the store.
+    pub secrets: SecretsConfig,
+    /// Secrets the host injects into its HTTP requests; each names a granted secret.
+    pub credentials: Arc<[CredentialMapping]>,
+    /// Outbound HTTP: allowlist, rate limits, address rules, TLS roots.
+    pub http: Option<Arc<HttpConfig>>,
 }
 
 impl Grant {
@@ -71,6 +85,9 @@ impl Grant {
             kv: KvConfig::default(),
             process: None,
             invoke: Arc::default(),
+            secrets: SecretsConfig::default(),
+            credentials: Arc::new([]),
+            http: None,
         }
     }
 
@@ -94,7 +111,14 @@ impl Grant {
             })
             .collect();
         cuts.extend(limit_cuts(&manifest.limits, &policy.limits));
+        let secrets = secrets::configure(caps.secrets.as_ref(), services)?;
+        let (credentials, credential_cuts) = credentials::configure(caps.http.as_ref(), &secrets);
+        cuts.extend(credential_cuts);
+        let http = http::configure(caps.http.as_ref(), credentials.clone(), policy)?;
         Ok(Self {
+            http,
+            secrets,
+            credentials,
             cuts,
             limits: clamp(&manifest.limits, &policy.limits),
             approvals: manifest

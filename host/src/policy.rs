@@ -1,16 +1,22 @@
 //! The operator's policy: limit ceilings, which capabilities may be granted at all, which tools
 //! are offered (tool groups, a profile, allow and deny lists), protected built-in names, and
-//! approval rules per tool (parameter-aware). Strict TOML: an unknown key is an error that
+//! approval rules per tool (parameter-aware), and outbound HTTP rules (plain-HTTP hosts, address
+//! exceptions to the SSRF rules, rate-limit ceilings). Strict TOML: an unknown key is an error that
 //! names it.
 //!
 //! The effective grant of a component is its manifest ∩ this policy (see `grant.rs`).
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use chitin_registry::manifest::http::HostPattern;
 use chitin_registry::manifest::{ApprovalHint, Capabilities};
-use serde::Deserialize;
+use ipnet::IpNet;
+use serde::{Deserialize, Deserializer};
 
+use crate::caps::http::address::AddressPolicy;
+use crate::caps::http::rate::RateLimits;
 use crate::limits::Limits;
 
 /// The policy schema version this host reads.
@@ -49,6 +55,49 @@ pub struct Policy {
     /// Approval rules, first match wins; a tool no rule matches keeps its manifest's hint.
     #[serde(default)]
     pub approval: Vec<ApprovalRule>,
+    /// Outbound HTTP rules.
+    #[serde(default)]
+    pub http: HttpPolicy,
+}
+
+/// The operator's outbound HTTP rules, on top of each component's grant.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpPolicy {
+    /// Hosts (exact, `*.suffix` or IP) that may be reached over plain `http://` when a grant's
+    /// entry says `scheme = "http"`; everything else is HTTPS only.
+    #[serde(default)]
+    pub plain_http_hosts: Vec<String>,
+    /// Addresses and CIDRs a request may reach although they are not public (loopback, private,
+    /// ...): for tests and labs.
+    #[serde(default, deserialize_with = "ip_nets")]
+    pub allow_addresses: Vec<IpNet>,
+    /// The most requests per (user, tool) a manifest can be granted, per window.
+    #[serde(default)]
+    pub rate_limit: RateLimits,
+    /// PEM files of CA certificates trusted for HTTPS besides the public roots (a lab's or a
+    /// test's own CA).
+    #[serde(default)]
+    pub ca_files: Vec<PathBuf>,
+}
+
+/// Read `allow_addresses`: each an IP address (IPv6 with or without brackets) or a CIDR.
+fn ip_nets<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<IpNet>, D::Error> {
+    Vec::<String>::deserialize(deserializer)?
+        .iter()
+        .map(|entry| {
+            let bare = entry.strip_prefix('[').and_then(|e| e.strip_suffix(']'));
+            let text = bare.unwrap_or(entry);
+            text.parse::<IpNet>()
+                .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+                .map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "`{entry}` is neither an IP address nor a CIDR (like 127.0.0.1, \
+                         10.20.0.0/16 or fd00::/8)"
+                    ))
+                })
+        })
+        .collect()
 }
 
 /// Which capabilities may be granted.
@@ -221,6 +270,16 @@ impl Policy {
                 return Err(format!("{key}: `{entry}` names no group in [groups]"));
             }
         }
+        for host in &self.http.plain_http_hosts {
+            HostPattern::parse(host)
+                .map_err(|e| format!("http.plain_http_hosts: `{host}`: {e}"))?;
+        }
+        let rate = &self.http.rate_limit;
+        for (key, value) in [("per_minute", rate.per_minute), ("per_hour", rate.per_hour)] {
+            if value == 0 {
+                return Err(format!("http.rate_limit.{key} must be greater than zero"));
+            }
+        }
         for (i, rule) in self.approval.iter().enumerate() {
             if rule.arg.is_some() == rule.matches.is_empty() {
                 return Err(format!(
@@ -270,6 +329,21 @@ impl Policy {
     /// Whether the capability `name` may be granted at all.
     pub fn allows_capability(&self, name: &str) -> bool {
         self.capabilities.allow.iter().any(|c| c == name)
+    }
+
+    /// The SSRF exceptions for outbound HTTP (`http.allow_addresses`).
+    pub fn address_policy(&self) -> AddressPolicy {
+        AddressPolicy::new(self.http.allow_addresses.clone())
+    }
+
+    /// Hosts that may be reached over plain HTTP (`http.plain_http_hosts`).
+    pub fn plain_http_hosts(&self) -> &[String] {
+        &self.http.plain_http_hosts
+    }
+
+    /// The most outbound requests per (user, tool) and window a grant can get.
+    pub fn http_rate_ceiling(&self) -> RateLimits {
+        self.http.rate_limit
     }
 
     /// The manifest's capabilities with every section the policy does not allow removed, and
@@ -357,6 +431,68 @@ mod tests {
     fn the_shipped_policy_parses_to_the_documented_defaults() {
         let policy = Policy::builtin().expect("built-in policy");
         assert_eq!(policy.limits, Limits::default());
+        assert_eq!(policy.http, HttpPolicy::default());
+        assert_eq!(policy.http_rate_ceiling(), RateLimits::default());
+    }
+
+    #[test]
+    fn the_http_section_builds_address_plain_host_and_rate_rules() {
+        let text = format!(
+            "{}\n[http]\nplain_http_hosts = [\"legacy.lab\", \"*.test.lab\"]\n\
+             allow_addresses = [\"127.0.0.1\", \"10.20.0.0/16\", \"[::1]\", \"fd00::/8\"]\n\
+             rate_limit = {{ per_minute = 10 }}\n",
+            without_default_http(DEFAULT_POLICY)
+        );
+        let policy = Policy::parse(&text, Path::new("p")).unwrap();
+        assert_eq!(policy.plain_http_hosts(), ["legacy.lab", "*.test.lab"]);
+        assert_eq!(
+            policy.http_rate_ceiling(),
+            RateLimits {
+                per_minute: 10,
+                per_hour: 1000
+            }
+        );
+        let addresses = policy.address_policy();
+        for ok in ["127.0.0.1", "10.20.3.4", "::1", "fd00::5"] {
+            addresses
+                .check("h", ok.parse().unwrap())
+                .unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        assert!(addresses.check("h", "127.0.0.2".parse().unwrap()).is_err());
+    }
+
+    /// The shipped policy with its `[http]` section removed, so a test can append its own.
+    fn without_default_http(text: &str) -> String {
+        let start = text
+            .find("\n[http]\n")
+            .expect("the shipped policy has [http]");
+        let end = text[start + 1..]
+            .find("\n[")
+            .map_or(text.len(), |i| start + 1 + i);
+        format!("{}{}", &text[..start], &text[end..])
+    }
+
+    #[test]
+    fn bad_http_entries_are_errors_naming_them() {
+        let rows = [
+            (
+                "allow_addresses = [\"10.0.0.0/33\"]",
+                "`10.0.0.0/33` is neither",
+            ),
+            (
+                "allow_addresses = [\"localhost\"]",
+                "`localhost` is neither",
+            ),
+            ("plain_http_hosts = [\"*\"]", "http.plain_http_hosts: `*`"),
+            ("rate_limit = { per_hour = 0 }", "http.rate_limit.per_hour"),
+            ("rate_limit = { per_second = 1 }", "per_second"),
+            ("allow_adresses = []", "allow_adresses"),
+        ];
+        for (line, says) in rows {
+            let text = format!("{}\n[http]\n{line}\n", without_default_http(DEFAULT_POLICY));
+            let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
+            assert!(err.to_string().contains(says), "{line}: {err}");
+        }
     }
 
     #[test]

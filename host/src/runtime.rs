@@ -19,6 +19,7 @@ use crate::caps::log::LogRecord;
 use crate::engine::{self, EngineOptions, EngineReport, EpochTicker};
 use crate::error::{LoadError, ToolError};
 use crate::grant::Grant;
+use crate::leak::{LeakScanner, Scrubbed};
 use crate::library::{self, LoadedLibrary};
 use crate::limits::floor_char_boundary_len;
 use crate::policy::Policy;
@@ -489,10 +490,12 @@ impl Runtime {
         let state = match HostState::new(&env) {
             Ok(mut state) => {
                 state.approval.set_call(&tool.spec.name, args_json);
+                state.http.call().set_tool(&tool.spec.name);
                 state
             }
             Err(e) => return CallReport::refused(ToolError::ExecutionFailed(e.to_string())),
         };
+        let http_call = state.http.call().clone();
         let report = sandbox::call(
             &self.engine,
             &component.pre,
@@ -502,13 +505,51 @@ impl Runtime {
             args_json,
         )
         .await;
+        let scanner = http_call.scanner();
+        let mut log = report.log;
+        for entry in &mut log.entries {
+            entry.message = scrub(scanner, &entry.message).unwrap_or_else(|| {
+                "[chitin: log entry withheld: it contained a private key]".into()
+            });
+        }
         CallReport {
-            result: report
-                .result
-                .map(|text| cap_output(text, limits.output_bytes)),
-            log: report.log,
+            result: guard(scanner, report.result).map(|text| cap_output(text, limits.output_bytes)),
+            log,
             fuel_used: report.fuel_used,
             duration: report.duration,
+        }
+    }
+}
+
+/// `text` with the secrets `scanner` knows redacted; `None` when a blocking pattern matched.
+fn scrub(scanner: &LeakScanner, text: &str) -> Option<String> {
+    scanner
+        .scrub(text)
+        .text(text)
+        .map(std::borrow::Cow::into_owned)
+}
+
+/// What a call returns, result or error, with secrets redacted before it reaches the agent; a
+/// result carrying a blocking pattern (a private key) is withheld as a refusal.
+fn guard(scanner: &LeakScanner, result: Result<String, ToolError>) -> Result<String, ToolError> {
+    let withheld = |pattern: String| {
+        ToolError::PermissionDenied(format!(
+            "the result was withheld: it contains {pattern}, which chitin never hands to an agent"
+        ))
+    };
+    match result {
+        Ok(text) => match scanner.scrub(&text) {
+            Scrubbed::Clean => Ok(text),
+            Scrubbed::Redacted(redacted, _) => Ok(redacted),
+            Scrubbed::Blocked(pattern) => Err(withheld(pattern)),
+        },
+        Err(e) => {
+            let message = e.message();
+            match scanner.scrub(message) {
+                Scrubbed::Clean => Err(e),
+                Scrubbed::Redacted(redacted, _) => Err(e.with_message(redacted)),
+                Scrubbed::Blocked(pattern) => Err(withheld(pattern)),
+            }
         }
     }
 }

@@ -6,9 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use chitin_registry::trust::TrustStore;
 
+use crate::caps::http::rate::RateLimiter;
 use crate::caps::kv::KvStore;
 use crate::caps::process::ProcessHost;
 use crate::data_dir::DataDir;
+use crate::secrets::{SecretError, SecretStore};
 
 /// The workspace could not be used or the database could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +40,9 @@ pub enum ServicesError {
         /// redb's message.
         reason: String,
     },
+    /// The secrets store cannot be opened (master key missing, exposed or not matching).
+    #[error(transparent)]
+    Secrets(#[from] SecretError),
 }
 
 /// How long to wait for another chitin process to release the database.
@@ -49,8 +54,10 @@ pub struct Services {
     data_dir: DataDir,
     db: Mutex<Option<Arc<redb::Database>>>,
     kv: Mutex<Option<Arc<KvStore>>>,
+    secrets: Mutex<Option<Arc<SecretStore>>>,
     process: ProcessHost,
     trust: TrustStore,
+    http_rate: RateLimiter,
 }
 
 impl Services {
@@ -72,8 +79,16 @@ impl Services {
             data_dir,
             db: Mutex::new(None),
             kv: Mutex::new(None),
+            secrets: Mutex::new(None),
             trust: TrustStore::empty(),
+            http_rate: RateLimiter::new(),
         })
+    }
+
+    /// The outbound HTTP rate limiter, shared by every call of this host (limits are per user
+    /// and tool, across calls).
+    pub fn http_rate(&self) -> &RateLimiter {
+        &self.http_rate
     }
 
     /// The operator's workspace, canonical.
@@ -152,5 +167,17 @@ impl Services {
         );
         *slot = Some(kv.clone());
         Ok(kv)
+    }
+
+    /// The secrets store over the shared database, opened on first use (creating the master key
+    /// file when neither it nor `CHITIN_SECRETS_KEY` exists).
+    pub fn secrets(&self) -> Result<Arc<SecretStore>, ServicesError> {
+        let mut slot = self.secrets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = slot.as_ref() {
+            return Ok(store.clone());
+        }
+        let store = Arc::new(SecretStore::open(self.db()?, self.data_dir.root())?);
+        *slot = Some(store.clone());
+        Ok(store)
     }
 }

@@ -7,13 +7,17 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::approval::CallContext;
 use crate::caps::approval::ApprovalCtx;
+use crate::caps::http::HttpCtx;
+use crate::caps::http::outgoing::HttpCall;
 use crate::caps::invoke::{InvokeCtx, InvokeScope};
 use crate::caps::kv::KvCtx;
 use crate::caps::log::{LogCtx, SharedLog};
 use crate::caps::process::ProcessCtx;
 use crate::caps::progress::ProgressCtx;
+use crate::caps::secrets::SecretsCtx;
 use crate::caps::wasi;
 use crate::grant::Grant;
+use crate::leak::LeakScanner;
 use crate::limits::MemoryLimiter;
 use crate::services::Services;
 
@@ -42,6 +46,8 @@ pub struct HostState {
     pub(crate) progress: ProgressCtx,
     pub(crate) kv: KvCtx,
     pub(crate) invoke: InvokeCtx,
+    pub(crate) secrets: SecretsCtx,
+    pub(crate) http: HttpCtx,
 }
 
 /// A call's state could not be built (a granted directory vanished, say).
@@ -54,12 +60,34 @@ impl HostState {
     pub fn new(env: &CallEnv<'_>) -> Result<Self, StateError> {
         let limits = &env.grant.limits;
         let log = SharedLog::new(limits.log_entries, limits.log_entry_bytes);
+        // The values of the secrets this call could reach: looked for in its requests before
+        // credentials are injected, and redacted from what it returns.
+        let reachable = env
+            .grant
+            .secrets
+            .reachable()
+            .map_err(std::io::Error::other)?;
+        let scanner = Arc::new(LeakScanner::new(
+            reachable
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+        ));
+        let http = HttpCtx::new(Arc::new(HttpCall::new(
+            env.grant.http.clone(),
+            env.services.clone(),
+            scanner.clone(),
+            env.ctx.user.clone(),
+            std::time::Instant::now() + limits.timeout(),
+            log.clone(),
+        )));
         Ok(Self {
+            http,
             table: ResourceTable::new(),
             wasi: wasi::ctx(&log, env.grant)?,
             log: LogCtx {
                 log,
                 events: env.ctx.events.clone(),
+                scanner,
             },
             process: ProcessCtx {
                 config: env.grant.process.clone(),
@@ -76,6 +104,9 @@ impl HostState {
             invoke: InvokeCtx {
                 aliases: env.grant.invoke.clone(),
                 scope: env.invoke.cloned(),
+            },
+            secrets: SecretsCtx {
+                config: env.grant.secrets.clone(),
             },
         })
     }

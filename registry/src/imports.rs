@@ -159,6 +159,26 @@ mod tests {
     }
 
     #[test]
+    fn the_secrets_interface_needs_a_secrets_section() {
+        let import = "chitin:host/secrets@0.1.0";
+        assert_eq!(coverage(import, None), Coverage::Undeclared("secrets"));
+        let manifest = Manifest::parse(
+            "schema = 1\n[component]\nname = \"a\"\nnamespace = \"b\"\nversion = \"1.0.0\"\n\
+             publisher = \"b\"\n[capabilities.secrets]\nnames = [\"github_*\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            coverage(import, Some(&manifest)),
+            Coverage::Capability("secrets")
+        );
+        let text = describe_uncovered(&uncovered(&[import.to_owned()], None));
+        assert!(
+            text.contains("needs a [capabilities.secrets] section"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn sockets_and_unknown_interfaces_are_never_covered() {
         let imports = vec![
             "wasi:sockets/tcp@0.2.6".to_owned(),

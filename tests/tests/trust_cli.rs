@@ -161,7 +161,17 @@ fn golden(name: &str, actual: &str) {
 #[test]
 fn audit_of_the_built_in_components_matches_the_golden_output() {
     let (dir, _) = private();
-    for name in ["echo", "time", "json", "fs", "memory", "shell"] {
+    for name in [
+        "echo",
+        "time",
+        "json",
+        "fs",
+        "memory",
+        "shell",
+        "http",
+        "web-fetch",
+        "html-to-markdown",
+    ] {
         let id = format!("chitin/{name}");
         let out = run_in(dir.path(), &["audit", &id]);
         assert_eq!(code(&out), 0, "{}", stderr(&out));

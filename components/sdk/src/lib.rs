@@ -49,10 +49,13 @@
 
 pub mod content;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod invoke;
 pub mod log;
 pub mod progress;
 mod schema;
+pub mod secrets;
 mod tool;
 
 pub use error::ToolError;

@@ -4,11 +4,13 @@
 pub mod approval;
 pub mod env;
 pub mod files;
+pub mod http;
 pub mod invoke;
 pub mod kv;
 pub mod log;
 pub mod process;
 pub mod progress;
+pub mod secrets;
 pub mod stdio;
 pub mod wasi;
 
@@ -29,6 +31,8 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     process::add_to_linker(linker)?;
     approval::add_to_linker(linker)?;
     invoke::add_to_linker(linker)?;
+    secrets::add_to_linker(linker)?;
+    http::add_to_linker(linker)?;
     Ok(())
 }
 
@@ -44,5 +48,7 @@ pub fn is_linked(import: &str) -> bool {
         || import.starts_with("chitin:host/process@")
         || import.starts_with("chitin:host/approval@")
         || import.starts_with("chitin:host/invoke@")
+        || import.starts_with("chitin:host/secrets@")
+        || import.starts_with(http::LINKED_PACKAGE)
         || import.starts_with("chitin:tool/types@")
 }

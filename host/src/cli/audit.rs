@@ -96,13 +96,15 @@ pub(super) fn describe(caps: &Capabilities) -> Vec<CapabilityLine> {
     if let Some(http) = &caps.http {
         for entry in &http.allow {
             let methods = if entry.methods.is_empty() {
-                "GET".to_owned()
+                "GET/HEAD".to_owned()
             } else {
                 entry.methods.join("/")
             };
             let target = format!(
-                "{}{}",
+                "{}://{}{}{}",
+                entry.scheme.as_deref().unwrap_or("https"),
                 entry.host,
+                entry.port.map(|p| format!(":{p}")).unwrap_or_default(),
                 entry.path_prefix.as_deref().unwrap_or_default()
             );
             out.push(CapabilityLine {
@@ -119,6 +121,24 @@ pub(super) fn describe(caps: &Capabilities) -> Vec<CapabilityLine> {
             name: "secrets",
             scope: format!("names {}", quoted(&secrets.names)),
             risk: "can use credentials whose names match these patterns".into(),
+        });
+    }
+    for c in caps.http.iter().flat_map(|h| &h.credentials) {
+        let path = c.path_prefix.as_deref().unwrap_or_default();
+        let hosts = c
+            .hosts
+            .iter()
+            .map(|h| format!("{h}{path}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push(CapabilityLine {
+            name: "credential",
+            scope: format!("{} as {} to {hosts}", c.secret, c.inject.as_str()),
+            risk: format!(
+                "the host sends secret `{}` with its requests to {hosts} (the component never \
+                 sees the value)",
+                c.secret
+            ),
         });
     }
     if let Some(process) = &caps.process {

@@ -1,5 +1,5 @@
 //! The `chitin` command line: `list`, `call`, `schema`, `inspect`, `serve`, `key`, `sign`,
-//! `verify`, `trust`, `policy`, `approvals`, `audit`.
+//! `verify`, `trust`, `policy`, `approvals`, `audit`, `secret`.
 
 mod approvals;
 mod approve;
@@ -12,6 +12,7 @@ mod list;
 mod manifest;
 mod policy;
 mod schema;
+mod secret;
 mod serve;
 mod sign;
 mod trust;
@@ -164,6 +165,8 @@ pub enum Command {
     Manifest(manifest::Command),
     /// Compose capability-free library components into a tool component, offline.
     Compose(compose::Args),
+    /// Manage secrets: values the host injects into tools' HTTP requests (never shown to tools).
+    Secret(secret::Args),
 }
 
 /// Run the CLI; returns the process exit code.
@@ -210,6 +213,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Audit(args) => audit::run(&cli, args).await,
         Command::Manifest(cmd) => manifest::run(cmd),
         Command::Compose(args) => compose::run(&cli, args).await,
+        Command::Secret(args) => secret::run(&cli, args).await,
     }
 }
 

@@ -4,6 +4,7 @@
 //!
 //! Each capability's section lives in its own module; a section that is absent grants nothing.
 
+pub mod credentials;
 pub mod dependencies;
 pub mod env;
 pub mod files;
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use credentials::{CredentialMapping, InjectKind};
 pub use dependencies::{ComponentKind, ComposedPart, Dependency};
 pub use env::EnvGrant;
 pub use files::{FileAccess, FilesGrant, PathGrant};
@@ -225,6 +227,7 @@ impl Manifest {
         }
         if let Some(http) = &c.http {
             http.validate()?;
+            check_credentials(http, c.secrets.as_ref())?;
         }
         if let Some(secrets) = &c.secrets {
             secrets.validate()?;
@@ -255,6 +258,33 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+/// Each credential mapping is valid and names a secret the secrets globs cover: a manifest
+/// cannot have the host inject a secret it does not declare to an auditor.
+fn check_credentials(
+    http: &HttpGrant,
+    secrets: Option<&SecretsGrant>,
+) -> Result<(), ManifestError> {
+    let globs = match secrets {
+        Some(s) => s.glob_set()?,
+        None => globset::GlobSet::empty(),
+    };
+    for (i, mapping) in http.credentials.iter().enumerate() {
+        let field = format!("capabilities.http.credentials[{i}]");
+        mapping.validate(&field)?;
+        if !globs.is_match(&mapping.secret) {
+            return Err(ManifestError::invalid(
+                format!("{field}.secret"),
+                format!(
+                    "secret `{}` is not covered by capabilities.secrets.names; add it there so \
+                     the grant shows it",
+                    mapping.secret
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Names of components, namespaces and buckets: lower-case ASCII letters, digits, `_` and `-`,
@@ -331,6 +361,31 @@ memory_bytes = 16777216
         assert!(err.to_string().contains("component.name"), "{err}");
         let err = Manifest::parse(&FS.replace("16777216", "0")).unwrap_err();
         assert!(err.to_string().contains("limits.memory_bytes"), "{err}");
+    }
+
+    #[test]
+    fn credentials_must_name_a_secret_the_secrets_globs_cover() {
+        let base = "schema = 1\n[component]\nname = \"gh\"\nnamespace = \"acme\"\n\
+                    version = \"0.1.0\"\npublisher = \"acme\"\n\
+                    [[capabilities.http.allow]]\nhost = \"api.github.com\"\n\
+                    [[capabilities.http.credentials]]\nsecret = \"github_token\"\n\
+                    hosts = [\"api.github.com\"]\ninject = \"bearer\"\n";
+        let err = Manifest::parse(base).unwrap_err().to_string();
+        assert!(
+            err.contains("capabilities.http.credentials[0].secret")
+                && err.contains("not covered by capabilities.secrets.names"),
+            "{err}"
+        );
+        let covered = format!("{base}[capabilities.secrets]\nnames = [\"github_*\"]\n");
+        let m = Manifest::parse(&covered).expect("covered");
+        let http = m.capabilities.http.as_ref().expect("http");
+        assert_eq!(http.credentials[0].inject, InjectKind::Bearer);
+        assert_eq!(Manifest::parse(&m.to_toml()).expect("round trip"), m);
+        let other = format!("{base}[capabilities.secrets]\nnames = [\"slack_*\"]\n");
+        assert!(Manifest::parse(&other).is_err());
+        let bad_glob = format!("{base}[capabilities.secrets]\nnames = [\"github_[\"]\n");
+        let err = Manifest::parse(&bad_glob).unwrap_err().to_string();
+        assert!(err.contains("capabilities.secrets.names[0]"), "{err}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub struct SecretsGrant {
 }
 
 impl SecretsGrant {
-    /// Globs are non-empty.
+    /// Globs are non-empty and parse.
     pub fn validate(&self) -> Result<(), ManifestError> {
         for (i, n) in self.names.iter().enumerate() {
             if n.trim().is_empty() {
@@ -24,6 +24,20 @@ impl SecretsGrant {
                 ));
             }
         }
-        Ok(())
+        self.glob_set().map(drop)
+    }
+
+    /// The globs compiled; the error names the one that does not parse.
+    pub fn glob_set(&self) -> Result<globset::GlobSet, ManifestError> {
+        let mut builder = globset::GlobSetBuilder::new();
+        for (i, n) in self.names.iter().enumerate() {
+            let glob = globset::Glob::new(n).map_err(|e| {
+                ManifestError::invalid(format!("capabilities.secrets.names[{i}]"), e.to_string())
+            })?;
+            builder.add(glob);
+        }
+        builder
+            .build()
+            .map_err(|e| ManifestError::invalid("capabilities.secrets.names", e.to_string()))
     }
 }

@@ -22,6 +22,8 @@ pub enum LogSource {
     Stdout,
     /// The guest's stderr.
     Stderr,
+    /// The host, about what it did for the call (an outbound request sent or refused).
+    Host,
 }
 
 /// Severity of an entry (the WIT `level`; stdout is `info`, stderr `warn`).
@@ -198,6 +200,8 @@ pub struct LogCtx {
     pub log: SharedLog,
     /// Where entries from the log import are also reported while the call runs.
     pub events: CallEvents,
+    /// Redacts the secrets the call could reach from each entry.
+    pub scanner: Arc<crate::leak::LeakScanner>,
 }
 
 /// `HasData` marker for the log capability.

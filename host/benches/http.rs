@@ -1,0 +1,208 @@
+//! Outbound HTTP benchmark, printed as a table: a GET through the `http` component (fresh
+//! sandbox, wasi:http, the host's enforced send path, TLS) versus the same GET with reqwest
+//! from the host, against one HTTPS server on 127.0.0.1; and the leak scanner's throughput on
+//! 1 MiB of text. Run with `cargo bench -p chitin-host --bench http` after
+//! `just build-components` (`just bench` does both). Figures are reported, never asserted.
+
+// The tests' server; the bench reads none of its hit counters.
+#[allow(dead_code)]
+#[path = "../tests/https_server/mod.rs"]
+mod https_server;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use chitin_host::data_dir::DataDir;
+use chitin_host::engine::EngineOptions;
+use chitin_host::leak::LeakScanner;
+use chitin_host::policy::{DEFAULT_POLICY, Policy};
+use chitin_host::{Host, Runtime, Services};
+use chitin_registry::keys::SigningKey;
+use chitin_registry::trust::{Scope, TrustStore, TrustedKey};
+
+const ROUNDS: usize = 200;
+
+struct Yes;
+
+#[async_trait::async_trait]
+impl Approver for Yes {
+    async fn approve(&self, _: &ApprovalRequest) -> Decision {
+        Decision::Approved
+    }
+}
+
+fn p(samples: &mut [Duration], q: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+/// The built `http` component re-signed by a bench key with its grant narrowed to `port`.
+fn http_component(dir: &Path, port: u16, key: &SigningKey) -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let wasm = std::fs::read(root.join("build/components/http.wasm"))
+        .expect("build/components/http.wasm missing: run `just build-components`");
+    let manifest = std::fs::read_to_string(root.join("components/http/manifest.toml"))
+        .expect("manifest")
+        .replace("host = \"*\"", &format!("host = \"*\", port = {port}"));
+    let bare = chitin_registry::signature::strip(&wasm).expect("strip");
+    let embedded = chitin_registry::artifact::embed_manifest(&bare, &manifest).expect("embed");
+    let signed = chitin_registry::signature::sign(&embedded, key).expect("sign");
+    let path = dir.join("http.wasm");
+    std::fs::write(&path, signed).expect("write");
+    path
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run());
+}
+
+async fn run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(dir.path()).await;
+    let url = server.url("/echo");
+
+    let key = SigningKey::generate();
+    let mut trust = TrustStore::empty();
+    trust
+        .add(
+            TrustedKey::new(
+                key.public().clone(),
+                "bench",
+                vec![Scope::parse("chitin/*").expect("scope")],
+            )
+            .expect("entry"),
+        )
+        .expect("trust");
+    let policy_text = DEFAULT_POLICY
+        .replace("allow_addresses = []", "allow_addresses = [\"127.0.0.1\"]")
+        .replace(
+            "ca_files = []",
+            &format!("ca_files = [{:?}]", server.ca_file),
+        )
+        .replace(
+            "rate_limit = { per_minute = 60, per_hour = 1000 }",
+            "rate_limit = { per_minute = 100000, per_hour = 1000000 }",
+        );
+    let mut policy = Policy::parse(&policy_text, Path::new("bench")).expect("policy");
+    policy.approval.clear();
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    let services = Arc::new(
+        Services::new(
+            &workspace,
+            DataDir::resolve(Some(dir.path())).expect("data"),
+        )
+        .expect("services")
+        .with_trust(trust),
+    );
+    let runtime =
+        Runtime::new(&dir.path().join("cache"), &EngineOptions::default()).expect("runtime");
+    let mut host = Host::new(runtime, policy, services);
+    host.load_path(&http_component(dir.path(), server.addr.port(), &key))
+        .await
+        .expect("load http");
+    let ctx = CallContext {
+        approver: Arc::new(Yes),
+        ..CallContext::default()
+    };
+    let args = serde_json::json!({"method": "GET", "url": url}).to_string();
+
+    let mut through = Vec::with_capacity(ROUNDS);
+    for i in 0..ROUNDS + 10 {
+        let started = Instant::now();
+        let report = host.call_in("http", &args, &ctx).await;
+        let took = started.elapsed();
+        report.result.expect("GET through the component");
+        if i >= 10 {
+            through.push(took);
+        }
+    }
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls::pki_types::pem::PemObject;
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(&server.ca_file).expect("ca") {
+        roots.add(cert.expect("cert")).expect("root");
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    // A new connection per request, as every call through the capability makes.
+    let mut direct = Vec::with_capacity(ROUNDS);
+    for i in 0..ROUNDS + 10 {
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls.clone())
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("client");
+        let started = Instant::now();
+        let body = client
+            .get(&url)
+            .send()
+            .await
+            .expect("reqwest GET")
+            .bytes()
+            .await
+            .expect("body");
+        let took = started.elapsed();
+        assert!(!body.is_empty());
+        if i >= 10 {
+            direct.push(took);
+        }
+    }
+
+    let (t50, t99) = (p(&mut through, 0.5), p(&mut through, 0.99));
+    let (d50, d99) = (p(&mut direct, 0.5), p(&mut direct, 0.99));
+    println!("\n## GET https://127.0.0.1/echo, new TLS connection each ({ROUNDS} rounds)");
+    println!("| path | p50 | p99 | ratio (p50) |");
+    println!("|---|---|---|---|");
+    println!("| reqwest from the host | {} | {} | 1× |", ms(d50), ms(d99));
+    println!(
+        "| `http` component through the capability (call, sandbox, checks, TLS) | {} | {} | {:.2}× |",
+        ms(t50),
+        ms(t99),
+        t50.as_secs_f64() / d50.as_secs_f64()
+    );
+
+    let paragraph = "The operator rotated the API token on Tuesday; the password policy is in the \
+                     runbook, section 4. Deploys go out at 10:00 UTC after the tests pass. ";
+    let text: String = paragraph.repeat((1 << 20) / paragraph.len() + 1);
+    let text = &text[..1 << 20];
+    let scanner = LeakScanner::new([("bench_secret", "bench-VALUE-0a1b2c3d4e5f")]);
+    let mut scrub = Vec::new();
+    let mut outbound = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        std::hint::black_box(scanner.scrub(text));
+        scrub.push(started.elapsed());
+        let started = Instant::now();
+        let _ = std::hint::black_box(scanner.scan_outbound(text));
+        outbound.push(started.elapsed());
+    }
+    let (s50, o50) = (p(&mut scrub, 0.5), p(&mut outbound, 0.5));
+    println!("\n## leak scan of 1 MiB of prose (built-in patterns + one secret value, p50 of 20)");
+    println!("| scan | p50 | throughput |");
+    println!("|---|---|---|");
+    for (name, d) in [
+        ("scrub (tool output)", s50),
+        ("scan_outbound (request)", o50),
+    ] {
+        println!(
+            "| {name} | {} | {:.0} MiB/s |",
+            ms(d),
+            1.0 / d.as_secs_f64()
+        );
+    }
+}

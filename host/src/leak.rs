@@ -1,0 +1,839 @@
+//! Leak detection: find credentials in text a component sends out or hands back.
+//!
+//! A [`LeakScanner`] knows two kinds of needle: built-in patterns of well-known credential
+//! formats (cloud keys, tokens, private keys, connection strings with passwords), each with an
+//! [`Action`], and the exact values of the secrets the call could reach. Outbound requests are
+//! checked with [`LeakScanner::scan_outbound`] before the host injects credentials (any hit
+//! refuses the request); results are passed through [`LeakScanner::scrub`], which replaces each
+//! hit with `[REDACTED:name]` or blocks the whole text.
+//!
+//! Obfuscation is looked through: the text is also scanned with invisible Unicode characters
+//! removed and percent-escapes decoded, and every base64, base64url or hex run of at least 16
+//! characters is decoded and scanned. Names, never values, appear in what is reported.
+//!
+//! Speed: one pass of a regex set (a lazy DFA over all patterns at once) and one Aho-Corasick
+//! pass decide whether anything is there at all; the individual patterns run only where the set
+//! matched, and only candidate runs are decoded.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use base64::Engine;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use regex::bytes::{Regex, RegexSet};
+
+use crate::secrets::{decode_hex, is_hex};
+
+/// What to do when a pattern is found in a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Replace the match with `[REDACTED:name]`.
+    Redact,
+    /// Withhold the whole text.
+    Block,
+}
+
+/// Exact secret values shorter than this are not looked for: a short value ("admin", a PIN)
+/// occurs in ordinary text by chance, and redacting it would corrupt results without protecting
+/// anything a guess could not find.
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// Shortest base64/hex run that is decoded and scanned: the shortest credential worth finding
+/// (8 bytes) encodes to at least 11 base64 characters; 16 keeps ordinary words out.
+const MIN_ENCODED_RUN: usize = 16;
+
+/// A built-in credential pattern.
+struct Pattern {
+    /// The name reported (`github_token`).
+    name: &'static str,
+    /// The expression; a capture group named `s`, when present, is the part redacted.
+    regex: &'static str,
+    /// What a hit does to a result.
+    action: Action,
+    /// Whether the redacted part must look random (generic key-like assignments: `password =
+    /// see_the_docs` is prose, `password = "k8Jd2.Qz9wLp3"` is a credential).
+    random: bool,
+}
+
+/// The built-in patterns. All are ASCII (`(?-u)`), so the DFA never gives up on non-ASCII input.
+/// Order matters on ties: the more specific pattern comes first (`sk-ant-` before `sk-`).
+const PATTERNS: &[Pattern] = &[
+    Pattern {
+        name: "private_key",
+        regex: r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+        action: Action::Block,
+        random: false,
+    },
+    Pattern {
+        name: "aws_access_key_id",
+        regex: r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+        action: Action::Redact,
+        random: false,
+    },
+    Pattern {
+        name: "github_token",
+        regex: r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b",
+        action: Action::Redact,
+        random: false,
+    },
+    Pattern {
+        name: "github_token",
+        regex: r"\bgithub_pat_[A-Za-z0-9_]{22,}\b",
+        action: Action::Redact,
+        random: false,
+    },
+    Pattern {
+        name: "slack_token",
+        regex: r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+        action: Action::Redact,
+        random: false,
+    },
+    Pattern {
+        name: "stripe_key",
+        regex: r"\b(?:sk|rk)_live_[A-Za-z0-9]{16,}",
+        action: Action::Redact,
+        random: false,
+    },
+    Pattern {
+        name: "anthropic_key",
+        regex: r"\bsk-ant-[A-Za-z0-9_-]{20,}",
+        action: Action::Redact,
+        random: false,
+    },
+    Pattern {
+        name: "openai_key",
+        regex: r"\bsk-(?P<s>(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})",
+        action: Action::Redact,
+        random: true,
+    },
+    Pattern {
+        name: "google_api_key",
+        regex: r"\bAIza[0-9A-Za-z_-]{35}",
+        action: Action::Redact,
+        random: false,
+    },
+    Pattern {
+        name: "jwt",
+        regex: r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        action: Action::Redact,
+        random: false,
+    },
+    Pattern {
+        name: "connection_string_password",
+        regex: r"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?)://[^\s:/@]*:(?P<s>[^\s@/]+)@",
+        action: Action::Redact,
+        random: false,
+    },
+    Pattern {
+        name: "bearer_token",
+        regex: r"(?i)\bauthorization[ \t]*:[ \t]*(?:bearer|token|basic)[ \t]+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)",
+        action: Action::Redact,
+        random: false,
+    },
+    Pattern {
+        name: "secret_assignment",
+        regex: r#"(?i)\b(?:api[_-]?key|apikey|secret|secret[_-]?key|client[_-]?secret|password|passwd|access[_-]?token|auth[_-]?token)["']?[ \t]*[:=][ \t]*["']?(?P<s>[A-Za-z0-9._~+/=!@#$%^&*-]{12,})"#,
+        action: Action::Redact,
+        random: true,
+    },
+];
+
+/// A credential found in outbound data: the request is refused. Names the pattern or the
+/// secret, never the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Leak {
+    /// A built-in pattern matched.
+    #[error("the request carries what looks like a credential ({0}); refused")]
+    Pattern(&'static str),
+    /// The value of a secret the call can reach.
+    #[error(
+        "the request carries the value of secret `{0}`; refused (the host injects credentials \
+         itself: see capabilities.http.credentials)"
+    )]
+    Secret(String),
+}
+
+/// What [`LeakScanner::scrub`] made of a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scrubbed {
+    /// Nothing found; use the text as it is.
+    Clean,
+    /// Hits were replaced by `[REDACTED:name]`: the new text and the names found (sorted, once).
+    Redacted(String, Vec<String>),
+    /// A pattern whose action is [`Action::Block`] matched: withhold the text.
+    Blocked(String),
+}
+
+/// What a hit is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needle {
+    /// Index into [`PATTERNS`].
+    Pattern(usize),
+    /// Index into the scanner's secret names.
+    Secret(usize),
+}
+
+/// A hit: a byte span of the original text and what was found there.
+#[derive(Debug, Clone, Copy)]
+struct Hit {
+    start: usize,
+    end: usize,
+    needle: Needle,
+}
+
+/// Finds credentials in text. Built per call from the secrets the call can reach.
+pub struct LeakScanner {
+    /// The built-in patterns, compiled once per process.
+    compiled: &'static Compiled,
+    /// Names of the secrets looked for, by Aho-Corasick pattern index.
+    secret_names: Vec<String>,
+    /// The secrets' values; holds secret bytes, hence the hand-written `Debug`.
+    secrets: Option<AhoCorasick>,
+}
+
+/// The built-in patterns compiled: the same for every scanner, so built once (a scanner is made
+/// per call, and compiling the regex set costs milliseconds).
+struct Compiled {
+    set: RegexSet,
+    regexes: Vec<Regex>,
+    /// Base64/base64url/hex runs worth decoding.
+    encoded_run: Regex,
+    /// Percent-escapes and invisible characters ([`OBFUSCATION`]).
+    obfuscation: Regex,
+}
+
+static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
+    let sources: Vec<String> = PATTERNS
+        .iter()
+        .map(|p| format!("(?-u){}", p.regex))
+        .collect();
+    // The patterns are constants covered by the tests: compiling them cannot fail.
+    Compiled {
+        set: RegexSet::new(&sources).expect("built-in leak patterns compile"),
+        regexes: sources
+            .iter()
+            .map(|s| Regex::new(s).expect("built-in leak pattern compiles"))
+            .collect(),
+        encoded_run: Regex::new(&format!("(?-u)[A-Za-z0-9+/_-]{{{MIN_ENCODED_RUN},}}=*"))
+            .expect("encoded-run pattern compiles"),
+        obfuscation: Regex::new(OBFUSCATION).expect("obfuscation pattern compiles"),
+    }
+});
+
+impl fmt::Debug for LeakScanner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeakScanner")
+            .field("secrets", &self.secret_names)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Forgiving base64 decoding: padding optional, stray trailing bits ignored.
+const LENIENT: GeneralPurposeConfig = GeneralPurposeConfig::new()
+    .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+    .with_decode_allow_trailing_bits(true);
+/// Lenient standard-alphabet base64.
+const LENIENT_B64: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, LENIENT);
+/// Lenient URL-safe base64.
+const LENIENT_B64URL: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, LENIENT);
+
+impl LeakScanner {
+    /// A scanner for the built-in patterns and the values of `secrets` (name, value). Values
+    /// shorter than [`MIN_SECRET_LEN`] bytes are not looked for.
+    pub fn new<'a>(secrets: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let (secret_names, values): (Vec<String>, Vec<&str>) = secrets
+            .into_iter()
+            .filter(|(_, value)| value.len() >= MIN_SECRET_LEN)
+            .map(|(name, value)| (name.to_owned(), value))
+            .unzip();
+        let secrets = if values.is_empty() {
+            None
+        } else {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(&values)
+                .ok()
+        };
+        Self {
+            compiled: &COMPILED,
+            secret_names,
+            secrets,
+        }
+    }
+
+    /// Check outbound data (URL, header lines, body) before credentials are injected: any
+    /// credential pattern or reachable secret value refuses the request.
+    pub fn scan_outbound(&self, text: &str) -> Result<(), Leak> {
+        match self.hits(text).first() {
+            None => Ok(()),
+            Some(hit) => Err(match hit.needle {
+                Needle::Pattern(i) => Leak::Pattern(PATTERNS[i].name),
+                Needle::Secret(i) => Leak::Secret(self.secret_names[i].clone()),
+            }),
+        }
+    }
+
+    /// Scrub a result: redact every hit, or block the text when a blocking pattern matched.
+    pub fn scrub(&self, text: &str) -> Scrubbed {
+        let hits = self.hits(text);
+        if hits.is_empty() {
+            return Scrubbed::Clean;
+        }
+        if let Some(block) = hits.iter().find_map(|h| match h.needle {
+            Needle::Pattern(i) if PATTERNS[i].action == Action::Block => Some(PATTERNS[i].name),
+            _ => None,
+        }) {
+            return Scrubbed::Blocked(block.to_owned());
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut names: Vec<String> = Vec::new();
+        let mut at = 0;
+        for hit in merge(hits) {
+            let name = self.name(hit.needle);
+            out.push_str(&text[at..hit.start]);
+            out.push_str("[REDACTED:");
+            out.push_str(name);
+            out.push(']');
+            at = hit.end;
+            names.push(name.to_owned());
+        }
+        out.push_str(&text[at..]);
+        names.sort();
+        names.dedup();
+        Scrubbed::Redacted(out, names)
+    }
+
+    /// The name reported for a needle.
+    fn name(&self, needle: Needle) -> &str {
+        match needle {
+            Needle::Pattern(i) => PATTERNS[i].name,
+            Needle::Secret(i) => &self.secret_names[i],
+        }
+    }
+
+    /// Every hit in `text` and in its decoded views, as spans of `text` on char boundaries.
+    fn hits(&self, text: &str) -> Vec<Hit> {
+        let raw = text.as_bytes();
+        let mut hits = Vec::new();
+        self.find(raw, &mut hits);
+        self.find_encoded(raw, None, &mut hits);
+        if let Some(view) = normalize(text, &self.compiled.obfuscation) {
+            let mut found = Vec::new();
+            self.find(&view.bytes, &mut found);
+            self.find_encoded(&view.bytes, Some(view.map.as_slice()), &mut found);
+            hits.extend(found.into_iter().map(|h| Hit {
+                start: view.map[h.start],
+                end: view.map[h.end],
+                needle: h.needle,
+            }));
+        }
+        for hit in &mut hits {
+            hit.start = floor_boundary(text, hit.start);
+            hit.end = ceil_boundary(text, hit.end);
+        }
+        hits
+    }
+
+    /// Direct hits of patterns and secret values in `bytes`.
+    fn find(&self, bytes: &[u8], out: &mut Vec<Hit>) {
+        self.find_patterns(bytes, out);
+        self.find_secrets(bytes, out);
+    }
+
+    /// Hits of the built-in patterns.
+    fn find_patterns(&self, bytes: &[u8], out: &mut Vec<Hit>) {
+        for i in self.compiled.set.matches(bytes).iter() {
+            let pattern = &PATTERNS[i];
+            for caps in self.compiled.regexes[i].captures_iter(bytes) {
+                // The `s` group, where a pattern has one, is the credential itself: only it is
+                // redacted, so `Authorization: Bearer` or `postgres://user:` stay readable.
+                let Some(span) = caps.name("s").or_else(|| caps.get(0)) else {
+                    continue;
+                };
+                if pattern.random && !looks_random(span.as_bytes()) {
+                    continue;
+                }
+                out.push(Hit {
+                    start: span.start(),
+                    end: span.end(),
+                    needle: Needle::Pattern(i),
+                });
+            }
+        }
+    }
+
+    /// Hits of the secret values.
+    fn find_secrets(&self, bytes: &[u8], out: &mut Vec<Hit>) {
+        if let Some(ac) = &self.secrets {
+            for m in ac.find_iter(bytes) {
+                out.push(Hit {
+                    start: m.start(),
+                    end: m.end(),
+                    needle: Needle::Secret(m.pattern().as_usize()),
+                });
+            }
+        }
+    }
+
+    /// Hits inside base64/base64url/hex runs of `bytes`, decoded: each is reported as the whole
+    /// run (a part of an encoding cannot be redacted meaningfully). `map` translates the view's
+    /// offsets to the original text's.
+    fn find_encoded(&self, bytes: &[u8], map: Option<&[usize]>, out: &mut Vec<Hit>) {
+        let mut found = Vec::new();
+        for run in self.compiled.encoded_run.find_iter(bytes) {
+            let Some(decoded) = decode_run(run.as_bytes()) else {
+                continue;
+            };
+            found.clear();
+            self.find_secrets(&decoded, &mut found);
+            // Decoded binary (an image, compressed data) is only searched for secret values:
+            // patterns are text, and running them over every identifier-like run that decodes
+            // to noise would cost time for nothing.
+            if looks_like_text(&decoded) {
+                self.find_patterns(&decoded, &mut found);
+            }
+            // One hit per needle kind in a run is enough to redact or refuse it.
+            if let Some(hit) = found.iter().min_by_key(|h| priority(h.needle)) {
+                let (start, end) = match map {
+                    Some(map) => (map[run.start()], map[run.end()]),
+                    None => (run.start(), run.end()),
+                };
+                out.push(Hit {
+                    start,
+                    end,
+                    needle: hit.needle,
+                });
+            }
+        }
+    }
+}
+
+/// Sort key: a blocking pattern first, then secrets, then redacting patterns in table order.
+fn priority(needle: Needle) -> (u8, usize) {
+    match needle {
+        Needle::Pattern(i) if PATTERNS[i].action == Action::Block => (0, i),
+        Needle::Secret(i) => (1, i),
+        Needle::Pattern(i) => (2, i),
+    }
+}
+
+/// Non-overlapping hits in text order; overlapping ones become one span named after the most
+/// important of them.
+fn merge(mut hits: Vec<Hit>) -> Vec<Hit> {
+    hits.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end), priority(h.needle)));
+    let mut out: Vec<Hit> = Vec::with_capacity(hits.len());
+    for hit in hits {
+        match out.last_mut() {
+            Some(last) if hit.start < last.end => {
+                last.end = last.end.max(hit.end);
+                if priority(hit.needle) < priority(last.needle) {
+                    last.needle = hit.needle;
+                }
+            }
+            _ => out.push(hit),
+        }
+    }
+    out
+}
+
+/// Decode a run: hex when it is all hex digits of even length (a digest or hex-wrapped text),
+/// else lenient base64 of whichever alphabet it uses. `None` when it does not decode to
+/// anything long enough to hold a credential.
+fn decode_run(run: &[u8]) -> Option<Vec<u8>> {
+    let trimmed = run
+        .strip_suffix(b"==")
+        .or(run.strip_suffix(b"="))
+        .unwrap_or(run);
+    if trimmed.len().is_multiple_of(2) && is_hex(trimmed) {
+        return Some(decode_hex(trimmed));
+    }
+    let url_safe = memchr::memchr2(b'-', b'_', trimmed).is_some();
+    if url_safe && memchr::memchr2(b'+', b'/', trimmed).is_some() {
+        // Both alphabets at once is not base64 (a path or an identifier): nothing to decode.
+        return None;
+    }
+    // A dangling sixth of a byte cannot be decoded; drop it rather than the whole run.
+    let usable = &trimmed[..trimmed.len() - usize::from(trimmed.len() % 4 == 1)];
+    let engine = if url_safe {
+        &LENIENT_B64URL
+    } else {
+        &LENIENT_B64
+    };
+    engine
+        .decode(usable)
+        .ok()
+        .filter(|d| d.len() >= MIN_SECRET_LEN)
+}
+
+/// Percent-escapes and the characters that render as nothing and so can split a credential
+/// unseen: zero-width space, joiners and marks (U+200B–U+200F), word joiner and invisible
+/// operators (U+2060–U+2064), the byte-order mark (U+FEFF), the soft hyphen (U+00AD) and the
+/// Mongolian vowel separator (U+180E), as UTF-8 bytes.
+const OBFUSCATION: &str = r"(?-u)%[0-9A-Fa-f]{2}|\xE2\x80[\x8B-\x8F]|\xE2\x81[\xA0-\xA4]|\xEF\xBB\xBF|\xC2\xAD|\xE1\xA0\x8E";
+
+/// A decoded copy of the text and, for each of its bytes (plus one past the end), the offset in
+/// the original it came from.
+struct View {
+    bytes: Vec<u8>,
+    map: Vec<usize>,
+}
+
+/// The text with invisible characters removed and percent-escapes decoded, or `None` when it
+/// has neither (the common case: one pass of `obfuscation`, which has literal prefilters).
+fn normalize(text: &str, obfuscation: &Regex) -> Option<View> {
+    let raw = text.as_bytes();
+    let mut found = obfuscation.find_iter(raw).peekable();
+    found.peek()?;
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut map = Vec::with_capacity(raw.len() + 1);
+    let mut at = 0;
+    for m in found {
+        bytes.extend_from_slice(&raw[at..m.start()]);
+        map.extend(at..m.start());
+        if let Some(hex) = m.as_bytes().strip_prefix(b"%") {
+            bytes.extend(decode_hex(hex));
+            map.push(m.start());
+        }
+        // Anything else matched is an invisible character: dropped.
+        at = m.end();
+    }
+    bytes.extend_from_slice(&raw[at..]);
+    map.extend(at..=raw.len());
+    Some(View { bytes, map })
+}
+
+/// Whether decoded bytes are text: valid UTF-8 without control characters other than
+/// whitespace. Noise decoded from a word that merely looked like base64 almost never is.
+fn looks_like_text(bytes: &[u8]) -> bool {
+    std::str::from_utf8(bytes).is_ok_and(|t| {
+        t.bytes()
+            .all(|b| (b >= 0x20 && b != 0x7F) || matches!(b, b'\t' | b'\n' | b'\r'))
+    })
+}
+
+/// Whether a value looks like a generated credential rather than a word or an expression: long
+/// enough, letters and digits mixed, and about 3 bits of entropy per character or more.
+fn looks_random(value: &[u8]) -> bool {
+    if value.len() < 12 {
+        return false;
+    }
+    let letters = value.iter().any(u8::is_ascii_alphabetic);
+    let digits = value.iter().any(u8::is_ascii_digit);
+    letters && digits && shannon_bits(value) >= 3.0
+}
+
+/// Shannon entropy of `value`, in bits per byte.
+fn shannon_bits(value: &[u8]) -> f64 {
+    let mut counts = [0u32; 256];
+    for &b in value {
+        counts[b as usize] += 1;
+    }
+    let n = value.len() as f64;
+    counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+/// `i` moved back to a char boundary of `text`.
+fn floor_boundary(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// `i` moved forward to a char boundary of `text`.
+fn ceil_boundary(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+impl Scrubbed {
+    /// The text to pass on: the original when clean, the redacted copy otherwise; `None` when
+    /// blocked.
+    pub fn text<'a>(&'a self, original: &'a str) -> Option<Cow<'a, str>> {
+        match self {
+            Self::Clean => Some(Cow::Borrowed(original)),
+            Self::Redacted(text, _) => Some(Cow::Borrowed(text.as_str())),
+            Self::Blocked(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One sample per pattern, built at run time so no credential-shaped literal sits in the
+    /// source for other scanners to trip over.
+    fn samples() -> Vec<(&'static str, String)> {
+        let r36 = "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8";
+        vec![
+            ("aws_access_key_id", format!("AKIA{}", "IOSFODNN7EXAMPLE")),
+            ("aws_access_key_id", format!("ASIA{}", "Y3NPSPUJZRS7LWQX")),
+            ("github_token", format!("ghp_{r36}")),
+            ("github_token", format!("gho_{r36}")),
+            ("github_token", format!("ghu_{r36}")),
+            ("github_token", format!("ghs_{r36}")),
+            ("github_token", format!("ghr_{r36}")),
+            (
+                "github_token",
+                format!("github_pat_11ABCDEFG0{}", &r36[..24]),
+            ),
+            ("slack_token", format!("xoxb-{}", "1234567890-abcdefghij")),
+            ("slack_token", format!("xoxp-{}", "1234567890-abcdefghij")),
+            ("stripe_key", format!("sk_live_{}", &r36[..24])),
+            ("stripe_key", format!("rk_live_{}", &r36[..24])),
+            ("openai_key", format!("sk-{}", &r36[..32])),
+            ("openai_key", format!("sk-proj-{}", &r36[..32])),
+            ("anthropic_key", format!("sk-ant-api03-{}", &r36[..30])),
+            (
+                "google_api_key",
+                format!("AIza{}", &format!("{r36}xyz")[..35]),
+            ),
+            (
+                "jwt",
+                format!(
+                    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.{}",
+                    &r36[..20]
+                ),
+            ),
+            ("private_key", "-----BEGIN RSA PRIVATE KEY-----".to_owned()),
+            (
+                "private_key",
+                "-----BEGIN OPENSSH PRIVATE KEY-----".to_owned(),
+            ),
+            ("private_key", "-----BEGIN PRIVATE KEY-----".to_owned()),
+            (
+                "connection_string_password",
+                "postgres://app:s3cretPw@db.internal:5432/app".to_owned(),
+            ),
+            (
+                "connection_string_password",
+                "mysql://root:hunter2@localhost/db".to_owned(),
+            ),
+            (
+                "connection_string_password",
+                "mongodb+srv://u:p4ss@cluster0.example.net".to_owned(),
+            ),
+            (
+                "connection_string_password",
+                "redis://:redispass@cache:6379".to_owned(),
+            ),
+            (
+                "bearer_token",
+                format!("Authorization: Bearer {}", &r36[..24]),
+            ),
+            ("secret_assignment", format!("api_key={}", &r36[..20])),
+            (
+                "secret_assignment",
+                format!("\"password\": \"{}\"", &r36[..16]),
+            ),
+            ("secret_assignment", format!("SECRET = '{}'", &r36[..16])),
+        ]
+    }
+
+    fn scanner() -> LeakScanner {
+        LeakScanner::new([])
+    }
+
+    fn hit_name(s: &LeakScanner, text: &str) -> Option<String> {
+        match s.scan_outbound(text) {
+            Ok(()) => None,
+            Err(Leak::Pattern(name)) => Some(name.to_owned()),
+            Err(Leak::Secret(name)) => Some(name),
+        }
+    }
+
+    #[test]
+    fn every_pattern_is_caught() {
+        let s = scanner();
+        for (name, sample) in samples() {
+            let text = format!("some text before {sample} and after");
+            assert_eq!(hit_name(&s, &text).as_deref(), Some(name), "{sample}");
+        }
+    }
+
+    #[test]
+    fn obfuscated_credentials_are_caught() {
+        let s = scanner();
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let b64url = |t: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(t);
+        let hex = |t: &str| t.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+        let pct = |t: &str| t.bytes().map(|b| format!("%{b:02X}")).collect::<String>();
+        let zw = |t: &str| {
+            let mut out = String::new();
+            for (i, c) in t.chars().enumerate() {
+                out.push(c);
+                let sep = ['\u{200B}', '\u{2060}', '\u{FEFF}', '\u{00AD}', '\u{180E}'];
+                out.push(sep[i % sep.len()]);
+            }
+            out
+        };
+        for (name, sample) in samples() {
+            for (how, text) in [
+                ("base64", b64(&sample)),
+                ("base64url", b64url(&sample)),
+                ("hex", hex(&sample)),
+                ("percent", pct(&sample)),
+                ("zero-width", zw(&sample)),
+                (
+                    "in a URL",
+                    format!("https://x.test/?q={}&b=1", pct(&sample)),
+                ),
+                (
+                    "in a JSON body",
+                    format!("{{\"data\":\"{}\"}}", b64(&sample)),
+                ),
+            ] {
+                assert_eq!(
+                    hit_name(&s, &text).as_deref(),
+                    Some(name),
+                    "{how} of {sample}: {text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn secret_values_are_caught_by_name_plainly_and_encoded() {
+        let value = "Zq9-unusual-value-77";
+        let s = LeakScanner::new([("deploy_key", value), ("pin", "1234")]);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(value);
+        for text in [
+            format!("x {value} y"),
+            format!("x={b64}"),
+            value.chars().flat_map(|c| [c, '\u{200D}']).collect(),
+            value.bytes().map(|b| format!("%{b:02x}")).collect(),
+        ] {
+            assert_eq!(
+                s.scan_outbound(&text),
+                Err(Leak::Secret("deploy_key".into())),
+                "{text}"
+            );
+        }
+        // Too short to be looked for.
+        assert_eq!(s.scan_outbound("code 1234"), Ok(()));
+        let err = s.scan_outbound(value).unwrap_err().to_string();
+        assert!(!err.contains(value) && err.contains("deploy_key"), "{err}");
+        assert!(!format!("{s:?}").contains(value));
+    }
+
+    #[test]
+    fn ordinary_text_and_code_pass_untouched() {
+        let s = LeakScanner::new([("t", "a-long-secret-value")]);
+        // Deterministic pseudo-random bytes standing for an image.
+        let mut x: u32 = 0x1234_5678;
+        let image: Vec<u8> = (0..48_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x >> 24) as u8
+            })
+            .collect();
+        let image = format!(
+            "<img src=\"data:image/png;base64,{}\">",
+            base64::engine::general_purpose::STANDARD.encode(&image)
+        );
+        let corpus = [
+            "The token is refreshed every hour; see the docs for the token format.",
+            "password: see the docs",
+            "Set your password = <your password here>",
+            r#"api_key = os.environ["X"]"#,
+            r#"api_key = os.environ.get("OPENAI_API_KEY")"#,
+            "let secret = config.secret_key_from_env();",
+            "request id 550e8400-e29b-41d4-a716-446655440000 failed",
+            "commit 9fceb02d0ae598e95dc970b74767f19372d61af8 fixed it",
+            "sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            "max_tokens = 4096; temperature = 0.7",
+            "Authorization: Bearer {{GITHUB_TOKEN}}",
+            "sk-learn is a library; so is scikit-learn-intelex",
+            "use the class sk-button-primary-large-rounded in the template",
+            "postgres://localhost/db and redis://cache:6379/0",
+            "-----BEGIN PUBLIC KEY-----",
+            "Café — “quoted” text with 100% of the usual punctuation… and %20 escapes",
+            "/usr/local/lib/python3.12/site-packages/requests/adapters.py",
+            "ThisIsAVeryLongIdentifierName_WithUnderscores_AndMore",
+            &image,
+        ];
+        for text in corpus {
+            let shown = &text[..text.len().min(80)];
+            assert_eq!(s.scan_outbound(text), Ok(()), "{shown}");
+            assert_eq!(s.scrub(text), Scrubbed::Clean, "{shown}");
+        }
+    }
+
+    #[test]
+    fn redaction_text_is_exact() {
+        let s = LeakScanner::new([("github_token", "my-precious-token-9")]);
+        let ghp = format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8");
+        let text =
+            format!("echo: my-precious-token-9, pattern {ghp}, db postgres://u:pw12345@h/db ok");
+        assert_eq!(
+            s.scrub(&text),
+            Scrubbed::Redacted(
+                "echo: [REDACTED:github_token], pattern [REDACTED:github_token], db \
+                 postgres://u:[REDACTED:connection_string_password]@h/db ok"
+                    .into(),
+                vec!["connection_string_password".into(), "github_token".into()]
+            )
+        );
+        let zw: String = "my-precious-token-9"
+            .chars()
+            .flat_map(|c| [c, '\u{200B}'])
+            .collect();
+        assert_eq!(
+            s.scrub(&format!("«{zw}»")),
+            Scrubbed::Redacted(
+                "«[REDACTED:github_token]»".into(),
+                vec!["github_token".into()]
+            )
+        );
+        let b64 = base64::engine::general_purpose::STANDARD.encode("x my-precious-token-9 y");
+        assert_eq!(
+            s.scrub(&format!("data: {b64}\n")),
+            Scrubbed::Redacted(
+                "data: [REDACTED:github_token]\n".into(),
+                vec!["github_token".into()]
+            )
+        );
+    }
+
+    #[test]
+    fn private_keys_block_while_tokens_redact() {
+        let s = scanner();
+        let text = format!(
+            "key:\n-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----\n{}",
+            format_args!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8")
+        );
+        assert_eq!(s.scrub(&text), Scrubbed::Blocked("private_key".into()));
+        let b64 = base64::engine::general_purpose::STANDARD.encode("-----BEGIN PRIVATE KEY-----");
+        assert_eq!(s.scrub(&b64), Scrubbed::Blocked("private_key".into()));
+        assert!(matches!(
+            s.scrub(&format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8")),
+            Scrubbed::Redacted(..)
+        ));
+    }
+
+    #[test]
+    fn a_mebibyte_is_scanned_and_scrubbed() {
+        // Timings belong in benchmarks; this checks the large inputs work and are right.
+        let s = LeakScanner::new([("k", "a-long-secret-value")]);
+        let line = "The quick brown fox jumps over the lazy dog; see https://example.com/a?b=c.\n";
+        let mut text = line.repeat(1 << 20 >> 6);
+        assert_eq!(s.scrub(&text), Scrubbed::Clean);
+        text.push_str("a-long-secret-value");
+        assert!(matches!(s.scrub(&text), Scrubbed::Redacted(_, ref n) if n == &["k"]));
+    }
+}

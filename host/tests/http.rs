@@ -1,0 +1,503 @@
+//! Outbound HTTP end to end: the `http`, `web_fetch` and `html_to_markdown` components against a
+//! real HTTPS server on 127.0.0.1 (test CA), admitted by a test-only policy entry; the default
+//! policy refuses the same address. Redirects, size caps (honest, lying and missing lengths),
+//! deadlines, the per-call request cap, rate limits, leak scanning and credential injection.
+
+mod common;
+#[path = "https_server/mod.rs"]
+mod https_server;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use chitin_host::policy::{DEFAULT_POLICY, Policy};
+use chitin_host::{CallReport, Host, Limits, Runtime, ToolError};
+use common::{component, fixture, resign, services, test_engine};
+use https_server::TestServer;
+use serde_json::{Value, json};
+
+/// The default policy with its `[http]` keys replaced: `ca_files` always names the server's CA
+/// (so a refusal is the address rule's, not TLS's); `lab` adds the test-only entry admitting
+/// 127.0.0.1; `rate` replaces the rate-limit ceiling.
+fn policy_for(server: &TestServer, lab: bool, rate: Option<&str>) -> Policy {
+    let mut text = DEFAULT_POLICY.replace(
+        "ca_files = []",
+        &format!("ca_files = [{:?}]", server.ca_file),
+    );
+    if lab {
+        text = text.replace("allow_addresses = []", "allow_addresses = [\"127.0.0.1\"]");
+    }
+    if let Some(rate) = rate {
+        text = text.replace(
+            "rate_limit = { per_minute = 60, per_hour = 1000 }",
+            &format!("rate_limit = {rate}"),
+        );
+    }
+    Policy::parse(&text, Path::new("test-policy.toml")).expect("test policy")
+}
+
+/// The test-only entry admitting the server: its address and its CA.
+fn lab_policy(server: &TestServer) -> Policy {
+    policy_for(server, true, None)
+}
+
+fn cache() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
+        .path()
+}
+
+/// Approves every request, as a person at a terminal would.
+struct Yes;
+
+#[async_trait::async_trait]
+impl Approver for Yes {
+    async fn approve(&self, _: &ApprovalRequest) -> Decision {
+        Decision::Approved
+    }
+}
+
+/// `wasm` (built from `components/<dir>`) re-signed with its own manifest, its `host = "*"`
+/// entries narrowed to the test server's port: the built-in grants admit port 443 only.
+fn on_port(wasm: &Path, dir: &str, port: u16, out: &Path) -> PathBuf {
+    let manifest = std::fs::read_to_string(
+        common::repo()
+            .join("components")
+            .join(dir)
+            .join("manifest.toml"),
+    )
+    .expect("manifest")
+    .replace("host = \"*\"", &format!("host = \"*\", port = {port}"));
+    let signed = resign(&std::fs::read(wasm).expect("wasm"), &manifest);
+    let path = out.join(format!("{dir}-{port}.wasm"));
+    std::fs::write(&path, signed).expect("write");
+    path
+}
+
+/// A host under `policy` with the markdown library and the three web components loaded (their
+/// grants narrowed to `server`'s port), plus any extra component files.
+async fn host(
+    data: &Path,
+    server: &TestServer,
+    policy: Policy,
+    limits: Option<Limits>,
+    extra: &[&Path],
+) -> Host {
+    let mut policy = policy;
+    if let Some(limits) = limits {
+        policy.limits = limits;
+    }
+    let ws = data.join("workspace");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    let port = server.addr.port();
+    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let mut host = Host::new(runtime, policy, services(data, &ws));
+    for c in [
+        component("markdown"),
+        on_port(&component("http"), "http", port, data),
+        on_port(&component("web-fetch"), "web-fetch", port, data),
+        component("html-to-markdown"),
+    ] {
+        host.load_path(&c).await.expect("load");
+    }
+    for path in extra {
+        host.load_path(path).await.expect("load extra");
+    }
+    host
+}
+
+/// A caller whose approver says yes (the `http` tool asks before every call).
+fn approving() -> CallContext {
+    CallContext {
+        approver: Arc::new(Yes),
+        ..CallContext::default()
+    }
+}
+
+async fn call(host: &Host, tool: &str, args: Value) -> CallReport {
+    host.call_in(tool, &args.to_string(), &approving()).await
+}
+
+async fn ok(host: &Host, tool: &str, args: Value) -> Value {
+    match call(host, tool, args.clone()).await.result {
+        Ok(out) => out.json().expect("JSON result"),
+        Err(e) => panic!("{tool} {args}: {e}"),
+    }
+}
+
+async fn err(host: &Host, tool: &str, args: Value) -> ToolError {
+    match call(host, tool, args.clone()).await.result {
+        Ok(out) => panic!("{tool} {args} succeeded: {}", out.text),
+        Err(e) => e,
+    }
+}
+
+fn get(url: &str) -> Value {
+    json!({"method": "GET", "url": url})
+}
+
+#[tokio::test]
+async fn a_get_reaches_the_lab_server_and_the_default_policy_refuses_it() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+
+    let lab = host(
+        &data.path().join("lab"),
+        &server,
+        lab_policy(&server),
+        None,
+        &[],
+    )
+    .await;
+    // The http tool asks a person first: with nobody to ask, it is refused.
+    let refused = lab
+        .call("http", &get(&server.url("/echo")).to_string())
+        .await
+        .result
+        .expect_err("needs approval");
+    assert!(refused.to_string().contains("approval"), "{refused}");
+    let out = ok(&lab, "http", get(&server.url("/echo?x=1"))).await;
+    assert_eq!(out["status"], 200);
+    assert_eq!(out["body"]["method"], "GET");
+    assert_eq!(out["body"]["target"], "/echo?x=1");
+
+    // Same address, same CA, but no test-only entry admitting 127.0.0.1: refused as loopback,
+    // and nothing reaches the server.
+    let before = server.hits.load(Ordering::SeqCst);
+    let default = host(
+        &data.path().join("default"),
+        &server,
+        policy_for(&server, false, None),
+        None,
+        &[],
+    )
+    .await;
+    let e = err(&default, "http", get(&server.url("/echo"))).await;
+    assert!(matches!(e, ToolError::PermissionDenied(_)), "{e:?}");
+    assert!(e.to_string().contains("loopback"), "{e}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), before);
+}
+
+#[tokio::test]
+async fn redirects_reach_the_tool_unfollowed() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    let out = ok(&h, "http", get(&server.url("/redirect"))).await;
+    assert_eq!(out["status"], 302);
+    let location = out["headers"]
+        .as_array()
+        .expect("headers")
+        .iter()
+        .find(|h| h["name"] == "location")
+        .expect("location header");
+    assert_eq!(
+        location["value"],
+        "https://169.254.169.254/latest/meta-data"
+    );
+    let fetched = ok(&h, "web_fetch", json!({"url": server.url("/redirect")})).await;
+    assert_eq!(fetched["status"], 302);
+    assert_eq!(
+        fetched["location"],
+        "https://169.254.169.254/latest/meta-data"
+    );
+    // And following it by hand is refused: a metadata address.
+    let metadata = format!(
+        "https://169.254.169.254:{}/latest/meta-data",
+        server.addr.port()
+    );
+    let e = err(&h, "http", get(&metadata)).await;
+    assert!(e.to_string().contains("metadata"), "{e}");
+}
+
+#[tokio::test]
+async fn responses_over_5_mib_are_refused_whatever_their_length_says() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    for path in ["/big", "/lying", "/unsized"] {
+        let e = err(&h, "http", get(&server.url(path))).await;
+        let text = e.to_string();
+        assert!(
+            text.contains("5242880") || text.contains("too large") || text.contains("exceeds"),
+            "{path}: {text}"
+        );
+    }
+    // The host carries on.
+    let out = ok(&h, "http", get(&server.url("/echo"))).await;
+    assert_eq!(out["status"], 200);
+}
+
+#[tokio::test]
+async fn a_slow_server_meets_the_call_deadline() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let limits = Limits {
+        timeout_ms: 2_000,
+        ..Limits::default()
+    };
+    let h = host(data.path(), &server, lab_policy(&server), Some(limits), &[]).await;
+    let started = std::time::Instant::now();
+    let e = err(&h, "http", get(&server.url("/slow"))).await;
+    assert!(
+        matches!(e, ToolError::Timeout(_) | ToolError::ExternalService(_)),
+        "{e:?}"
+    );
+    // The server holds the body for 15 s; the call ended on its own deadline instead.
+    assert!(started.elapsed() < std::time::Duration::from_secs(12));
+}
+
+#[tokio::test]
+async fn the_rate_limit_answers_with_when_to_retry() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let policy = policy_for(&server, true, Some("{ per_minute = 3, per_hour = 100 }"));
+    let h = host(data.path(), &server, policy, None, &[]).await;
+    for _ in 0..3 {
+        ok(&h, "http", get(&server.url("/echo"))).await;
+    }
+    let before = server.hits.load(Ordering::SeqCst);
+    let e = err(&h, "http", get(&server.url("/echo"))).await;
+    assert!(matches!(e, ToolError::RateLimited(_)), "{e:?}");
+    assert!(e.to_string().contains("retry"), "{e}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), before);
+}
+
+#[tokio::test]
+async fn url_tricks_are_refused_before_anything_is_sent() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    let port = server.addr.port();
+    for url in [
+        format!("https://user:pass@127.0.0.1:{port}/echo"),
+        format!("https://127.0.0.1:{port}/a%2f..%2fecho"),
+        format!("https://127.0.0.1:{port}/bad%zzescape"),
+        format!("http://127.0.0.1:{port}/echo"),
+        format!("ftp://127.0.0.1:{port}/echo"),
+        "https://[::ffff:127.0.0.1]/echo".to_owned(),
+        "https://2130706433/echo".to_owned(),
+        "https://0x7f.1/echo".to_owned(),
+        "https://10.0.0.1/".to_owned(),
+        "https://100.64.0.1/".to_owned(),
+        "https://localhost/".to_owned(),
+    ] {
+        let before = server.hits.load(Ordering::SeqCst);
+        let e = err(&h, "http", get(&url)).await;
+        assert!(
+            matches!(
+                e,
+                ToolError::PermissionDenied(_) | ToolError::InvalidArgs(_)
+            ),
+            "{url}: {e:?}"
+        );
+        assert_eq!(
+            server.hits.load(Ordering::SeqCst),
+            before,
+            "{url} reached the server"
+        );
+    }
+    // A legitimately encoded path still passes.
+    let out = ok(
+        &h,
+        "http",
+        get(&server.url("/echo?q=caf%C3%A9%20au%20lait")),
+    )
+    .await;
+    assert_eq!(out["status"], 200);
+}
+
+#[tokio::test]
+async fn web_fetch_returns_markdown_and_html_to_markdown_converts() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    let out = ok(&h, "web_fetch", json!({"url": server.url("/page")})).await;
+    assert_eq!(out["status"], 200);
+    assert!(
+        out["content_type"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("text/html")
+    );
+    assert!(out["bytes"].as_u64().unwrap_or_default() > 100);
+    let md = out["content"].as_str().expect("content");
+    assert!(md.contains("long-chain polymer"), "{md}");
+    assert!(!md.contains("<p>"), "{md}");
+
+    let out = ok(
+        &h,
+        "html_to_markdown",
+        json!({"html": "<h1>Title</h1><p>Some <b>bold</b> text and a <a href=\"/x\">link</a>.</p>"}),
+    )
+    .await;
+    let md = out["markdown"].as_str().expect("markdown");
+    assert!(md.contains("**bold**"), "{md}");
+    // web_fetch is GET only: its grant allows no other method, whatever the tool is asked.
+    let e = err(&h, "web_fetch", json!({"url": "ftp://example.com/"})).await;
+    assert!(
+        matches!(
+            e,
+            ToolError::InvalidArgs(_) | ToolError::PermissionDenied(_)
+        ),
+        "{e:?}"
+    );
+}
+
+/// The http component re-signed with credential mappings, admitted to the lab server's port.
+fn http_with_credentials(dir: &Path, port: u16, mapping: &str) -> PathBuf {
+    let wasm = std::fs::read(component("http")).expect("http component");
+    let manifest = format!(
+        "schema = 1\n\n[component]\nname = \"http\"\nnamespace = \"chitin\"\nversion = \"0.1.0\"\n\
+         publisher = \"chitin\"\ndescription = \"http with a credential\"\n\n\
+         [capabilities.http]\nallow = [{{ host = \"*\", port = {port}, methods = [\"GET\", \"POST\"] }}]\n\n\
+         {mapping}\n\n[capabilities.secrets]\nnames = [\"test_*\"]\n"
+    );
+    let path = dir.join("http-cred.wasm");
+    std::fs::write(&path, resign(&wasm, &manifest)).expect("write");
+    path
+}
+
+#[tokio::test]
+async fn credentials_are_injected_by_the_host_and_never_reach_the_agent() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let secret = "s3cr3t-VALUE-9f8e7d6c5b4a";
+    let comp = http_with_credentials(
+        data.path(),
+        server.addr.port(),
+        "[[capabilities.http.credentials]]\nsecret = \"test_token\"\nhosts = [\"127.0.0.1\"]\n\
+         inject = \"bearer\"\n\n[[capabilities.http.credentials]]\nsecret = \"test_other\"\n\
+         hosts = [\"api.example.com\"]\ninject = \"placeholder\"\nplaceholder = \"{{OTHER}}\"",
+    );
+    let policy = lab_policy(&server);
+    let ws = data.path().join("workspace");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let mut h = Host::new(runtime, policy, services(data.path(), &ws));
+    h.services()
+        .secrets()
+        .expect("secret store")
+        .set("test_token", secret)
+        .expect("set secret");
+    h.services()
+        .secrets()
+        .expect("secret store")
+        .set("test_other", "other-VALUE-0a1b2c3d4e")
+        .expect("set secret");
+    h.load_path(&comp).await.expect("load");
+
+    let args = json!({"method": "GET", "url": server.url("/echo"),
+                      "headers": [{"name": "x-other", "value": "{{OTHER}}"}]});
+    let report = call(&h, "http", args).await;
+    let out = report.result.expect("call");
+    // The server echoes the Authorization header it received: the host put the secret there,
+    // and the agent sees it redacted.
+    assert!(!out.text.contains(secret), "{}", out.text);
+    assert!(
+        out.text.contains("Bearer [REDACTED:test_token]"),
+        "{}",
+        out.text
+    );
+    // The placeholder belongs to api.example.com: sent to another host it stays literal.
+    assert!(out.text.contains("{{OTHER}}"), "{}", out.text);
+    assert!(!out.text.contains("other-VALUE"), "{}", out.text);
+    let log = format!("{:?}", report.log);
+    assert!(!log.contains(secret), "{log}");
+}
+
+#[tokio::test]
+async fn secret_shaped_values_in_a_request_are_refused() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    let token = format!("ghp_{}", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8");
+    let before = server.hits.load(Ordering::SeqCst);
+    for args in [
+        json!({"method": "POST", "url": server.url("/echo"), "body": format!("token={token}")}),
+        json!({"method": "GET", "url": server.url(&format!("/echo?t={token}"))}),
+        json!({"method": "GET", "url": server.url("/echo"),
+               "headers": [{"name": "x-note", "value": token.clone()}]}),
+    ] {
+        let e = err(&h, "http", args.clone()).await;
+        assert!(matches!(e, ToolError::PermissionDenied(_)), "{args}: {e:?}");
+        assert!(!e.to_string().contains(&token), "{e}");
+    }
+    assert_eq!(server.hits.load(Ordering::SeqCst), before);
+    // Writing about tokens is not a leak.
+    let out = ok(
+        &h,
+        "http",
+        json!({"method": "POST", "url": server.url("/echo"),
+               "body": "rotate the API token and the password: see the runbook"}),
+    )
+    .await;
+    assert_eq!(out["status"], 200);
+}
+
+#[tokio::test]
+async fn one_call_sends_at_most_50_requests() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(
+        data.path(),
+        &server,
+        policy_for(
+            &server,
+            true,
+            Some("{ per_minute = 1000, per_hour = 1000 }"),
+        ),
+        None,
+        &[&on_port(
+            &fixture("test-http"),
+            "test-http",
+            server.addr.port(),
+            data.path(),
+        )],
+    )
+    .await;
+    let before = server.hits.load(Ordering::SeqCst);
+    let out = ok(
+        &h,
+        "fetch_many",
+        json!({"url": server.url("/echo"), "n": 60}),
+    )
+    .await;
+    assert_eq!(out["sent"], 50, "{out}");
+    let error = out["first_error"].as_str().expect("an error after 50");
+    assert!(error.contains("50 requests"), "{error}");
+    assert_eq!(server.hits.load(Ordering::SeqCst) - before, 50);
+}
+
+#[tokio::test]
+async fn secrets_answer_existence_only_inside_the_grant() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let fixture = on_port(
+        &fixture("test-http"),
+        "test-http",
+        server.addr.port(),
+        data.path(),
+    );
+    let h = host(data.path(), &server, lab_policy(&server), None, &[&fixture]).await;
+    let store = h.services().secrets().expect("secret store");
+    store.set("test_present", "value-1234567890").expect("set");
+    store.set("other_present", "value-0987654321").expect("set");
+    let out = ok(&h, "secret_exists", json!({"name": "test_present"})).await;
+    assert_eq!(out["exists"], true);
+    let out = ok(&h, "secret_exists", json!({"name": "test_absent"})).await;
+    assert_eq!(out["exists"], false);
+    // Outside the grant the answer is the same refusal whether the secret exists or not.
+    let present = err(&h, "secret_exists", json!({"name": "other_present"})).await;
+    let absent = err(&h, "secret_exists", json!({"name": "other_absent"})).await;
+    assert!(
+        matches!(present, ToolError::PermissionDenied(_)),
+        "{present:?}"
+    );
+    assert_eq!(
+        present.to_string().replace("other_present", "X"),
+        absent.to_string().replace("other_absent", "X")
+    );
+}
