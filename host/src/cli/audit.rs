@@ -107,11 +107,16 @@ pub(super) fn describe(caps: &Capabilities) -> Vec<CapabilityLine> {
                 entry.port.map(|p| format!(":{p}")).unwrap_or_default(),
                 entry.path_prefix.as_deref().unwrap_or_default()
             );
+            let whom = if entry.host.trim() == "*" {
+                "ANY public host (only non-public addresses are refused)".to_owned()
+            } else {
+                target.clone()
+            };
             out.push(CapabilityLine {
                 name: "http",
                 scope: format!("{methods} {target}"),
                 risk: format!(
-                    "can send {methods} requests to {target}, carrying data off this machine"
+                    "can send {methods} requests to {whom}, carrying data off this machine"
                 ),
             });
         }
