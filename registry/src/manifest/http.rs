@@ -282,6 +282,7 @@ mod tests {
 
     fn one(a: HttpAllow) -> HttpGrant {
         HttpGrant {
+            credentials: Vec::new(),
             allow: vec![a],
             rate_limit: None,
         }
@@ -394,6 +395,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{host}: {e}"));
         }
         let full = HttpGrant {
+            credentials: Vec::new(),
             allow: vec![HttpAllow {
                 scheme: Some("http".into()),
                 host: "x.com".into(),
@@ -412,6 +414,7 @@ mod tests {
     #[test]
     fn a_zero_rate_limit_is_refused() {
         let grant = HttpGrant {
+            credentials: Vec::new(),
             allow: vec![],
             rate_limit: Some(RateLimitRequest {
                 per_minute: None,

@@ -436,6 +436,7 @@ mod tests {
         let grant = HttpGrant {
             allow: entries,
             rate_limit: None,
+            credentials: Vec::new(),
         };
         let plain: Vec<String> = plain.iter().map(|s| (*s).to_owned()).collect();
         Allowlist::new(Some(&grant), &plain)
