@@ -271,8 +271,16 @@ impl Policy {
             }
         }
         for host in &self.http.plain_http_hosts {
-            HostPattern::parse(host)
-                .map_err(|e| format!("http.plain_http_hosts: `{host}`: {e}"))?;
+            // Plain HTTP is an exception for named hosts, never a switch for all of them.
+            if HostPattern::parse(host)
+                .map_err(|e| format!("http.plain_http_hosts: `{host}`: {e}"))?
+                == HostPattern::Any
+            {
+                return Err(format!(
+                    "http.plain_http_hosts: `{host}` would allow plain HTTP everywhere; name the \
+                     hosts"
+                ));
+            }
         }
         let rate = &self.http.rate_limit;
         for (key, value) in [("per_minute", rate.per_minute), ("per_hour", rate.per_hour)] {

@@ -580,6 +580,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn secrets_are_redacted_from_results_and_errors_and_private_keys_withheld() {
+        let value = "s3cr3t-VALUE-9f8e7d6c5b4a";
+        let scanner = LeakScanner::new([("api_token", value)]);
+        let out = guard(&scanner, Ok(format!("{{\"echo\":\"Bearer {value}\"}}")))
+            .expect("redacted result");
+        assert_eq!(out, "{\"echo\":\"Bearer [REDACTED:api_token]\"}");
+        let e = guard(
+            &scanner,
+            Err(ToolError::ExternalService(format!("server said: {value}"))),
+        )
+        .expect_err("still an error");
+        assert!(matches!(e, ToolError::ExternalService(_)), "{e:?}");
+        assert!(!e.message().contains(value), "{e}");
+        assert!(e.message().contains("[REDACTED:api_token]"), "{e}");
+        let pem = format!(
+            "-----BEGIN {}PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END {}PRIVATE KEY-----",
+            "RSA ", "RSA "
+        );
+        let e = guard(&scanner, Ok(pem)).expect_err("withheld");
+        assert!(matches!(e, ToolError::PermissionDenied(_)), "{e:?}");
+        // Ordinary text passes untouched.
+        let text = "rotate the token; the password policy is in the runbook".to_owned();
+        assert_eq!(guard(&scanner, Ok(text.clone())).expect("clean"), text);
+    }
+
+    #[test]
     fn output_under_the_cap_is_untouched() {
         let out = cap_output("{\"a\":1}".into(), 100);
         assert_eq!(out.text, "{\"a\":1}");
