@@ -78,9 +78,15 @@ def http_server():
     workspace = pathlib.Path(data) / "workspace"
     workspace.mkdir()
     (workspace / "notes.txt").write_text("first line\nsecond line\n")
+    # A fuel budget no call here can burn through: the cancellation test needs `spin` still
+    # running when it cancels, and on a quiet machine the default budget runs out in under 1 s.
+    policy = pathlib.Path(data) / "policy.toml"
+    text = (REPO / "policies" / "default.toml").read_text()
+    policy.write_text(text.replace("fuel = 5000000000", "fuel = 500000000000"))
     server = HttpServer(
         [
             "-v",
+            "--policy", str(policy),
             "--workspace", str(workspace),
             "--page-size", "5",
             "--components", str(COMPONENTS),
