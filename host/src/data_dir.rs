@@ -53,8 +53,23 @@ impl DataDir {
         self.root.join("http-token")
     }
 
-    /// Where installed components live (the default component source when nothing else is found).
+    /// Where installed components live, with their lockfile.
     pub fn components(&self) -> PathBuf {
         self.root.join("components")
+    }
+
+    /// The embedded default registry (`local`).
+    pub fn registry(&self) -> PathBuf {
+        self.root.join("registry")
+    }
+
+    /// The operator's named registries.
+    pub fn registries_config(&self) -> PathBuf {
+        self.root.join("registries.toml")
+    }
+
+    /// Where downloads wait while they are checked, before an install commits them.
+    pub fn downloads(&self) -> PathBuf {
+        self.root.join("downloads")
     }
 }

@@ -137,6 +137,14 @@ pub enum LoadError {
         /// Each uncovered import and what would cover it.
         imports: String,
     },
+    /// The installed components cannot be read as the lockfile pins them.
+    #[error("installed component: {cause}")]
+    Installed {
+        /// The directory or file.
+        path: PathBuf,
+        /// What is wrong.
+        cause: crate::installed::InstalledError,
+    },
     /// An installed component does not match its pin (downgrade, or widened grant).
     #[error("{path}: {cause}")]
     Pin {

@@ -10,6 +10,7 @@ use crate::approval::{ApprovalRequest, CallContext, Decision};
 use crate::approvals::{Approval, ApprovalStore};
 use crate::caps::invoke::{InvokeFuture, InvokeScope, Invoker};
 use crate::error::{LoadError, ToolError};
+use crate::installed::Installed;
 use crate::library::LoadedLibrary;
 use crate::policy::Policy;
 use crate::runtime::{CallReport, Loaded, LoadedComponent, Runtime};
@@ -76,6 +77,9 @@ impl Host {
     /// Load every `*.wasm` in `dir` (libraries first, so tools can depend on them; each group
     /// sorted by name) or the file `path`.
     pub async fn load_path(&mut self, path: &Path) -> Result<(), LoadError> {
+        if Installed::is_managed(path) {
+            return self.load_installed(path).await;
+        }
         if path.is_dir() {
             let (libraries, tools): (Vec<PathBuf>, Vec<PathBuf>) =
                 wasm_files(path)?.into_iter().partition(|f| is_library(f));
@@ -86,6 +90,48 @@ impl Host {
         } else {
             self.load_file(path).await
         }
+    }
+
+    /// Load the components the lockfile in `dir` lists, each checked against its pinned hash
+    /// (libraries first). One already loaded from another source under the same name is
+    /// skipped with a warning: the first source wins.
+    pub async fn load_installed(&mut self, dir: &Path) -> Result<(), LoadError> {
+        let installed = Installed::new(dir);
+        let lock = installed.lock().map_err(|cause| LoadError::Installed {
+            path: dir.to_owned(),
+            cause,
+        })?;
+        let mut files = Vec::new();
+        for locked in &lock.components {
+            let loaded = self
+                .components()
+                .iter()
+                .filter_map(|c| c.grant.id().map(|id| (id, c.path.clone())))
+                .chain(self.libraries().iter().map(|l| (l.id(), l.path.clone())))
+                .find(|(id, _)| id == &locked.name);
+            if let Some((_, path)) = loaded {
+                tracing::warn!(
+                    component = %locked.name,
+                    loaded_from = %path.display(),
+                    "installed component not used: the same component is already loaded"
+                );
+                continue;
+            }
+            let bytes = installed
+                .read(locked)
+                .map_err(|cause| LoadError::Installed {
+                    path: installed.file(locked),
+                    cause,
+                })?;
+            files.push((installed.file(locked), bytes));
+        }
+        files.sort_by_key(|(_, bytes)| !manifest_is_library(bytes));
+        for (path, bytes) in files {
+            let this = Arc::get_mut(&mut self.inner)
+                .ok_or_else(|| LoadError::Busy { path: path.clone() })?;
+            this.load_bytes(&path, &bytes).await?;
+        }
+        Ok(())
     }
 
     /// Load one component file and index its tools. A tool name already taken is refused.
@@ -145,9 +191,13 @@ impl Inner {
             path: path.to_owned(),
             cause,
         })?;
+        self.load_bytes(path, &bytes).await
+    }
+
+    async fn load_bytes(&mut self, path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
         let loaded = self
             .runtime
-            .load_any(path, &bytes, &self.policy, &self.services, &self.libraries)
+            .load_any(path, bytes, &self.policy, &self.services, &self.libraries)
             .await?;
         let component = match loaded {
             Loaded::Tool(component) => component,
@@ -234,9 +284,11 @@ impl Inner {
         };
         let component = &self.components[c];
         let args = serde_json::from_str(args_json).unwrap_or(serde_json::Value::Null);
-        let (mode, why) = self
-            .policy
-            .approval_mode(name, &args, component.grant.approval(name));
+        let (mode, why) = self.policy.approval_mode(
+            name,
+            &args,
+            component.grant.approval(&component.tools[t].own_name),
+        );
         if mode != ApprovalHint::Never {
             // Validate first so a person is only ever asked about a call that can run.
             if let Err(e) = component.tools[t].validate_args(args_json) {
@@ -330,14 +382,15 @@ impl Inner {
 /// Whether the manifest embedded in `file` declares a library. Unreadable files count as
 /// tools: loading them reports what is wrong.
 fn is_library(file: &Path) -> bool {
-    std::fs::read(file)
+    std::fs::read(file).is_ok_and(|bytes| manifest_is_library(&bytes))
+}
+
+/// Whether the manifest embedded in `bytes` declares a library.
+fn manifest_is_library(bytes: &[u8]) -> bool {
+    chitin_registry::artifact::manifest_text(bytes)
         .ok()
-        .and_then(|bytes| {
-            chitin_registry::artifact::manifest_text(&bytes)
-                .ok()
-                .flatten()
-                .and_then(|text| chitin_registry::manifest::Manifest::parse(text).ok())
-        })
+        .flatten()
+        .and_then(|text| chitin_registry::manifest::Manifest::parse(text).ok())
         .is_some_and(|m| m.component.kind == chitin_registry::manifest::ComponentKind::Library)
 }
 

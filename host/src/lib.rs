@@ -17,6 +17,7 @@ pub mod error;
 pub mod events;
 pub mod grant;
 pub mod host;
+pub mod installed;
 pub mod json_table;
 pub mod leak;
 pub mod library;

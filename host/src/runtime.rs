@@ -269,8 +269,11 @@ impl Runtime {
                 (fingerprint, manifest)
             }
         };
-        // Installed components are pinned: no replayed older version, no silent widening.
-        if path.starts_with(services.data_dir().components())
+        // Components copied into the installed folder by hand are pinned: no replayed older
+        // version, no silent widening. Where a lockfile manages the folder, it is the pin.
+        let installed = services.data_dir().components();
+        if path.starts_with(&installed)
+            && !crate::installed::Installed::is_managed(&installed)
             && let Some(m) = &manifest
         {
             let pin = |cause| LoadError::Pin {
@@ -421,12 +424,25 @@ impl Runtime {
         if let Some(tool) = grant
             .approvals
             .keys()
-            .find(|name| !tools.iter().any(|t| &t.spec.name == *name))
+            .find(|name| !tools.iter().any(|t| &t.own_name == *name))
         {
             return Err(LoadError::UnknownManifestTool {
                 path: path.to_owned(),
                 tool: tool.clone(),
             });
+        }
+        let mut tools = tools;
+        if let Some(m) = grant.manifest.as_ref()
+            && m.component.namespace != crate::policy::FIRST_PARTY
+        {
+            for tool in &mut tools {
+                tool.namespace(&m.component.namespace)
+                    .map_err(|(tool, reason)| LoadError::BadSpec {
+                        path: path.to_owned(),
+                        tool,
+                        reason,
+                    })?;
+            }
         }
         Ok(Loaded::Tool(LoadedComponent {
             path: path.to_owned(),
@@ -501,7 +517,7 @@ impl Runtime {
             &component.pre,
             state,
             limits,
-            &tool.spec.name,
+            &tool.own_name,
             args_json,
         )
         .await;

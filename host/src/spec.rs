@@ -36,8 +36,10 @@ pub struct ToolSpec {
 
 /// A spec together with its compiled argument validator.
 pub struct CheckedSpec {
-    /// The spec.
+    /// The spec, named as agents see the tool.
     pub spec: ToolSpec,
+    /// The name the component itself gives the tool (what its manifest and `call` use).
+    pub own_name: String,
     validator: jsonschema::Validator,
 }
 
@@ -83,6 +85,7 @@ impl CheckedSpec {
         };
         let a = wit.annotations;
         Ok(Self {
+            own_name: name.clone(),
             spec: ToolSpec {
                 name: name.clone(),
                 description: wit.description,
@@ -97,6 +100,20 @@ impl CheckedSpec {
             },
             validator,
         })
+    }
+
+    /// Expose the tool as `<namespace>__<own name>`, so a third party's tools never collide
+    /// with the built-ins or with another publisher's.
+    pub fn namespace(&mut self, namespace: &str) -> Result<(), (String, String)> {
+        let name = format!("{namespace}__{}", self.own_name);
+        if name.len() > MAX_TOOL_NAME {
+            return Err((
+                self.own_name.clone(),
+                format!("its namespaced name `{name}` is longer than {MAX_TOOL_NAME} characters"),
+            ));
+        }
+        self.spec.name = name;
+        Ok(())
     }
 
     /// Parse and validate call arguments against the input schema. The error names each

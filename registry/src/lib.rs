@@ -1,5 +1,6 @@
 //! The chitin package layer: what a component artifact is and how to read it, who signed it
-//! and whether the trust store vouches for them. Registries build on this.
+//! and whether the trust store vouches for them; the registries components are published to
+//! and installed from, and the lockfile of what is installed.
 
 #![deny(missing_docs)]
 
@@ -7,7 +8,9 @@ pub mod artifact;
 pub mod compose;
 pub mod imports;
 pub mod keys;
+pub mod lockfile;
 pub mod manifest;
 pub mod signature;
+pub mod store;
 pub mod trust;
 pub mod widening;

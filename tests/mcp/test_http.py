@@ -2,8 +2,10 @@
 both spec eras: 2025-11-25 (initialize handshake, "legacy") and 2026-07-28 ("auto" discovers)."""
 
 import json
+import os
 import pathlib
 import shutil
+import subprocess
 import tempfile
 import time
 
@@ -13,7 +15,7 @@ import pytest
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import COMPONENTS, HttpServer
+from conftest import CHITIN, COMPONENTS, REPO, HttpServer
 
 MODES = ["legacy", "auto"]
 
@@ -240,3 +242,53 @@ async def test_adding_a_component_notifies_a_2026_listener(reloadable_server):
             assert type(event).__name__ == "ToolsListChanged"
         after = await c.list_tools(cache_mode="refresh")
         assert {t.name for t in after.tools} == {"echo", "time"}
+
+
+def chitin_cli(data, *args):
+    """Run the chitin CLI on data directory `data`, as the operator would beside the server."""
+    env = {
+        "CHITIN_DATA_DIR": str(data),
+        "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
+        "PATH": os.environ.get("PATH", ""),
+    }
+    done = subprocess.run(
+        [str(CHITIN), *args], env=env, cwd=data, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, f"chitin {args}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture
+def installing_server():
+    """A server on the installed components (echo installed from a directory registry that
+    also holds time), the data directory and the registry."""
+    data = pathlib.Path(tempfile.mkdtemp(prefix="chitin-mcp-install-"))
+    registry = data / "registry-dir"
+    for name in ("echo", "time"):
+        chitin_cli(data, "publish", str(COMPONENTS / f"{name}.wasm"), "--registry", str(registry))
+    chitin_cli(data, "install", "chitin/echo", "--registry", str(registry), "--yes")
+    server = HttpServer(["--components", str(data / "components")], data)
+    yield server, data, registry
+    server.stop()
+    shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.mark.anyio
+async def test_an_install_reaches_a_running_server(installing_server):
+    server, data, registry = installing_server
+    changed = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with client(server, "legacy", message_handler=on_message) as c:
+        assert {t.name for t in (await c.list_tools()).tools} == {"echo"}
+        out = await anyio.to_thread.run_sync(
+            lambda: chitin_cli(data, "install", "chitin/time", "--registry", str(registry), "--yes")
+        )
+        assert "installed chitin/time" in out
+        with anyio.fail_after(20):
+            await changed.wait()
+        assert {t.name for t in (await c.list_tools()).tools} == {"echo", "time"}

@@ -386,6 +386,36 @@ fn manifest_of(bytes: &[u8]) -> anyhow::Result<Option<Manifest>> {
 pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let (runtime, policy, services) = open_runtime(cli)?;
     let file = locate(cli, services.data_dir(), &args.target)?;
+    let open = Opened {
+        runtime: &runtime,
+        policy: &policy,
+        services: &services,
+    };
+    report(cli, &open, &file, args.against.clone(), args.json).await
+}
+
+/// A runtime, policy and services already open, for commands that audit on the way.
+pub(super) struct Opened<'a> {
+    /// The runtime.
+    pub runtime: &'a crate::runtime::Runtime,
+    /// The policy.
+    pub policy: &'a Policy,
+    /// The services.
+    pub services: &'a std::sync::Arc<crate::services::Services>,
+}
+
+/// Print the audit of `file` (as JSON with `json`), compared with `against` or else the
+/// installed version of the same component; `Exit::Ok` when it is trusted and every import is
+/// covered.
+pub(super) async fn report(
+    cli: &Cli,
+    open: &Opened<'_>,
+    file: &Path,
+    against: Option<PathBuf>,
+    json: bool,
+) -> anyhow::Result<Exit> {
+    let (runtime, policy, services) = (open.runtime, open.policy, open.services);
+    let file = file.to_owned();
     let bytes = std::fs::read(&file).with_context(|| format!("{}: cannot read", file.display()))?;
     artifact::check_header(&bytes).with_context(|| file.display().to_string())?;
     let hash = ContentHash::of(&bytes);
@@ -449,8 +479,8 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         )
     };
     let grant = Grant::resolve(manifest.clone(), &policy, &services);
-    let previous = match &args.against {
-        Some(path) => Some(path.clone()),
+    let previous = match against {
+        Some(path) => Some(path),
         None => installed_version(&services.data_dir().components(), manifest.as_ref(), &file),
     };
     let diff = match (&previous, &manifest) {
@@ -472,7 +502,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         .as_ref()
         .map(|m| describe(&m.capabilities))
         .unwrap_or_default();
-    if args.json {
+    if json {
         let out = json!({
             "file": file,
             "component": manifest.as_ref().map(|m| m.id()),
@@ -524,6 +554,14 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
 
 fn installed_version(dir: &Path, manifest: Option<&Manifest>, file: &Path) -> Option<PathBuf> {
     let id = manifest?.id();
+    if crate::installed::Installed::is_managed(dir) {
+        let installed = crate::installed::Installed::new(dir);
+        let lock = installed.lock().ok()?;
+        return lock
+            .get(&id)
+            .map(|locked| installed.file(locked))
+            .filter(|f| f != file);
+    }
     wasm_files(dir).into_iter().find(|candidate| {
         candidate != file
             && std::fs::read(candidate)

@@ -1,6 +1,8 @@
-//! `chitin list`: the loaded tools.
+//! `chitin list`: the loaded tools, or with `--installed` the installed components.
 
 use super::{Cli, Exit, open_host};
+use crate::data_dir::DataDir;
+use crate::installed::Installed;
 
 /// Arguments of `chitin list`.
 #[derive(Debug, clap::Args)]
@@ -8,9 +10,15 @@ pub struct Args {
     /// Print the full specs (schemas, annotations) as JSON.
     #[arg(long)]
     json: bool,
+    /// List the installed components (from the lockfile) instead of the tools.
+    #[arg(long)]
+    installed: bool,
 }
 
 pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
+    if args.installed {
+        return installed(cli, args);
+    }
     let host = open_host(cli).await?;
     if args.json {
         let specs: Vec<_> = host.tools().collect();
@@ -22,6 +30,40 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     for tool in host.tools() {
         let first_line = tool.description.lines().next().unwrap_or("");
         println!("{:width$}  {first_line}", tool.name);
+    }
+    Ok(Exit::Ok)
+}
+
+fn installed(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
+    let data = DataDir::resolve(cli.data_dir.as_deref())?;
+    let lock = Installed::new(&data.components()).lock()?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&lock.components)?);
+        return Ok(Exit::Ok);
+    }
+    if lock.components.is_empty() {
+        println!("nothing is installed (`chitin search`, then `chitin install NAME`)");
+        return Ok(Exit::Ok);
+    }
+    let width = lock
+        .components
+        .iter()
+        .map(|c| c.name.len())
+        .max()
+        .unwrap_or(9)
+        .max(9);
+    println!(
+        "{:width$}  {:10}  {:10}  HASH",
+        "COMPONENT", "VERSION", "REGISTRY"
+    );
+    for c in &lock.components {
+        println!(
+            "{:width$}  {:10}  {:10}  {}",
+            c.name,
+            c.version.to_string(),
+            c.registry,
+            c.hash.get(..23).unwrap_or(&c.hash)
+        );
     }
     Ok(Exit::Ok)
 }

@@ -1,5 +1,6 @@
 //! The `chitin` command line: `list`, `call`, `schema`, `inspect`, `serve`, `key`, `sign`,
-//! `verify`, `trust`, `policy`, `approvals`, `audit`, `secret`.
+//! `verify`, `trust`, `policy`, `approvals`, `audit`, `secret`, and the registry commands
+//! `publish`, `search`, `install`, `update`, `remove`.
 
 mod approvals;
 mod approve;
@@ -7,11 +8,15 @@ mod audit;
 mod call;
 mod compose;
 mod inspect;
+mod install;
 mod key;
 mod list;
 mod manifest;
 mod policy;
+mod publish;
+mod registry;
 mod schema;
+mod search;
 mod secret;
 mod serve;
 mod sign;
@@ -167,12 +172,24 @@ pub enum Command {
     Compose(compose::Args),
     /// Manage secrets: values the host injects into tools' HTTP requests (never shown to tools).
     Secret(secret::Args),
+    /// Publish a signed component to a registry.
+    Publish(publish::Args),
+    /// Search the registries by name, description, tool or publisher.
+    Search(search::Args),
+    /// Install a component from a registry: verify, audit, approve, pin in the lockfile.
+    Install(install::InstallArgs),
+    /// Update installed components; a widened grant needs approval again.
+    Update(install::UpdateArgs),
+    /// Remove an installed component.
+    Remove(install::RemoveArgs),
 }
 
 /// Run the CLI; returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
+    // The registry client's TLS uses the process-wide provider: ring, as the HTTP capability.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = match runtime_builder(&cli).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -214,6 +231,11 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Manifest(cmd) => manifest::run(cmd),
         Command::Compose(args) => compose::run(&cli, args).await,
         Command::Secret(args) => secret::run(&cli, args).await,
+        Command::Publish(args) => publish::run(&cli, args).await,
+        Command::Search(args) => search::run(&cli, args).await,
+        Command::Install(args) => install::install(&cli, args).await,
+        Command::Update(args) => install::update(&cli, args).await,
+        Command::Remove(args) => install::remove(&cli, args).await,
     }
 }
 
@@ -281,8 +303,15 @@ pub(crate) async fn open_host_with(
         }
     };
     let sources = component_sources(cli, services.data_dir());
+    let installed = services.data_dir().components();
     let mut host = Host::new(runtime, policy, services);
     for source in &sources {
+        // The installed-components folder exists from the first start: nothing installed yet
+        // is an empty set of tools, and a server watching it sees the first install.
+        if source == &installed && !source.exists() {
+            std::fs::create_dir_all(source)
+                .with_context(|| format!("cannot create {}", source.display()))?;
+        }
         if !source.exists() {
             anyhow::bail!(
                 "component source {} does not exist (run `just build-components`, or pass \
@@ -306,16 +335,22 @@ pub(crate) async fn open_host_with(
     Ok(host)
 }
 
+/// The component sources: those named, else `build/components` when it exists and the
+/// installed components when any are.
 fn component_sources(cli: &Cli, data: &DataDir) -> Vec<PathBuf> {
     if !cli.components.is_empty() {
         return cli.components.clone();
     }
     let built = Path::new(BUILD_COMPONENTS_DIR);
+    let installed = data.components();
+    let mut sources = Vec::new();
     if built.is_dir() {
-        vec![built.to_owned()]
-    } else {
-        vec![data.components()]
+        sources.push(built.to_owned());
     }
+    if sources.is_empty() || crate::installed::Installed::is_managed(&installed) {
+        sources.push(installed);
+    }
+    sources
 }
 
 /// Read call arguments: the text itself, or stdin when it is `-`.

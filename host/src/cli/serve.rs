@@ -173,14 +173,19 @@ fn watch_components(
     args: &Args,
     served: &Arc<Served>,
 ) -> anyhow::Result<Option<notify::RecommendedWatcher>> {
-    // The directories served: those named, or by default the folder the components came from.
-    // A component named as a file is served as it was at start.
+    // The directories served: those named, or by default the folders the components came from
+    // and the installed-components folder (created, so a first install is seen). A component
+    // named as a file is served as it was at start.
     let dirs: Vec<PathBuf> = if cli.components.is_empty() {
+        let installed = served.host().services().data_dir().components();
+        std::fs::create_dir_all(&installed)
+            .with_context(|| format!("cannot create {}", installed.display()))?;
         served
             .host()
             .components()
             .iter()
             .filter_map(|c| c.path.parent().map(|p| p.to_owned()))
+            .chain(std::iter::once(installed))
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect()

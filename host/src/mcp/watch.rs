@@ -1,5 +1,6 @@
 //! Reload the served tools when a watched components directory changes (a component file added,
-//! replaced or removed), so sessions see `notifications/tools/list_changed`.
+//! replaced or removed, or the lockfile of installed components rewritten), so sessions see
+//! `notifications/tools/list_changed`.
 
 use std::fmt::Display;
 use std::path::PathBuf;
@@ -35,10 +36,11 @@ where
         let relevant = matches!(
             event.kind,
             EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_)
-        ) && event
-            .paths
-            .iter()
-            .any(|p| p.extension().is_some_and(|e| e == "wasm"));
+        ) && event.paths.iter().any(|p| {
+            p.extension().is_some_and(|e| e == "wasm")
+                || p.file_name()
+                    .is_some_and(|n| n == chitin_registry::lockfile::LOCK_FILE)
+        });
         if relevant {
             let _ = tx.send(());
         }

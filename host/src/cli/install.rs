@@ -1,0 +1,466 @@
+//! `chitin install`, `chitin update` and `chitin remove`: fetch a component from a registry,
+//! check it (digest, signature and the signer's trust scope, manifest, imports), show its audit,
+//! ask a person to approve what it may do, and commit it to the lockfile. A failure at any step
+//! leaves the installed set as it was.
+
+use std::io::IsTerminal;
+use std::io::Write as _;
+
+use anyhow::Context;
+use chitin_registry::artifact::{self, ContentHash, WitWorld};
+use chitin_registry::lockfile::Locked;
+use chitin_registry::manifest::Manifest;
+use chitin_registry::signature;
+use chitin_registry::store::{Entry, Index, Registry};
+use chitin_registry::widening::widenings;
+
+use super::audit::{self, Opened};
+use super::{Cli, Exit, open_runtime, registry};
+use crate::installed::Installed;
+
+/// Arguments of `chitin install`.
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    /// `namespace/name`, optionally `@VERSION` (default: the newest release).
+    component: String,
+    /// The registry: a name from registries.toml, `local`, or a location.
+    #[arg(long, value_name = "R")]
+    registry: Option<String>,
+    /// Approve the grants shown without asking.
+    #[arg(long, short)]
+    yes: bool,
+    /// Allow installing a version older than the one installed.
+    #[arg(long)]
+    force: bool,
+}
+
+/// Arguments of `chitin update`.
+#[derive(Debug, clap::Args)]
+pub struct UpdateArgs {
+    /// `namespace/name`, optionally `@VERSION` (default: every installed component, each to
+    /// its newest release).
+    component: Option<String>,
+    /// Approve widened grants without asking.
+    #[arg(long, short)]
+    yes: bool,
+    /// Allow a downgrade to the `@VERSION` given.
+    #[arg(long)]
+    force: bool,
+}
+
+/// Arguments of `chitin remove`.
+#[derive(Debug, clap::Args)]
+pub struct RemoveArgs {
+    /// `namespace/name`.
+    component: String,
+}
+
+/// Why an install or update was refused; each names what to do.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error(
+        "{name} {version} is pinned to {pinned}, but registry {registry} now serves {found} \
+         under the same version: refusing a moved tag (if the publisher really replaced it, \
+         `chitin remove {name}` and install again)"
+    )]
+    MovedTag {
+        name: String,
+        version: semver::Version,
+        registry: String,
+        pinned: String,
+        found: String,
+    },
+    #[error(
+        "{name} {wanted} is older than the installed {installed}: refusing a downgrade (pass \
+         --force to downgrade)"
+    )]
+    Downgrade {
+        name: String,
+        wanted: semver::Version,
+        installed: semver::Version,
+    },
+    #[error("{0}")]
+    Artifact(String),
+    #[error(
+        "not approved: run again with --yes to approve the grants shown above, or in a terminal \
+         to be asked"
+    )]
+    NotApproved,
+    #[error("declined: nothing was installed")]
+    Declined,
+}
+
+/// `namespace/name[@version]`; a bare name means the first-party namespace.
+fn parse_spec(text: &str) -> anyhow::Result<(String, Option<semver::Version>)> {
+    let (name, version) = match text.split_once('@') {
+        Some((name, v)) => (
+            name,
+            Some(
+                v.parse::<semver::Version>()
+                    .with_context(|| format!("{text}: `{v}` is not a version (x.y.z)"))?,
+            ),
+        ),
+        None => (text, None),
+    };
+    let name = if name.contains('/') {
+        name.to_owned()
+    } else {
+        format!("{}/{name}", crate::policy::FIRST_PARTY)
+    };
+    Ok((name, version))
+}
+
+/// The entry for `name` at `version`, or its newest release.
+fn pick(
+    index: &Index,
+    registry: &str,
+    name: &str,
+    version: Option<&semver::Version>,
+) -> anyhow::Result<Entry> {
+    let found = match version {
+        Some(v) => index.find(name, v),
+        None => index.latest(name),
+    };
+    found.cloned().with_context(|| {
+        let versions: Vec<String> = index
+            .versions(name)
+            .iter()
+            .map(|e| e.version.to_string())
+            .collect();
+        let what = match version {
+            Some(v) => format!("{name}@{v}"),
+            None => name.to_owned(),
+        };
+        if versions.is_empty() {
+            format!("{what} is not in registry {registry} (`chitin search` lists what is)")
+        } else {
+            format!(
+                "{what} is not in registry {registry}; it has {}",
+                versions.join(", ")
+            )
+        }
+    })
+}
+
+pub(super) async fn install(cli: &Cli, args: &InstallArgs) -> anyhow::Result<Exit> {
+    let (runtime, policy, services) = open_runtime(cli)?;
+    let open = Opened {
+        runtime: &runtime,
+        policy: &policy,
+        services: &services,
+    };
+    let (name, version) = parse_spec(&args.component)?;
+    let registry = registry::open(&services, args.registry.as_deref())?;
+    let index = registry.index().await?;
+    let entry = pick(&index, registry.name(), &name, version.as_ref())?;
+    let step = Step {
+        yes: args.yes,
+        force: args.force,
+    };
+    finish(cli, &open, &registry, entry, step).await
+}
+
+pub(super) async fn update(cli: &Cli, args: &UpdateArgs) -> anyhow::Result<Exit> {
+    let (runtime, policy, services) = open_runtime(cli)?;
+    let open = Opened {
+        runtime: &runtime,
+        policy: &policy,
+        services: &services,
+    };
+    let installed = Installed::new(&services.data_dir().components());
+    let lock = installed.lock()?;
+    let targets: Vec<(Locked, Option<semver::Version>)> = match &args.component {
+        Some(spec) => {
+            let (name, version) = parse_spec(spec)?;
+            let locked = lock
+                .get(&name)
+                .with_context(|| format!("{name} is not installed (`chitin install {name}`)"))?;
+            vec![(locked.clone(), version)]
+        }
+        None => lock.components.iter().map(|c| (c.clone(), None)).collect(),
+    };
+    if targets.is_empty() {
+        println!("nothing is installed");
+        return Ok(Exit::Ok);
+    }
+    let mut worst = Exit::Ok;
+    for (locked, version) in targets {
+        let registry = registry::open(&services, Some(&locked.registry))?;
+        let index = registry.index().await?;
+        let entry = pick(&index, registry.name(), &locked.name, version.as_ref())?;
+        if entry.version < locked.version && version.is_none() {
+            println!(
+                "{}: installed {} is newer than the newest release in {} ({})",
+                locked.name,
+                locked.version,
+                registry.name(),
+                entry.version
+            );
+            continue;
+        }
+        let step = Step {
+            yes: args.yes,
+            force: args.force,
+        };
+        let code = finish(cli, &open, &registry, entry, step).await?;
+        if code != Exit::Ok {
+            worst = code;
+        }
+    }
+    Ok(worst)
+}
+
+pub(super) async fn remove(cli: &Cli, args: &RemoveArgs) -> anyhow::Result<Exit> {
+    let (_runtime, _policy, services) = open_runtime(cli)?;
+    let (name, _) = parse_spec(&args.component)?;
+    let installed = Installed::new(&services.data_dir().components());
+    match installed.remove(&name)? {
+        Some(removed) => {
+            println!(
+                "removed {name} {}; a running `chitin serve` drops its tools",
+                removed.version
+            );
+            Ok(Exit::Ok)
+        }
+        None => {
+            eprintln!("{name} is not installed (`chitin list --installed` shows what is)");
+            Ok(Exit::NotFound)
+        }
+    }
+}
+
+/// What the person allowed on the command line.
+#[derive(Clone, Copy)]
+struct Step {
+    yes: bool,
+    force: bool,
+}
+
+/// Check `entry` against what is installed, fetch and verify it, show its audit, get approval
+/// and commit it.
+async fn finish(
+    cli: &Cli,
+    open: &Opened<'_>,
+    registry: &Registry,
+    entry: Entry,
+    step: Step,
+) -> anyhow::Result<Exit> {
+    let services = open.services;
+    let installed = Installed::new(&services.data_dir().components());
+    let current = installed.lock()?.get(&entry.name).cloned();
+    if let Some(current) = &current {
+        if current.version == entry.version {
+            if current.hash == entry.hash {
+                println!(
+                    "{} {} is installed and up to date",
+                    entry.name, entry.version
+                );
+                return Ok(Exit::Ok);
+            }
+            return refuse(Refusal::MovedTag {
+                name: entry.name.clone(),
+                version: entry.version.clone(),
+                registry: registry.name().to_owned(),
+                pinned: current.hash.clone(),
+                found: entry.hash.clone(),
+            });
+        }
+        if entry.version < current.version && !step.force {
+            return refuse(Refusal::Downgrade {
+                name: entry.name.clone(),
+                wanted: entry.version.clone(),
+                installed: current.version.clone(),
+            });
+        }
+    }
+    eprintln!(
+        "fetching {} ({:.1} KiB) from {}…",
+        entry.label(),
+        entry.size as f64 / 1024.0,
+        registry.name()
+    );
+    let bytes = registry.fetch(&entry).await?;
+    let hash = ContentHash::of(&bytes).to_string();
+    if hash != entry.hash {
+        return refuse(Refusal::Artifact(format!(
+            "{}: the download hashes to {hash}, not the {} the index names; nothing was installed",
+            entry.label(),
+            entry.hash
+        )));
+    }
+    let (manifest, manifest_text) = match checked_manifest(&bytes, &entry) {
+        Ok(m) => m,
+        Err(why) => return refuse(Refusal::Artifact(why)),
+    };
+    let signers = match signature::verify(&bytes, services.trust()).and_then(|report| {
+        report
+            .authorize(&manifest.component.namespace, &manifest.component.name)
+            .map(|_| {
+                report
+                    .valid()
+                    .map(|k| k.key.fingerprint())
+                    .collect::<Vec<_>>()
+            })
+    }) {
+        Ok(signers) => signers,
+        Err(e) => {
+            return refuse(Refusal::Artifact(format!(
+                "{}: {e} (trust the publisher's key for its namespace with `chitin trust add`)",
+                entry.label()
+            )));
+        }
+    };
+    let imports = WitWorld::decode(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", entry.label()))?
+        .imports();
+    let uncovered = chitin_registry::imports::uncovered(&imports, Some(&manifest));
+    if !uncovered.is_empty() {
+        return refuse(Refusal::Artifact(format!(
+            "{} imports what its manifest does not declare: {}",
+            entry.label(),
+            chitin_registry::imports::describe_uncovered(&uncovered)
+        )));
+    }
+    // The audit reads the download from a file of its own, removed when this returns.
+    let downloads = services.data_dir().downloads();
+    std::fs::create_dir_all(&downloads)
+        .with_context(|| format!("cannot create {}", downloads.display()))?;
+    let mut download = tempfile::Builder::new()
+        .prefix("download-")
+        .suffix(".wasm")
+        .tempfile_in(&downloads)
+        .context("cannot stage the download")?;
+    download
+        .write_all(&bytes)
+        .context("cannot stage the download")?;
+    let previous = current.as_ref().map(|c| installed.file(c));
+    let old_manifest = match &previous {
+        Some(path) => std::fs::read(path)
+            .ok()
+            .and_then(|b| {
+                artifact::manifest_text(&b)
+                    .ok()
+                    .flatten()
+                    .map(str::to_owned)
+            })
+            .and_then(|t| Manifest::parse(&t).ok()),
+        None => None,
+    };
+    let audit_code = audit::report(cli, open, download.path(), previous, false).await?;
+    if audit_code != Exit::Ok {
+        return refuse(Refusal::Artifact(format!(
+            "{}: the audit above refuses it",
+            entry.label()
+        )));
+    }
+    let widened = old_manifest
+        .as_ref()
+        .map(|old| widenings(old, &manifest))
+        .unwrap_or_default();
+    let needs_approval = current.is_none() || !widened.is_empty();
+    if needs_approval {
+        let question = match &current {
+            None => format!("Install {} with the grants above?", entry.label()),
+            Some(c) => format!(
+                "Update {} {} → {}, which widens its grant ({})?",
+                entry.name,
+                c.version,
+                entry.version,
+                widened.join("; ")
+            ),
+        };
+        if let Err(refusal) = approve(&question, step.yes) {
+            return refuse(refusal);
+        }
+    } else {
+        eprintln!("no capability widened: no approval needed");
+    }
+    let grants = audit::describe(&manifest.capabilities)
+        .into_iter()
+        .map(|line| format!("{}: {}", line.name, line.scope))
+        .collect();
+    let locked = Locked {
+        name: entry.name.clone(),
+        version: entry.version.clone(),
+        registry: registry.name().to_owned(),
+        file: String::new(),
+        hash,
+        digest: entry.digest.clone(),
+        signers,
+        manifest_hash: ContentHash::of(manifest_text.as_bytes()).to_string(),
+        grants,
+        approved_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
+    installed.commit(&bytes, locked)?;
+    let tools: Vec<String> = entry
+        .tools
+        .iter()
+        .map(|t| exposed_name(&manifest, t))
+        .collect();
+    println!(
+        "installed {} from {} (tools: {}); a running `chitin serve` picks it up",
+        entry.label(),
+        registry.name(),
+        if tools.is_empty() {
+            "none".to_owned()
+        } else {
+            tools.join(", ")
+        }
+    );
+    Ok(Exit::Ok)
+}
+
+/// The artifact's manifest, which must name what the index says it is.
+fn checked_manifest(bytes: &[u8], entry: &Entry) -> Result<(Manifest, String), String> {
+    let text = artifact::manifest_text(bytes)
+        .map_err(|e| format!("{}: {e}", entry.label()))?
+        .ok_or_else(|| format!("{}: the artifact carries no manifest", entry.label()))?
+        .to_owned();
+    let manifest = Manifest::parse(&text).map_err(|e| format!("{}: {e}", entry.label()))?;
+    if manifest.id() != entry.name || manifest.component.version != entry.version {
+        return Err(format!(
+            "{}: the artifact's manifest says it is {}@{}; the registry's index is wrong or \
+             was tampered with",
+            entry.label(),
+            manifest.id(),
+            manifest.component.version
+        ));
+    }
+    Ok((manifest, text))
+}
+
+/// The name agents see for tool `tool` of the component `manifest` describes.
+fn exposed_name(manifest: &Manifest, tool: &str) -> String {
+    if manifest.component.namespace == crate::policy::FIRST_PARTY {
+        tool.to_owned()
+    } else {
+        format!("{}__{tool}", manifest.component.namespace)
+    }
+}
+
+/// Ask `question` on the terminal, unless `yes` approved it already.
+fn approve(question: &str, yes: bool) -> Result<(), Refusal> {
+    if yes {
+        eprintln!("{question} yes (--yes)");
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Refusal::NotApproved);
+    }
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().read_line(&mut answer).is_err() {
+        return Err(Refusal::NotApproved);
+    }
+    if matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+        Ok(())
+    } else {
+        Err(Refusal::Declined)
+    }
+}
+
+fn refuse(refusal: Refusal) -> anyhow::Result<Exit> {
+    eprintln!("refused: {refusal}");
+    Ok(Exit::Denied)
+}

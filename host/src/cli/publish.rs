@@ -1,0 +1,109 @@
+//! `chitin publish FILE`: put a signed component into a registry, with an index entry that
+//! search shows (name, version, description, publisher, tools, digests, signers).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use chitin_registry::artifact::{self, ContentHash, WitWorld};
+use chitin_registry::manifest::Manifest;
+use chitin_registry::signature;
+use chitin_registry::store::{Entry, sha256_digest};
+
+use super::{Cli, Exit, open_runtime, registry};
+use crate::runtime::Loaded;
+
+/// Arguments of `chitin publish`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The signed component file.
+    file: PathBuf,
+    /// The registry: a name from registries.toml, `local`, or a location (default: the
+    /// configured default, else `local`).
+    #[arg(long, value_name = "R")]
+    registry: Option<String>,
+    /// Overwrite a version already published with other content. Installs pinned to the old
+    /// content will refuse the new one.
+    #[arg(long)]
+    replace: bool,
+}
+
+pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
+    let (runtime, policy, services) = open_runtime(cli)?;
+    let file = &args.file;
+    let shown = file.display().to_string();
+    let bytes = std::fs::read(file).with_context(|| format!("{shown}: cannot read"))?;
+    artifact::check_header(&bytes).with_context(|| shown.clone())?;
+    let manifest_text = artifact::manifest_text(&bytes)
+        .with_context(|| shown.clone())?
+        .with_context(|| {
+            format!(
+                "{shown}: carries no manifest; embed one with `chitin manifest embed` before \
+                 publishing"
+            )
+        })?
+        .to_owned();
+    let manifest = Manifest::parse(&manifest_text).with_context(|| shown.clone())?;
+    let report = match signature::inspect(&bytes, services.trust()) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("refused: {shown}: {e}");
+            return Ok(Exit::Denied);
+        }
+    };
+    if report.signers.is_empty() {
+        eprintln!(
+            "refused: {shown} is not signed; sign it first (`chitin sign {shown} --key NAME`)"
+        );
+        return Ok(Exit::Denied);
+    }
+    if let Err(e) = report.authorize(&manifest.component.namespace, &manifest.component.name) {
+        eprintln!(
+            "refused: {shown}: {e}\n(publishing needs a signature your trust store vouches for \
+             in namespace `{}`: `chitin trust add` your key for it)",
+            manifest.component.namespace
+        );
+        return Ok(Exit::Denied);
+    }
+    let imports = WitWorld::decode(&bytes)
+        .with_context(|| shown.clone())?
+        .imports();
+    let uncovered = chitin_registry::imports::uncovered(&imports, Some(&manifest));
+    if !uncovered.is_empty() {
+        eprintln!(
+            "refused: {shown} imports what its manifest does not declare: {}",
+            chitin_registry::imports::describe_uncovered(&uncovered)
+        );
+        return Ok(Exit::Denied);
+    }
+    // The tool names search shows come from the component itself, run with no capabilities. A
+    // tool that needs libraries is listed without them (they load beside it when installed).
+    let tools = if manifest.dependencies.is_empty() {
+        match runtime
+            .load_any(file, &bytes, &policy, &services, &[])
+            .await?
+        {
+            Loaded::Tool(tool) => tool.tools.iter().map(|t| t.own_name.clone()).collect(),
+            Loaded::Library(_) => Vec::new(),
+        }
+    } else {
+        Vec::new()
+    };
+    let entry = Entry {
+        name: manifest.id(),
+        version: manifest.component.version.clone(),
+        description: manifest.component.description.clone(),
+        publisher: manifest.component.publisher.clone(),
+        tools,
+        digest: sha256_digest(&bytes),
+        hash: ContentHash::of(&bytes).to_string(),
+        size: bytes.len() as u64,
+        signers: report.valid().map(|k| k.key.fingerprint()).collect(),
+        manifest_hash: ContentHash::of(manifest_text.as_bytes()).to_string(),
+    };
+    let registry = registry::open(&services, args.registry.as_deref())?;
+    let label = entry.label();
+    let digest = entry.digest.clone();
+    registry.publish(&bytes, entry, args.replace).await?;
+    println!("published {label} to {} ({digest})", registry.name());
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,76 @@
+//! `chitin search QUERY`: components in the registries whose name, description, tools or
+//! publisher match.
+
+use super::{Cli, Exit, open_runtime, registry};
+
+/// Arguments of `chitin search`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What to look for (case-insensitive; empty lists everything).
+    #[arg(default_value = "")]
+    query: String,
+    /// Search only this registry (default: `local` and every configured one).
+    #[arg(long, value_name = "R")]
+    registry: Option<String>,
+    /// Print as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
+    let (_runtime, _policy, services) = open_runtime(cli)?;
+    let names = match &args.registry {
+        Some(name) => vec![name.clone()],
+        None => registry::all_names(&services)?,
+    };
+    let mut rows = Vec::new();
+    let mut failed = false;
+    for name in &names {
+        let result = match registry::open(&services, Some(name)) {
+            Ok(r) => r.index().await.map_err(anyhow::Error::from),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(index) => rows.extend(
+                index
+                    .search(&args.query)
+                    .into_iter()
+                    .map(|e| (name.clone(), e.clone())),
+            ),
+            Err(e) => {
+                failed = true;
+                eprintln!("warning: {e:#}");
+            }
+        }
+    }
+    if args.json {
+        let out: Vec<_> = rows
+            .iter()
+            .map(|(registry, e)| serde_json::json!({"registry": registry, "entry": e}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else if rows.is_empty() {
+        println!("no component matches {:?}", args.query);
+    } else {
+        let width = rows.iter().map(|(_, e)| e.label().len()).max().unwrap_or(4);
+        println!(
+            "{:width$}  {:10}  {:12}  TOOLS / DESCRIPTION",
+            "COMPONENT", "REGISTRY", "PUBLISHER"
+        );
+        for (registry, e) in &rows {
+            println!(
+                "{:width$}  {registry:10}  {:12}  {}\n{:width$}  {}",
+                e.label(),
+                e.publisher,
+                e.tools.join(", "),
+                "",
+                e.description
+            );
+        }
+    }
+    Ok(if failed && rows.is_empty() {
+        Exit::Host
+    } else {
+        Exit::Ok
+    })
+}

@@ -1,0 +1,513 @@
+//! Registries end to end, through the `chitin` binary: a third party (`acme`) signs and
+//! publishes, an operator who trusts acme for its namespace searches, installs, calls, updates
+//! and removes. Against a real OCI registry in-process on loopback (`container-registry`,
+//! anonymous reads, basic-auth writes) and against a local directory registry.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::sync::Arc;
+
+use chitin_e2e::{built_dir, chitin, stderr, stdout};
+use container_registry::auth::{AuthProvider, Permissions, Unverified, ValidCredentials};
+use container_registry::storage::ImageLocation;
+use container_registry::{ContainerRegistry, ImageDigest};
+use serde_json::Value;
+
+/// A data directory with its own trust store: the publisher's machine or the operator's.
+struct Party {
+    data: PathBuf,
+    trust: PathBuf,
+}
+
+impl Party {
+    fn new(root: &Path, name: &str) -> Self {
+        let data = root.join(name);
+        std::fs::create_dir_all(&data).expect("data dir");
+        let trust = data.join("trusted_keys");
+        std::fs::write(&trust, "").expect("trust store");
+        Self { data, trust }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with(args, None)
+    }
+
+    fn run_with(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut child = chitin(&self.data, &[])
+            .env("CHITIN_TRUSTED_KEYS", &self.trust)
+            .env_remove("CHITIN_SECRETS_KEY")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run chitin");
+        let mut input = child.stdin.take().expect("stdin");
+        if let Some(text) = stdin {
+            input.write_all(text.as_bytes()).expect("stdin");
+        }
+        drop(input);
+        child.wait_with_output().expect("wait")
+    }
+
+    /// Run and require success.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "chitin {args:?}\nstdout: {}\nstderr: {}",
+            stdout(&out),
+            stderr(&out)
+        );
+        stdout(&out)
+    }
+
+    /// Run, require exit `code`, and return stderr.
+    fn fails(&self, code: i32, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "chitin {args:?}\nstdout: {}\nstderr: {}",
+            stdout(&out),
+            stderr(&out)
+        );
+        stderr(&out)
+    }
+
+    fn lock(&self) -> String {
+        std::fs::read_to_string(self.data.join("components/chitin.lock")).unwrap_or_default()
+    }
+
+    fn installed(&self) -> Vec<Value> {
+        let text = self.ok(&["list", "--installed", "--json"]);
+        serde_json::from_str::<Vec<Value>>(&text).expect("json")
+    }
+
+    /// The files in the installed-components folder and the downloads folder.
+    fn files(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        for dir in ["components", "downloads"] {
+            if let Ok(entries) = std::fs::read_dir(self.data.join(dir)) {
+                for e in entries.flatten() {
+                    names.push(format!("{dir}/{}", e.file_name().to_string_lossy()));
+                }
+            }
+        }
+        names.sort();
+        names
+    }
+}
+
+/// The publisher `acme` with its key trusted for `acme/*` on its own machine, and an operator
+/// who trusts that key for `acme/*` only.
+fn parties(root: &Path) -> (Party, Party) {
+    let publisher = Party::new(root, "publisher");
+    publisher.ok(&["key", "generate", "acme"]);
+    let public_key = publisher.ok(&["key", "export", "acme"]);
+    let public_key = public_key.trim();
+    publisher.ok(&[
+        "trust",
+        "add",
+        public_key,
+        "--publisher",
+        "acme",
+        "--scope",
+        "acme/*",
+    ]);
+    let operator = Party::new(root, "operator");
+    operator.ok(&[
+        "trust",
+        "add",
+        public_key,
+        "--publisher",
+        "acme",
+        "--scope",
+        "acme/*",
+    ]);
+    (publisher, operator)
+}
+
+/// acme's echo at `version`, its manifest carrying `extra`, signed by acme.
+fn acme_echo(publisher: &Party, version: &str, description: &str, extra: &str) -> PathBuf {
+    let manifest = publisher.data.join(format!("echo-{version}.toml"));
+    std::fs::write(
+        &manifest,
+        format!(
+            "schema = 1\n[component]\nname = \"echo\"\nnamespace = \"acme\"\nversion = \
+             \"{version}\"\npublisher = \"acme\"\ndescription = \"{description}\"\n{extra}"
+        ),
+    )
+    .expect("manifest");
+    let out = publisher.data.join(format!("acme-echo-{version}.wasm"));
+    let source = built_dir("components").join("echo.wasm");
+    publisher.ok(&[
+        "manifest",
+        "embed",
+        source.to_str().expect("utf-8"),
+        manifest.to_str().expect("utf-8"),
+        "-o",
+        out.to_str().expect("utf-8"),
+    ]);
+    publisher.ok(&["sign", out.to_str().expect("utf-8"), "--key", "acme"]);
+    out
+}
+
+/// Anyone may read; only `user` with `password` may write.
+struct ReadAnyoneWriteOne {
+    user: &'static str,
+    password: &'static str,
+}
+
+#[async_trait::async_trait]
+impl AuthProvider for ReadAnyoneWriteOne {
+    async fn check_credentials(&self, unverified: &Unverified) -> Option<ValidCredentials> {
+        match unverified {
+            Unverified::NoCredentials => Some(ValidCredentials::new(false)),
+            Unverified::UsernameAndPassword { username, password } => (username == self.user
+                && password.reveal() == self.password)
+                .then(|| ValidCredentials::new(true)),
+        }
+    }
+
+    async fn image_permissions(&self, creds: &ValidCredentials, _: &ImageLocation) -> Permissions {
+        if *creds.extract_ref::<bool>() {
+            Permissions::ReadWrite
+        } else {
+            Permissions::ReadOnly
+        }
+    }
+
+    async fn blob_permissions(&self, creds: &ValidCredentials, _: &ImageDigest) -> Permissions {
+        if *creds.extract_ref::<bool>() {
+            Permissions::ReadWrite
+        } else {
+            Permissions::ReadOnly
+        }
+    }
+}
+
+const WIDER: &str = "[capabilities.env]\nkeys = [\"LANG\"]\n";
+
+/// A loopback TCP proxy to `upstream` that cuts each connection once more than `limit` bytes
+/// came back through it: a download interrupted mid-transfer.
+fn cutting_proxy(upstream: std::net::SocketAddr, limit: usize) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for client in listener.incoming().take(64).flatten() {
+            let Ok(server) = TcpStream::connect(upstream) else {
+                continue;
+            };
+            let (mut c_read, mut s_write) = (
+                client.try_clone().expect("clone"),
+                server.try_clone().expect("clone"),
+            );
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_read, &mut s_write);
+            });
+            let (mut s_read, mut c_write) = (server, client);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut sent = 0;
+                loop {
+                    let n = match s_read.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    let n = n.min(limit.saturating_sub(sent));
+                    if n == 0 || c_write.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                    sent += n;
+                }
+                let _ = c_write.shutdown(Shutdown::Both);
+                let _ = s_read.shutdown(Shutdown::Both);
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn oci_registry_publish_search_install_update_and_refusals() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (publisher, operator) = parties(root.path());
+
+    // Anonymous clients may read; acme writes with basic auth.
+    let storage = root.path().join("oci-storage");
+    std::fs::create_dir_all(&storage).expect("storage");
+    let running = ContainerRegistry::builder()
+        .storage(&storage)
+        .auth_provider(Arc::new(ReadAnyoneWriteOne {
+            user: "acme",
+            password: "s3cret-pw",
+        }))
+        .build_for_testing()
+        .run_in_background();
+    let addr = running.bound_addr();
+    let url = format!("oci+http://127.0.0.1:{}", addr.port());
+    std::fs::write(
+        publisher.data.join("registries.toml"),
+        format!(
+            "default = \"lab\"\n[registries.lab]\nurl = \"{url}\"\nusername = \"acme\"\n\
+             password_secret = \"lab-pw\"\n"
+        ),
+    )
+    .expect("config");
+    let out = publisher.run_with(&["secret", "set", "lab-pw"], Some("s3cret-pw\n"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(
+        operator.data.join("registries.toml"),
+        format!("[registries.lab]\nurl = \"{url}\"\n"),
+    )
+    .expect("config");
+
+    // Publishing needs a signature and credentials.
+    let v1 = acme_echo(&publisher, "1.0.0", "Echo, by acme", "");
+    let unsigned = publisher.data.join("unsigned.wasm");
+    std::fs::copy(&v1, &unsigned).expect("copy");
+    publisher.ok(&[
+        "manifest",
+        "embed",
+        unsigned.to_str().unwrap(),
+        publisher.data.join("echo-1.0.0.toml").to_str().unwrap(),
+        "-o",
+        unsigned.to_str().unwrap(),
+    ]);
+    let err = publisher.fails(4, &["publish", unsigned.to_str().unwrap()]);
+    assert!(err.contains("no signature"), "{err}");
+    let err = publisher.fails(1, &["publish", v1.to_str().unwrap(), "--registry", &url]);
+    assert!(err.contains("refused access"), "anonymous write: {err}");
+    let out = publisher.ok(&["publish", v1.to_str().unwrap()]);
+    assert!(out.contains("published acme/echo@1.0.0 to lab"), "{out}");
+
+    // Search by tool name, description and publisher.
+    for query in ["echo", "by acme", "ACME"] {
+        let out = operator.ok(&["search", query, "--registry", "lab"]);
+        assert!(out.contains("acme/echo@1.0.0"), "{query}: {out}");
+    }
+    assert!(
+        operator
+            .ok(&["search", "nothing-like-this", "--registry", "lab"])
+            .contains("no component")
+    );
+
+    // Without --yes and without a terminal, nothing is installed.
+    let err = operator.fails(4, &["install", "acme/echo", "--registry", "lab"]);
+    assert!(err.contains("not approved"), "{err}");
+    assert!(operator.installed().is_empty());
+    assert!(
+        !operator.files().iter().any(|f| f.ends_with(".wasm")),
+        "{:?}",
+        operator.files()
+    );
+
+    // Installed, audited and approved: callable under its namespaced name.
+    let out = operator.run(&["install", "acme/echo", "--registry", "lab", "--yes"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("acme__echo"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("acme/echo") || stderr(&out).contains("acme/echo"));
+    let installed = operator.installed();
+    assert_eq!(installed.len(), 1);
+    assert_eq!(installed[0]["version"], "1.0.0");
+    assert_eq!(installed[0]["registry"], "lab");
+    assert!(
+        installed[0]["digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(installed[0]["signers"].as_array().unwrap().len(), 1);
+    let out = operator.ok(&["call", "acme__echo", r#"{"message":"from the registry"}"#]);
+    assert!(out.contains("from the registry"), "{out}");
+
+    // An update that widens the grant asks again.
+    let v2 = acme_echo(&publisher, "1.1.0", "Echo, by acme", WIDER);
+    publisher.ok(&["publish", v2.to_str().unwrap()]);
+    let err = operator.fails(4, &["update", "acme/echo"]);
+    assert!(err.contains("not approved"), "{err}");
+    assert_eq!(operator.installed()[0]["version"], "1.0.0");
+    let out = operator.run(&["update", "acme/echo", "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("widens"), "{}", stderr(&out));
+    assert_eq!(operator.installed()[0]["version"], "1.1.0");
+
+    // The registry moves the 1.1.0 tag to other content: the pin refuses it.
+    let moved = acme_echo(&publisher, "1.1.0", "Echo, by acme (moved)", WIDER);
+    let err = publisher.fails(1, &["publish", moved.to_str().unwrap()]);
+    assert!(err.contains("already published"), "{err}");
+    publisher.ok(&["publish", moved.to_str().unwrap(), "--replace"]);
+    let lock_before = operator.lock();
+    let err = operator.fails(
+        4,
+        &["install", "acme/echo@1.1.0", "--registry", "lab", "--yes"],
+    );
+    assert!(err.contains("moved tag"), "{err}");
+    assert_eq!(operator.lock(), lock_before);
+
+    // A downgrade is refused unless forced.
+    let err = operator.fails(4, &["update", "acme/echo@1.0.0", "--yes"]);
+    assert!(err.contains("downgrade"), "{err}");
+
+    // 1.2.0 whose stored blob is corrupted: the digest check refuses it.
+    let v3 = acme_echo(&publisher, "1.2.0", "Echo, by acme", WIDER);
+    publisher.ok(&["publish", v3.to_str().unwrap()]);
+    let digest = chitin_digest(&v3);
+    let blob = storage.join("blobs").join(&digest);
+    let mut bytes = std::fs::read(&blob).expect("blob stored under its digest");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&blob, &bytes).expect("corrupt");
+    let files_before = operator.files();
+    let out = operator.run(&["update", "acme/echo", "--yes"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("digest"), "{}", stderr(&out));
+    assert_eq!(operator.lock(), lock_before);
+    assert_eq!(operator.files(), files_before);
+    std::fs::write(&blob, std::fs::read(&v3).unwrap()).expect("repair");
+
+    // The download is cut mid-transfer: a clear error, nothing half-installed.
+    let proxy = cutting_proxy(addr, 64 * 1024);
+    let through = format!("oci+http://127.0.0.1:{proxy}");
+    let out = operator.run(&[
+        "install",
+        "acme/echo@1.2.0",
+        "--registry",
+        &through,
+        "--yes",
+    ]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(stderr(&out).contains("registry"), "{}", stderr(&out));
+    assert_eq!(operator.lock(), lock_before);
+    assert_eq!(operator.files(), files_before);
+
+    // The registry down: a clear error naming it.
+    drop(running);
+    let err = operator.fails(
+        1,
+        &["install", "acme/echo@1.2.0", "--registry", "lab", "--yes"],
+    );
+    assert!(err.contains("cannot reach registry lab"), "{err}");
+    assert_eq!(operator.lock(), lock_before);
+
+    // Removal leaves nothing behind.
+    operator.ok(&["remove", "acme/echo"]);
+    assert!(operator.installed().is_empty());
+    assert!(
+        !operator.files().iter().any(|f| f.ends_with(".wasm")),
+        "{:?}",
+        operator.files()
+    );
+}
+
+/// The hex of the sha256 digest of `file` (how the OCI registry names its blob).
+fn chitin_digest(file: &Path) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .arg(file)
+        .output()
+        .expect("sha256sum");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .expect("digest")
+        .to_owned()
+}
+
+#[test]
+fn local_registry_versions_side_by_side_pins_and_tampering() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (publisher, operator) = parties(root.path());
+    let registry = root.path().join("shared-registry");
+    let reg = registry.to_str().expect("utf-8");
+
+    let v1 = acme_echo(&publisher, "1.0.0", "Echo, by acme", "");
+    let v2 = acme_echo(&publisher, "1.1.0", "Echo, by acme, faster", "");
+    publisher.ok(&["publish", v1.to_str().unwrap(), "--registry", reg]);
+    publisher.ok(&["publish", v2.to_str().unwrap(), "--registry", reg]);
+    assert!(registry.join("acme/echo/1.0.0.wasm").is_file());
+    assert!(registry.join("acme/echo/1.1.0.wasm").is_file());
+    assert!(registry.join("index.json").is_file());
+
+    // Two versions side by side: install the older, then update to the newer without asking
+    // (nothing widened).
+    operator.ok(&["install", "acme/echo@1.0.0", "--registry", reg, "--yes"]);
+    assert_eq!(operator.installed()[0]["version"], "1.0.0");
+    let out = operator.run(&["update"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no capability widened"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(operator.installed()[0]["version"], "1.1.0");
+    let err = operator.fails(4, &["update", "acme/echo@1.0.0"]);
+    assert!(err.contains("downgrade"), "{err}");
+    operator.ok(&["update", "acme/echo@1.0.0", "--force"]);
+    assert_eq!(operator.installed()[0]["version"], "1.0.0");
+    operator.ok(&["update"]);
+    let lock = operator.lock();
+
+    // A moved version and a corrupted file are both refused.
+    let moved = acme_echo(&publisher, "1.1.0", "Echo, by acme, moved", "");
+    publisher.ok(&[
+        "publish",
+        moved.to_str().unwrap(),
+        "--registry",
+        reg,
+        "--replace",
+    ]);
+    let err = operator.fails(4, &["install", "acme/echo@1.1.0", "--registry", reg]);
+    assert!(err.contains("moved tag"), "{err}");
+    let v3 = acme_echo(&publisher, "1.2.0", "Echo, by acme", "");
+    publisher.ok(&["publish", v3.to_str().unwrap(), "--registry", reg]);
+    let artifact = registry.join("acme/echo/1.2.0.wasm");
+    let mut bytes = std::fs::read(&artifact).expect("artifact");
+    bytes.push(0);
+    std::fs::write(&artifact, bytes).expect("corrupt");
+    let err = operator.fails(1, &["update"]);
+    assert!(err.contains("digest mismatch"), "{err}");
+    assert_eq!(operator.lock(), lock);
+
+    // An interrupted install's leftovers are ignored and swept; a file changed after install
+    // is refused at load.
+    let components = operator.data.join("components");
+    std::fs::write(components.join(".tmp-abc.part"), b"half").expect("leftover");
+    std::fs::write(
+        components.join("acme__echo-0123456789abcdef.wasm"),
+        b"orphan",
+    )
+    .expect("orphan");
+    let out = operator.ok(&["call", "acme__echo", r#"{"message":"still here"}"#]);
+    assert!(out.contains("still here"), "{out}");
+    let installed = operator.installed();
+    let file = components.join(installed[0]["file"].as_str().unwrap());
+    let original = std::fs::read(&file).expect("installed file");
+    let mut bytes = original.clone();
+    bytes.push(0);
+    std::fs::write(&file, bytes).expect("tamper");
+    let err = operator.fails(1, &["call", "acme__echo", r#"{"message":"x"}"#]);
+    assert!(err.contains("changed after install"), "{err}");
+    std::fs::write(&file, original).expect("restore");
+    operator.ok(&["remove", "acme/echo"]);
+    assert!(
+        !operator
+            .files()
+            .iter()
+            .any(|f| f.contains(".tmp-") || f.ends_with(".wasm")),
+        "{:?}",
+        operator.files()
+    );
+
+    // Outside its trust scope: acme's key does not vouch for a `chitin/` component.
+    let stranger = Party::new(root.path(), "stranger");
+    let err = stranger.fails(
+        4,
+        &["install", "acme/echo@1.0.0", "--registry", reg, "--yes"],
+    );
+    assert!(err.contains("trust"), "{err}");
+    assert!(stranger.installed().is_empty());
+}
