@@ -8,7 +8,8 @@ components := "echo time json fs memory shell markdown http web-fetch html-to-ma
 fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance test-invoke test-reader test-lib-text test-lib-files test-composed test-composed-b test-http"
 
 # Build every first-party component for wasm32-wasip2, release, size-optimised, and embed its
-# manifest (components/NAME/manifest.toml), into build/components.
+# manifest (components/NAME/manifest.toml), into build/components; sign them with the development
+# key and publish them into the local default registry.
 build-components: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }}
     cargo build --quiet --bin chitin
@@ -18,6 +19,10 @@ build-components: wasm-target
     # trusted there for the `chitin` namespace); build/trusted_keys holds its line for tests.
     "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
     for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/components/$c.wasm" --key dev; done
+    # Publish them into the local default registry, so a machine installs the built-ins the
+    # same way as any other component (`chitin install chitin/echo`). A rebuild replaces the
+    # same version.
+    for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" publish "build/components/$c.wasm" --registry local --replace; done
     @ls -l build/components
 
 # Build the test fixture components into build/fixtures, with their manifests, signed by the
@@ -30,6 +35,20 @@ build-fixtures: wasm-target
     "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
     for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/fixtures/$c.wasm" --key dev; done
 
+# Build the third-party JavaScript example thirdparty/wordcount-js (acme/wordcount) with jco and
+# componentize-js from npm — pinned by its package-lock.json, installed under target/ only when
+# the lock changed — into build/thirdparty/wordcount-js.wasm with its manifest embedded, unsigned
+# (whoever uses it signs it with a third-party key of their own).
+build-thirdparty:
+    cargo build --quiet --bin chitin
+    # `npm install` with the lock beside it installs exactly the locked tree (`npm ci` would refuse
+    # the lock when the registry lacks other platforms' optional binaries); the stamp is the lock.
+    js="${CARGO_TARGET_DIR:-target}/thirdparty-js"; if ! cmp -s thirdparty/wordcount-js/package-lock.json "$js/installed.lock"; then mkdir -p "$js" && cp thirdparty/wordcount-js/package.json thirdparty/wordcount-js/package-lock.json "$js/" && npm install --prefix "$js" --no-audit --no-fund --loglevel=error && cp thirdparty/wordcount-js/package-lock.json "$js/installed.lock"; fi
+    # --disable all: no console, clocks, randomness or fetch, so the component imports no WASI.
+    "${CARGO_TARGET_DIR:-target}/thirdparty-js/node_modules/.bin/jco" componentize "$PWD/thirdparty/wordcount-js/wordcount.js" --wit "$PWD/wit" --world-name tool-component --disable all -o "${CARGO_TARGET_DIR:-target}/thirdparty-js/wordcount-js.wasm"
+    mkdir -p build/thirdparty
+    "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/thirdparty-js/wordcount-js.wasm" thirdparty/wordcount-js/manifest.toml -o build/thirdparty/wordcount-js.wasm
+
 # Build what is needed and run chitin's main job: serve the built-in components over MCP on
 # stdio (connect an MCP client to it; see the README). The banner on stderr lists the tools.
 run: build-components
@@ -37,7 +56,7 @@ run: build-components
     exec "${CARGO_TARGET_DIR:-target}"/debug/chitin serve --components build/components
 
 # Run every test: unit, host integration, end-to-end, the guest SDK's own, and MCP clients.
-test: build-components build-fixtures && test-mcp test-conformance
+test: build-components build-fixtures build-thirdparty && test-mcp test-conformance
     cargo test --workspace {{ prepend("--exclude chitin-", components) }} {{ prepend("--exclude chitin-", fixtures) }}
     # Components whose pure logic has native unit tests.
     cargo test -p chitin-fs -p chitin-memory

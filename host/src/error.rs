@@ -143,7 +143,7 @@ pub enum LoadError {
         /// The directory or file.
         path: PathBuf,
         /// What is wrong.
-        cause: crate::installed::InstalledError,
+        cause: Box<crate::installed::InstalledError>,
     },
     /// An installed component does not match its pin (downgrade, or widened grant).
     #[error("{path}: {cause}")]

@@ -99,7 +99,7 @@ impl Host {
         let installed = Installed::new(dir);
         let lock = installed.lock().map_err(|cause| LoadError::Installed {
             path: dir.to_owned(),
-            cause,
+            cause: Box::new(cause),
         })?;
         let mut files = Vec::new();
         for locked in &lock.components {
@@ -121,7 +121,7 @@ impl Host {
                 .read(locked)
                 .map_err(|cause| LoadError::Installed {
                     path: installed.file(locked),
-                    cause,
+                    cause: Box::new(cause),
                 })?;
             files.push((installed.file(locked), bytes));
         }

@@ -49,6 +49,16 @@ impl std::fmt::Debug for CheckedSpec {
     }
 }
 
+/// The name agents see for tool `tool` of a component in `namespace`: a third party's tools
+/// carry their namespace (`acme__word_count`), the first party's do not.
+pub fn exposed_name(namespace: &str, tool: &str) -> String {
+    if namespace == crate::policy::FIRST_PARTY {
+        tool.to_owned()
+    } else {
+        format!("{namespace}__{tool}")
+    }
+}
+
 /// Longest tool name accepted (the limit several agent APIs impose).
 pub const MAX_TOOL_NAME: usize = 64;
 
@@ -105,7 +115,7 @@ impl CheckedSpec {
     /// Expose the tool as `<namespace>__<own name>`, so a third party's tools never collide
     /// with the built-ins or with another publisher's.
     pub fn namespace(&mut self, namespace: &str) -> Result<(), (String, String)> {
-        let name = format!("{namespace}__{}", self.own_name);
+        let name = exposed_name(namespace, &self.own_name);
         if name.len() > MAX_TOOL_NAME {
             return Err((
                 self.own_name.clone(),

@@ -511,3 +511,54 @@ fn local_registry_versions_side_by_side_pins_and_tampering() {
     assert!(err.contains("trust"), "{err}");
     assert!(stranger.installed().is_empty());
 }
+
+/// The JavaScript tool (componentize-js), built by `just build-thirdparty`.
+fn wordcount_js() -> PathBuf {
+    let file = chitin_e2e::repo().join("build/thirdparty/wordcount-js.wasm");
+    assert!(
+        file.is_file(),
+        "{} is missing: run `just build-thirdparty` (`just test` does)",
+        file.display()
+    );
+    file
+}
+
+#[test]
+fn a_javascript_third_party_tool_is_published_trusted_installed_audited_and_called() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (publisher, operator) = parties(root.path());
+    let registry = root.path().join("registry");
+    let reg = registry.to_str().expect("utf-8");
+
+    // acme signs its JavaScript component with its own key and publishes it.
+    let file = publisher.data.join("wordcount.wasm");
+    std::fs::copy(wordcount_js(), &file).expect("copy");
+    let file = file.to_str().expect("utf-8");
+    publisher.ok(&["sign", file, "--key", "acme"]);
+    let out = publisher.ok(&["publish", file, "--registry", reg]);
+    assert!(out.contains("published acme/wordcount@1.0.0"), "{out}");
+
+    // The operator finds it by its tool, under the name agents will see.
+    let out = operator.ok(&["search", "word", "--registry", reg]);
+    assert!(
+        out.contains("acme/wordcount@1.0.0") && out.contains("acme__word_count"),
+        "{out}"
+    );
+
+    // Install shows the audit (no capabilities) before pinning it.
+    let out = operator.run(&["install", "acme/wordcount", "--registry", reg, "--yes"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let audit = stdout(&out);
+    assert!(audit.contains("acme/wordcount"), "{audit}");
+    assert!(audit.contains("acme__word_count"), "{audit}");
+    let installed = operator.installed();
+    assert_eq!(installed[0]["name"], "acme/wordcount");
+    assert_eq!(installed[0]["grants"], serde_json::json!([]));
+
+    let out = operator.ok(&["call", "acme__word_count", r#"{"text":"one two\nthree\n"}"#]);
+    let result: Value = serde_json::from_str(out.trim()).expect("json result");
+    assert_eq!(result["words"], 3, "{out}");
+    assert_eq!(result["lines"], 2, "{out}");
+    // The bare name belongs to nobody: third-party tools never shadow anything.
+    operator.fails(7, &["call", "word_count", r#"{"text":"x"}"#]);
+}

@@ -438,12 +438,12 @@ pub(super) async fn report(
     let (tools, composition) = if verdict.is_ok() {
         let libraries = match &manifest {
             Some(m) if !m.dependencies.is_empty() => {
-                load_libraries(cli, &runtime, &policy, &services).await
+                load_libraries(cli, runtime, policy, services).await
             }
             _ => Vec::new(),
         };
         match runtime
-            .load_any(&file, &bytes, &policy, &services, &libraries)
+            .load_any(&file, &bytes, policy, services, &libraries)
             .await
         {
             Ok(Loaded::Tool(loaded)) => (
@@ -478,7 +478,7 @@ pub(super) async fn report(
             Vec::new(),
         )
     };
-    let grant = Grant::resolve(manifest.clone(), &policy, &services);
+    let grant = Grant::resolve(manifest.clone(), policy, services);
     let previous = match against {
         Some(path) => Some(path),
         None => installed_version(&services.data_dir().components(), manifest.as_ref(), &file),
@@ -519,7 +519,7 @@ pub(super) async fn report(
                 Err(why) => json!({"not_listed": why}),
             },
             "capabilities": caps.iter().map(|c| json!({"capability": c.name, "scope": c.scope, "risk": c.risk})).collect::<Vec<_>>(),
-            "limits": limits_json(manifest.as_ref(), &policy, grant.as_ref().ok()),
+            "limits": limits_json(manifest.as_ref(), policy, grant.as_ref().ok()),
             "policy_cuts": grant.as_ref().map(|g| g.cuts.iter().map(|c| json!({"what": c.what, "reason": c.reason})).collect::<Vec<_>>()).unwrap_or_default(),
             "imports": import_list,
             "uncovered_imports": uncovered.iter().map(|(i, _)| i).collect::<Vec<_>>(),
@@ -538,7 +538,7 @@ pub(super) async fn report(
             &verdict,
             &tools,
             &caps,
-            &policy,
+            policy,
             grant.as_ref().ok(),
             &uncovered,
             diff.as_ref(),

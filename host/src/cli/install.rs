@@ -370,7 +370,7 @@ async fn finish(
             ),
         };
         if let Err(refusal) = approve(&question, step.yes) {
-            return refuse(refusal);
+            return refuse(*refusal);
         }
     } else {
         eprintln!("no capability widened: no approval needed");
@@ -395,7 +395,7 @@ async fn finish(
     let tools: Vec<String> = entry
         .tools
         .iter()
-        .map(|t| exposed_name(&manifest, t))
+        .map(|t| crate::spec::exposed_name(&manifest.component.namespace, t))
         .collect();
     println!(
         "installed {} from {} (tools: {}); a running `chitin serve` picks it up",
@@ -429,34 +429,25 @@ fn checked_manifest(bytes: &[u8], entry: &Entry) -> Result<(Manifest, String), S
     Ok((manifest, text))
 }
 
-/// The name agents see for tool `tool` of the component `manifest` describes.
-fn exposed_name(manifest: &Manifest, tool: &str) -> String {
-    if manifest.component.namespace == crate::policy::FIRST_PARTY {
-        tool.to_owned()
-    } else {
-        format!("{}__{tool}", manifest.component.namespace)
-    }
-}
-
 /// Ask `question` on the terminal, unless `yes` approved it already.
-fn approve(question: &str, yes: bool) -> Result<(), Refusal> {
+fn approve(question: &str, yes: bool) -> Result<(), Box<Refusal>> {
     if yes {
         eprintln!("{question} yes (--yes)");
         return Ok(());
     }
     if !std::io::stdin().is_terminal() {
-        return Err(Refusal::NotApproved);
+        return Err(Box::new(Refusal::NotApproved));
     }
     eprint!("{question} [y/N] ");
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     if std::io::stdin().read_line(&mut answer).is_err() {
-        return Err(Refusal::NotApproved);
+        return Err(Box::new(Refusal::NotApproved));
     }
     if matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
         Ok(())
     } else {
-        Err(Refusal::Declined)
+        Err(Box::new(Refusal::Declined))
     }
 }
 

@@ -62,7 +62,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
                 "{:width$}  {registry:10}  {:12}  {}\n{:width$}  {}",
                 e.label(),
                 e.publisher,
-                e.tools.join(", "),
+                exposed_tools(e).join(", "),
                 "",
                 e.description
             );
@@ -73,4 +73,14 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     } else {
         Exit::Ok
     })
+}
+
+/// The tool names agents will see.
+fn exposed_tools(entry: &chitin_registry::store::Entry) -> Vec<String> {
+    let namespace = entry.name.split('/').next().unwrap_or_default();
+    entry
+        .tools
+        .iter()
+        .map(|t| crate::spec::exposed_name(namespace, t))
+        .collect()
 }
