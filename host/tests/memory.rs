@@ -244,11 +244,12 @@ async fn components_never_see_each_others_buckets() {
     )
     .await;
     drop(first);
-    // Same bucket name, same database, another component: an empty memory.
+    // Same bucket name, same database, another component (a third party's, so its tools carry
+    // its namespace): an empty memory.
     let second = host(data.path(), &[other]).await;
-    let e = err(&second, "memory_read", json!({"path": "MEMORY.md"})).await;
+    let e = err(&second, "test__memory_read", json!({"path": "MEMORY.md"})).await;
     assert!(matches!(e, ToolError::NotFound(_)), "{e}");
-    let out = ok(&second, "memory_search", json!({"query": "private"})).await;
+    let out = ok(&second, "test__memory_search", json!({"query": "private"})).await;
     assert_eq!(out["matched"], 0);
 }
 
@@ -259,7 +260,7 @@ async fn a_bucket_outside_the_grant_is_refused_by_name() {
     let wrong = memory_variant(variants.path(), "wrong", Some(r#"["notes"]"#));
     let none = memory_variant(variants.path(), "none", None);
     let h = host(data.path(), &[wrong]).await;
-    let e = err(&h, "memory_write", json!({"content": "x"})).await;
+    let e = err(&h, "test__memory_write", json!({"content": "x"})).await;
     assert!(
         matches!(&e, ToolError::PermissionDenied(m) if m.contains("`memory` is not granted") && m.contains("notes")),
         "{e}"

@@ -208,7 +208,7 @@ async fn an_import_not_covered_by_the_manifest_is_refused_naming_it() {
 }
 
 #[tokio::test]
-async fn a_third_party_tool_named_like_a_built_in_is_refused() {
+async fn a_third_party_tool_named_like_a_built_in_is_namespaced_beside_it() {
     let (key, trust) = trusted("acme/*");
     let env = env(trust);
     let manifest = ECHO_MANIFEST
@@ -222,9 +222,16 @@ async fn a_third_party_tool_named_like_a_built_in_is_refused() {
         builtin(),
         env.services.clone(),
     );
-    let err = host.load_file(&path).await.expect_err("protected name");
-    assert!(matches!(err, LoadError::ProtectedName { .. }), "{err}");
-    assert!(err.to_string().contains("`echo`"), "{err}");
+    host.load_file(&path).await.expect("a namespaced tool loads");
+    let names: Vec<&str> = host.tools().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["acme__echo"], "the bare built-in name stays free");
+    let out = host
+        .call("acme__echo", r#"{"message":"namespaced"}"#)
+        .await
+        .result
+        .expect("call by the namespaced name");
+    assert!(out.text.contains("namespaced"), "{}", out.text);
+    assert!(host.call("echo", r#"{"message":"x"}"#).await.result.is_err());
 }
 
 #[tokio::test]
