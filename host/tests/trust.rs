@@ -222,7 +222,9 @@ async fn a_third_party_tool_named_like_a_built_in_is_namespaced_beside_it() {
         builtin(),
         env.services.clone(),
     );
-    host.load_file(&path).await.expect("a namespaced tool loads");
+    host.load_file(&path)
+        .await
+        .expect("a namespaced tool loads");
     let names: Vec<&str> = host.tools().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["acme__echo"], "the bare built-in name stays free");
     let out = host
@@ -231,7 +233,12 @@ async fn a_third_party_tool_named_like_a_built_in_is_namespaced_beside_it() {
         .result
         .expect("call by the namespaced name");
     assert!(out.text.contains("namespaced"), "{}", out.text);
-    assert!(host.call("echo", r#"{"message":"x"}"#).await.result.is_err());
+    assert!(
+        host.call("echo", r#"{"message":"x"}"#)
+            .await
+            .result
+            .is_err()
+    );
 }
 
 #[tokio::test]

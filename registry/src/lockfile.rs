@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::StoreError;
 use crate::store::local::write_atomic;
+use crate::store::{StoreError, read_optional};
 
 /// The lockfile's name in the installed-components directory.
 pub const LOCK_FILE: &str = "chitin.lock";
@@ -63,15 +63,8 @@ impl Default for Lockfile {
 impl Lockfile {
     /// Read `path`; a missing file is an empty lockfile.
     pub fn load(path: &Path) -> Result<Self, StoreError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(source) => {
-                return Err(StoreError::Io {
-                    path: path.to_owned(),
-                    source,
-                });
-            }
+        let Some(text) = read_optional(path)? else {
+            return Ok(Self::default());
         };
         let lock: Self = toml::from_str(&text).map_err(|e| StoreError::Io {
             path: path.to_owned(),

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{Location, StoreError};
+use super::{Location, StoreError, read_optional};
 
 /// The name of the embedded default registry.
 pub const LOCAL: &str = "local";
@@ -68,15 +68,8 @@ pub enum AuthRef {
 impl RegistriesConfig {
     /// Read `path`; a missing file is an empty configuration.
     pub fn load(path: &Path) -> Result<Self, StoreError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(source) => {
-                return Err(StoreError::Io {
-                    path: path.to_owned(),
-                    source,
-                });
-            }
+        let Some(text) = read_optional(path)? else {
+            return Ok(Self::default());
         };
         let config: Self = toml::from_str(&text)
             .map_err(|e| StoreError::Location(format!("configuration {}: {e}", path.display())))?;

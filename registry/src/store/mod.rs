@@ -433,6 +433,18 @@ impl Registry {
     }
 }
 
+/// The text of `path`, or `None` when it does not exist.
+pub fn read_optional(path: &std::path::Path) -> Result<Option<String>, StoreError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(StoreError::Io {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
 /// Refuse publishing `entry` over an existing version with other content, unless `replace`.
 fn check_overwrite(
     registry: &str,

@@ -13,6 +13,7 @@ use oci_client::{Client, Reference};
 use oci_wasm::{WASM_LAYER_MEDIA_TYPE, WasmClient, WasmConfig};
 
 use super::{Auth, Entry, Index, Location, StoreError, check_overwrite};
+use crate::compose::chain;
 
 /// The repository (under the prefix) that holds the index.
 pub const INDEX_REPOSITORY: &str = "chitin-index/index";
@@ -258,16 +259,4 @@ impl OciRegistry {
             },
         }
     }
-}
-
-/// An error with its sources, on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
