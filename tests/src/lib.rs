@@ -1,7 +1,8 @@
 //! Helpers for end-to-end tests: find the `chitin` binary and the built components, run the CLI.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// The repository root.
 pub fn repo() -> PathBuf {
@@ -60,4 +61,20 @@ pub fn stdout(out: &Output) -> String {
 /// Stderr as text.
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Run `cmd` with `stdin` as its standard input (empty when `None`), capturing its output.
+pub fn run_with_stdin(cmd: &mut Command, stdin: Option<&str>) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run chitin");
+    let mut input = child.stdin.take().expect("stdin");
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).expect("write stdin");
+    }
+    drop(input);
+    child.wait_with_output().expect("wait")
 }

@@ -6,10 +6,10 @@
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::sync::Arc;
 
-use chitin_e2e::{built_dir, chitin, stderr, stdout};
+use chitin_e2e::{built_dir, chitin, run_with_stdin, stderr, stdout};
 use container_registry::auth::{AuthProvider, Permissions, Unverified, ValidCredentials};
 use container_registry::storage::ImageLocation;
 use container_registry::{ContainerRegistry, ImageDigest};
@@ -35,21 +35,13 @@ impl Party {
     }
 
     fn run_with(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut child = chitin(&self.data, &[])
-            .env("CHITIN_TRUSTED_KEYS", &self.trust)
-            .env_remove("CHITIN_SECRETS_KEY")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run chitin");
-        let mut input = child.stdin.take().expect("stdin");
-        if let Some(text) = stdin {
-            input.write_all(text.as_bytes()).expect("stdin");
-        }
-        drop(input);
-        child.wait_with_output().expect("wait")
+        run_with_stdin(
+            chitin(&self.data, &[])
+                .env("CHITIN_TRUSTED_KEYS", &self.trust)
+                .env_remove("CHITIN_SECRETS_KEY")
+                .args(args),
+            stdin,
+        )
     }
 
     /// Run and require success.

@@ -1,30 +1,21 @@
 //! `chitin secret` end to end: a value goes in through stdin, only its name comes out, and the
 //! plaintext is nowhere in the data directory.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
-use chitin_e2e::{chitin, stderr, stdout};
+use chitin_e2e::{chitin, run_with_stdin, stderr, stdout};
 
 /// A value no file would contain by chance.
 const VALUE: &str = "e2e-plaintext-9f3b1c7d-do-not-store";
 
 fn run(data: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = chitin(data, &[])
-        .args(args)
-        .env_remove("CHITIN_SECRETS_KEY")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run chitin");
-    let mut input = child.stdin.take().expect("stdin");
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).expect("write stdin");
-    }
-    drop(input);
-    child.wait_with_output().expect("wait")
+    run_with_stdin(
+        chitin(data, &[])
+            .args(args)
+            .env_remove("CHITIN_SECRETS_KEY"),
+        stdin,
+    )
 }
 
 /// Whether any file under `dir` contains `needle`.

@@ -44,36 +44,26 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         .to_owned();
     let manifest = Manifest::parse(&manifest_text).with_context(|| shown.clone())?;
     let report = match signature::inspect(&bytes, services.trust()) {
-        Ok(report) => report,
-        Err(e) => {
-            eprintln!("refused: {shown}: {e}");
-            return Ok(Exit::Denied);
-        }
+        Ok(report) if !report.signers.is_empty() => report,
+        Ok(_) => return refuse(Refusal::Unsigned(shown)),
+        Err(e) => return refuse(Refusal::Signature(shown, e)),
     };
-    if report.signers.is_empty() {
-        eprintln!(
-            "refused: {shown} is not signed; sign it first (`chitin sign {shown} --key NAME`)"
-        );
-        return Ok(Exit::Denied);
-    }
     if let Err(e) = report.authorize(&manifest.component.namespace, &manifest.component.name) {
-        eprintln!(
-            "refused: {shown}: {e}\n(publishing needs a signature your trust store vouches for \
-             in namespace `{}`: `chitin trust add` your key for it)",
-            manifest.component.namespace
-        );
-        return Ok(Exit::Denied);
+        return refuse(Refusal::Untrusted {
+            file: shown,
+            namespace: manifest.component.namespace.clone(),
+            cause: e,
+        });
     }
     let imports = WitWorld::decode(&bytes)
         .with_context(|| shown.clone())?
         .imports();
     let uncovered = chitin_registry::imports::uncovered(&imports, Some(&manifest));
     if !uncovered.is_empty() {
-        eprintln!(
-            "refused: {shown} imports what its manifest does not declare: {}",
-            chitin_registry::imports::describe_uncovered(&uncovered)
-        );
-        return Ok(Exit::Denied);
+        return refuse(Refusal::Uncovered(
+            shown,
+            chitin_registry::imports::describe_uncovered(&uncovered),
+        ));
     }
     // The tool names search shows come from the component itself, run with no capabilities. A
     // tool that needs libraries is listed without them (they load beside it when installed).
@@ -106,4 +96,29 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     registry.publish(&bytes, entry, args.replace).await?;
     println!("published {label} to {} ({digest})", registry.name());
     Ok(Exit::Ok)
+}
+
+/// Why a file is not published; each says what to do.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error("{0} is not signed; sign it first (`chitin sign {0} --key NAME`)")]
+    Unsigned(String),
+    #[error("{0}: {1}")]
+    Signature(String, signature::SignatureError),
+    #[error(
+        "{file}: {cause} (publishing needs a signature your trust store vouches for in namespace \
+         `{namespace}`: `chitin trust add` your key for it)"
+    )]
+    Untrusted {
+        file: String,
+        namespace: String,
+        cause: signature::SignatureError,
+    },
+    #[error("{0} imports what its manifest does not declare: {1}")]
+    Uncovered(String, String),
+}
+
+fn refuse(refusal: Refusal) -> anyhow::Result<Exit> {
+    eprintln!("refused: {refusal}");
+    Ok(Exit::Denied)
 }
