@@ -147,16 +147,29 @@ fn mask_text(text: &str) -> String {
         + "\n"
 }
 
-fn mask_json(mut value: Value) -> String {
-    for key in ["file", "size", "hash"] {
-        value[key] = Value::String(format!("<{key}>"));
-    }
-    if let Some(signers) = value["signers"].as_array_mut() {
-        for s in signers {
-            s["fingerprint"] = Value::String("<fingerprint>".into());
-            s["key_id"] = Value::String("<key id>".into());
+/// Keys whose values depend on the machine or the build (paths, sizes, hashes, keys), masked
+/// wherever they appear: top level, signers, composed parts, lockfile words.
+const MACHINE_KEYS: [&str; 6] = ["file", "size", "hash", "signer", "fingerprint", "key_id"];
+
+/// Mask every [`MACHINE_KEYS`] value in `value`, at any depth.
+fn mask_machine_values(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map.iter_mut() {
+                if MACHINE_KEYS.contains(&key.as_str()) && !inner.is_null() {
+                    *inner = Value::String(format!("<{key}>"));
+                } else {
+                    mask_machine_values(inner);
+                }
+            }
         }
+        Value::Array(items) => items.iter_mut().for_each(mask_machine_values),
+        _ => {}
     }
+}
+
+fn mask_json(mut value: Value) -> String {
+    mask_machine_values(&mut value);
     mask_hashes(&serde_json::to_string_pretty(&value).expect("json")) + "\n"
 }
 
