@@ -6,13 +6,21 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 components := "echo time json fs memory shell markdown http web-fetch html-to-markdown"
 # Test fixtures (hostile and special-purpose components), built into build/fixtures.
 fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance test-invoke test-reader test-lib-text test-lib-files test-composed test-composed-b test-http"
+# The native test run: every workspace crate but the components (built for wasm32-wasip2 instead),
+# except fs and memory, whose pure logic has native unit tests. One run builds them all with one
+# set of dependency features.
+native := prepend("--exclude chitin-", replace_regex(components, '\b(fs|memory) ', '')) + " " + prepend("--exclude chitin-", fixtures)
+# How recipes build the `chitin` binary. `just test` first builds it together with the tests and
+# then runs the other recipes with `chitin_build=true`: a plain `cargo build --bin chitin` resolves
+# fewer dependency features than the test build, so it would compile much of the tree twice.
+chitin_build := "cargo build --quiet --bin chitin"
 
 # Build every first-party component for wasm32-wasip2, release, size-optimised, and embed its
 # manifest (components/NAME/manifest.toml), into build/components; sign them with the development
 # key and publish them into the local default registry.
 build-components: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }}
-    cargo build --quiet --bin chitin
+    {{ chitin_build }}
     mkdir -p build/components
     for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/components/$c.wasm"; done
     # Sign with the local development key (created in the data directory on first use and
@@ -29,7 +37,7 @@ build-components: wasm-target
 # development key like the first-party components.
 build-fixtures: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", fixtures) }}
-    cargo build --quiet --bin chitin
+    {{ chitin_build }}
     mkdir -p build/fixtures
     for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/fixtures/$c.wasm"; done
     "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
@@ -40,7 +48,7 @@ build-fixtures: wasm-target
 # the lock changed — into build/thirdparty/wordcount-js.wasm with its manifest embedded, unsigned
 # (whoever uses it signs it with a third-party key of their own).
 build-thirdparty:
-    cargo build --quiet --bin chitin
+    {{ chitin_build }}
     # `npm install` with the lock beside it installs exactly the locked tree (`npm ci` would refuse
     # the lock when the registry lacks other platforms' optional binaries); the stamp is the lock.
     js="${CARGO_TARGET_DIR:-target}/thirdparty-js"; if ! cmp -s thirdparty/wordcount-js/package-lock.json "$js/installed.lock"; then mkdir -p "$js" && cp thirdparty/wordcount-js/package.json thirdparty/wordcount-js/package-lock.json "$js/" && npm install --prefix "$js" --no-audit --no-fund --loglevel=error && cp thirdparty/wordcount-js/package-lock.json "$js/installed.lock"; fi
@@ -52,18 +60,22 @@ build-thirdparty:
 # Build what is needed and run chitin's main job: serve the built-in components over MCP on
 # stdio (connect an MCP client to it; see the README). The banner on stderr lists the tools.
 run: build-components
-    cargo build --quiet --bin chitin
+    {{ chitin_build }}
     exec "${CARGO_TARGET_DIR:-target}"/debug/chitin serve --components build/components
 
 # Run every test: unit, host integration, end-to-end, the guest SDK's own, and MCP clients.
-test: build-components build-fixtures build-thirdparty && test-mcp test-conformance
-    cargo test --workspace {{ prepend("--exclude chitin-", components) }} {{ prepend("--exclude chitin-", fixtures) }}
-    # Components whose pure logic has native unit tests.
-    cargo test -p chitin-fs -p chitin-memory
+test:
+    cargo test --quiet --workspace {{ native }} --no-run
+    "{{ just_executable() }}" chitin_build=true test-built
+
+# The tests, once the test build (with the `chitin` binary) is there.
+[private]
+test-built: build-components build-fixtures build-thirdparty && test-mcp test-conformance
+    cargo test --workspace {{ native }}
 
 # MCP over stdio, with the official MCP Python SDK as an independent client (in a venv under target/).
 test-mcp: build-components build-fixtures
-    cargo build --quiet --bin chitin
+    {{ chitin_build }}
     test -x "${CARGO_TARGET_DIR:-target}/mcp-venv/bin/python" || python3 -m venv "${CARGO_TARGET_DIR:-target}/mcp-venv"
     "${CARGO_TARGET_DIR:-target}/mcp-venv/bin/pip" install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
     "${CARGO_TARGET_DIR:-target}/mcp-venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp
@@ -71,7 +83,7 @@ test-mcp: build-components build-fixtures
 # The official MCP conformance suite (server scenarios) against `chitin serve --http` with the
 # conformance fixture component; Node 22 and the suite come from npm, pinned, under target/.
 test-conformance: build-fixtures
-    cargo build --quiet --bin chitin
+    {{ chitin_build }}
     tests/mcp/conformance.sh
 
 # Make sure the wasm32-wasip2 target of the pinned toolchain is installed.
@@ -94,5 +106,5 @@ bench-mcp: build-components
 # Format and lint (the CI gate).
 lint:
     cargo fmt --all --check
-    cargo clippy --workspace --all-targets {{ prepend("--exclude chitin-", components) }} {{ prepend("--exclude chitin-", fixtures) }} -- -D warnings
+    cargo clippy --workspace --all-targets {{ native }} -- -D warnings
     cargo clippy --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }} {{ prepend("-p chitin-", fixtures) }} -- -D warnings
