@@ -46,7 +46,9 @@ class HttpServer:
             stderr=self.stderr,
             env=env,
         )
-        deadline = time.monotonic() + 60
+        # A start compiles every component into a cold cache: bounded, but generous for a busy
+        # 2-core machine (a start bound, not a timing goal).
+        deadline = time.monotonic() + 300
         while True:
             text = self.log()
             found = re.search(r"at http://(127\.0\.0\.1:\d+)/mcp", text)
