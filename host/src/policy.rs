@@ -58,6 +58,27 @@ pub struct Policy {
     /// Outbound HTTP rules.
     #[serde(default)]
     pub http: HttpPolicy,
+    /// Key-value storage rules.
+    #[serde(default)]
+    pub kv: KvPolicy,
+}
+
+/// The operator's key-value storage rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KvPolicy {
+    /// The most bytes (keys plus values, all buckets) one component may store; a manifest's
+    /// `[capabilities.kv] max_bytes` may ask for less, never more.
+    pub max_bytes: u64,
+}
+
+impl Default for KvPolicy {
+    /// 64 MiB per component.
+    fn default() -> Self {
+        Self {
+            max_bytes: 64 * 1024 * 1024,
+        }
+    }
 }
 
 /// The operator's outbound HTTP rules, on top of each component's grant.
@@ -238,9 +259,11 @@ impl Policy {
             ("log_entry_bytes", l.log_entry_bytes as u64),
         ]
         .into_iter()
+        .map(|(k, v)| (format!("limits.{k}"), v))
+        .chain([("kv.max_bytes".to_owned(), self.kv.max_bytes)])
         .find(|(_, v)| *v == 0);
         if let Some((key, _)) = zero {
-            return Err(format!("limits.{key} must be greater than zero"));
+            return Err(format!("{key} must be greater than zero"));
         }
         if let Some(c) = self
             .capabilities
@@ -352,6 +375,11 @@ impl Policy {
     /// The most outbound requests per (user, tool) and window a grant can get.
     pub fn http_rate_ceiling(&self) -> RateLimits {
         self.http.rate_limit
+    }
+
+    /// The most bytes one component may keep in key-value storage (`kv.max_bytes`).
+    pub fn kv_quota_ceiling(&self) -> u64 {
+        self.kv.max_bytes
     }
 
     /// The manifest's capabilities with every section the policy does not allow removed, and

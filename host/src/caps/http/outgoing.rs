@@ -130,7 +130,7 @@ impl HttpCall {
         let tool = lock(&self.tool).clone();
         self.services
             .http_rate()
-            .check(&self.user, &tool, config.rate, Instant::now())?;
+            .check(&self.user, &tool, config.rate, std::time::SystemTime::now())?;
 
         let (mut parts, body) = request.into_parts();
         let target = config
