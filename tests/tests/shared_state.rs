@@ -175,7 +175,9 @@ fn a_full_quota_refuses_the_write_whole_and_keeps_earlier_data() {
     let policy = data.path().join("policy.toml");
     let text = std::fs::read_to_string(chitin_e2e::repo().join("policies/default.toml"))
         .expect("default policy");
-    std::fs::write(&policy, format!("{text}\n[kv]\nmax_bytes = 4096\n")).expect("policy");
+    assert!(text.contains("max_bytes = 67108864"), "the default policy sets the kv ceiling");
+    std::fs::write(&policy, text.replace("max_bytes = 67108864", "max_bytes = 4096"))
+        .expect("policy");
     let call = |args: Value| {
         chitin(data.path(), &[memory()])
             .arg("--policy")
@@ -212,6 +214,42 @@ fn a_full_quota_refuses_the_write_whole_and_keeps_earlier_data() {
         response["result"]["structuredContent"]["entries"],
         kept.len(),
         "the refused write left no entry"
+    );
+    server.kill();
+}
+
+#[test]
+fn a_broken_database_fails_only_the_calls_that_need_it() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let db = data.path().join("chitin.redb");
+    std::fs::write(&db, b"not a database: a half-copied backup, say".repeat(100)).expect("write");
+    let all = || chitin(data.path(), &[built_dir("components")]);
+    let echo = all()
+        .args(["call", "echo", r#"{"message": "still here"}"#])
+        .output()
+        .expect("run chitin call");
+    assert!(echo.status.success(), "{}", stderr(&echo));
+    assert!(stdout(&echo).contains("still here"));
+    let list = all().arg("list").output().expect("run chitin list");
+    assert!(list.status.success(), "{}", stderr(&list));
+    assert!(stdout(&list).contains("memory_write"));
+    let write = all()
+        .args(["call", "memory_write", r#"{"content": "x", "target": "a.md"}"#])
+        .output()
+        .expect("run chitin call");
+    assert!(!write.status.success());
+    let text = format!("{}{}", stdout(&write), stderr(&write));
+    assert!(text.contains(&db.display().to_string()), "{text}");
+    assert!(text.contains("move it aside"), "{text}");
+    // A server starts and answers; only the memory call fails.
+    let mut server = Server::start(data.path(), None);
+    server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "memory_read", "arguments": {"path": "a.md"}}}));
+    let response = server.recv();
+    assert_eq!(response["result"]["isError"], true, "{response}");
+    assert!(
+        response.to_string().contains("move it aside"),
+        "{response}"
     );
     server.kill();
 }

@@ -156,7 +156,9 @@ impl RateLimiter {
     fn keys(&self) -> usize {
         self.db
             .read(|txn| match txn.open_table(TABLE) {
-                Ok(t) => Ok::<_, StateError>(t.len().map_err(|e| self.db.storage(e))? as usize),
+                Ok(t) => Ok::<_, StateError>(
+                    redb::ReadableTableMetadata::len(&t).map_err(|e| self.db.storage(e))? as usize,
+                ),
                 Err(_) => Ok(0),
             })
             .unwrap_or_default()

@@ -275,3 +275,19 @@ impl batch::Host for KvView<'_> {
         Ok(store.delete_many(&place, keys).await?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_manifest_asks_and_the_policy_caps() {
+        let grant = |max_bytes| KvGrant {
+            buckets: vec!["b".into()],
+            max_bytes,
+        };
+        assert_eq!(quota(&grant(None), 1000), 1000);
+        assert_eq!(quota(&grant(Some(10)), 1000), 10);
+        assert_eq!(quota(&grant(Some(5000)), 1000), 1000);
+    }
+}

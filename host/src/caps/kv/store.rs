@@ -351,10 +351,10 @@ fn apply_job(
             // A key set twice in one batch counts once, at its last value.
             let mut last: std::collections::HashMap<&str, usize> = Default::default();
             for (key, value) in pairs {
-                last.insert(key, value.len());
+                last.insert(key.as_str(), value.len());
             }
-            for (key, len) in &last {
-                after = after - old_size(table, key)?.min(after) + size(key, *len);
+            for (&key, &len) in &last {
+                after = after - old_size(table, key)?.min(after) + size(key, len);
             }
             None
         }
