@@ -75,10 +75,17 @@ impl Server {
         self.stdin.flush().expect("flush");
     }
 
+    /// The next response (notifications are skipped).
     fn recv(&self) -> Value {
-        self.responses
-            .recv_timeout(RESPONSE_WAIT)
-            .expect("a response in time: no process may hang")
+        loop {
+            let message = self
+                .responses
+                .recv_timeout(RESPONSE_WAIT)
+                .expect("a response in time: no process may hang");
+            if message.get("id").is_some() {
+                return message;
+            }
+        }
     }
 
     fn write(&mut self, id: u64, target: &str, content: &str) {
