@@ -85,9 +85,11 @@ impl Server {
             stdin,
             responses,
         };
-        server.request(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        server.request(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"}}}));
+            "clientInfo": {"name": "bench", "version": "0"}}}),
+        );
         server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         server
     }
@@ -166,7 +168,11 @@ fn run(n: usize, echo: bool) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) {
                 .output()
                 .expect("chitin call echo");
             echoes.push(t.elapsed());
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
     let writes: Vec<Duration> = writers
@@ -231,7 +237,11 @@ fn main() {
     let (mut four, mut four_waits, mut busy_echo) = run(SERVERS, true);
     println!("| measure | p50 | p99 | samples | note |");
     println!("|---|---|---|---|---|");
-    row("memory_write, 1 server", &mut one, "MCP round trip, durable");
+    row(
+        "memory_write, 1 server",
+        &mut one,
+        "MCP round trip, durable",
+    );
     row(
         &format!("memory_write, {SERVERS} servers at once"),
         &mut four,

@@ -31,8 +31,8 @@ pub mod sandbox;
 pub mod secrets;
 pub mod services;
 pub mod spec;
-pub mod state_db;
 pub mod state;
+pub mod state_db;
 pub mod trust;
 
 pub use approval::CallContext;

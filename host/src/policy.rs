@@ -475,11 +475,16 @@ mod tests {
 
     #[test]
     fn the_kv_ceiling_is_read_and_zero_is_refused() {
-        let set = |n: &str| DEFAULT_POLICY.replace("max_bytes = 67108864", &format!("max_bytes = {n}"));
+        let set =
+            |n: &str| DEFAULT_POLICY.replace("max_bytes = 67108864", &format!("max_bytes = {n}"));
         let policy = Policy::parse(&set("4096"), Path::new("p")).unwrap();
         assert_eq!(policy.kv_quota_ceiling(), 4096);
         let err = Policy::parse(&set("0"), Path::new("p")).unwrap_err();
-        assert!(err.to_string().contains("kv.max_bytes must be greater than zero"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("kv.max_bytes must be greater than zero"),
+            "{err}"
+        );
         for (name, text) in PROFILES {
             let profile = Policy::parse(text, Path::new(name)).unwrap();
             assert_eq!(profile.kv_quota_ceiling(), 64 * 1024 * 1024, "{name}");

@@ -157,6 +157,15 @@ impl StateDb {
         let path = self.path.clone();
         let reason = e.to_string();
         match e {
+            // redb reports a file that is not a database (or is cut short) as invalid data.
+            redb::DatabaseError::Storage(redb::StorageError::Io(io))
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                StateError::Corrupt { path, reason }
+            }
             redb::DatabaseError::Storage(redb::StorageError::Io(_)) => {
                 StateError::Unreachable { path, reason }
             }

@@ -22,7 +22,11 @@ use serde_json::{Value, json};
 /// (so a refusal is the address rule's, not TLS's); `lab` adds the test-only entry admitting
 /// 127.0.0.1; `rate` replaces the rate-limit ceiling.
 fn policy_for(server: &TestServer, lab: bool, rate: Option<&str>) -> Policy {
-    Policy::parse(&policy_text(server, lab, rate), Path::new("test-policy.toml")).expect("policy")
+    Policy::parse(
+        &policy_text(server, lab, rate),
+        Path::new("test-policy.toml"),
+    )
+    .expect("policy")
 }
 
 /// The text of [`policy_for`].
@@ -277,12 +281,21 @@ async fn the_rate_limit_is_shared_with_other_processes() {
     let data = tempfile::tempdir().expect("tempdir");
     let server = https_server::start(data.path()).await;
     let rate = Some("{ per_minute = 3, per_hour = 100 }");
-    let h = host(data.path(), &server, policy_for(&server, true, rate), None, &[]).await;
+    let h = host(
+        data.path(),
+        &server,
+        policy_for(&server, true, rate),
+        None,
+        &[],
+    )
+    .await;
     let policy_file = data.path().join("policy.toml");
     std::fs::write(&policy_file, policy_text(&server, true, rate)).expect("policy");
     let trust_file = data.path().join("trusted_keys");
     common::test_trust().save(&trust_file).expect("trust file");
-    let http = data.path().join(format!("http-{}.wasm", server.addr.port()));
+    let http = data
+        .path()
+        .join(format!("http-{}.wasm", server.addr.port()));
     let call_elsewhere = || {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_chitin"))
             .env_remove("CHITIN_COMPONENTS")
@@ -310,12 +323,21 @@ async fn the_rate_limit_is_shared_with_other_processes() {
     };
     ok(&h, "http", get(&server.url("/echo"))).await;
     let (passed, text) = call_elsewhere();
-    assert!(passed, "the other process's first request is within the limit: {text}");
+    assert!(
+        passed,
+        "the other process's first request is within the limit: {text}"
+    );
     ok(&h, "http", get(&server.url("/echo"))).await;
     let before = server.hits.load(Ordering::SeqCst);
     let (passed, text) = call_elsewhere();
-    assert!(!passed, "the fourth request, from the other process, is over: {text}");
-    assert!(text.contains("rate limit of 3 requests per minute"), "{text}");
+    assert!(
+        !passed,
+        "the fourth request, from the other process, is over: {text}"
+    );
+    assert!(
+        text.contains("rate limit of 3 requests per minute"),
+        "{text}"
+    );
     let e = err(&h, "http", get(&server.url("/echo"))).await;
     assert!(matches!(e, ToolError::RateLimited(_)), "{e:?}");
     assert_eq!(server.hits.load(Ordering::SeqCst), before);

@@ -61,9 +61,11 @@ impl Server {
             stdin,
             responses,
         };
-        server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        server.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "shared-state-test", "version": "0"}}}));
+            "clientInfo": {"name": "shared-state-test", "version": "0"}}}),
+        );
         let init = server.recv();
         assert_eq!(init["id"], 0, "{init}");
         server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -89,8 +91,10 @@ impl Server {
     }
 
     fn write(&mut self, id: u64, target: &str, content: &str) {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-            "name": "memory_write", "arguments": {"content": content, "target": target}}}));
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "memory_write", "arguments": {"content": content, "target": target}}}),
+        );
     }
 
     fn kill(mut self) {
@@ -171,7 +175,10 @@ fn four_writers_killed_at_random_lose_no_acknowledged_write_and_never_hang() {
     for (w, writes) in acked.iter().enumerate() {
         let content = read(data.path(), &format!("w{w}.md"));
         for write in writes {
-            assert!(content.contains(write.as_str()), "acknowledged `{write}` lost");
+            assert!(
+                content.contains(write.as_str()),
+                "acknowledged `{write}` lost"
+            );
         }
     }
 }
@@ -182,9 +189,15 @@ fn a_full_quota_refuses_the_write_whole_and_keeps_earlier_data() {
     let policy = data.path().join("policy.toml");
     let text = std::fs::read_to_string(chitin_e2e::repo().join("policies/default.toml"))
         .expect("default policy");
-    assert!(text.contains("max_bytes = 67108864"), "the default policy sets the kv ceiling");
-    std::fs::write(&policy, text.replace("max_bytes = 67108864", "max_bytes = 4096"))
-        .expect("policy");
+    assert!(
+        text.contains("max_bytes = 67108864"),
+        "the default policy sets the kv ceiling"
+    );
+    std::fs::write(
+        &policy,
+        text.replace("max_bytes = 67108864", "max_bytes = 4096"),
+    )
+    .expect("policy");
     let call = |args: Value| {
         chitin(data.path(), &[memory()])
             .arg("--policy")
@@ -208,8 +221,10 @@ fn a_full_quota_refuses_the_write_whole_and_keeps_earlier_data() {
     assert!(refusal.contains("nothing was written"), "{refusal}");
     // A server started afterwards (another process) reads everything written before.
     let mut server = Server::start(data.path(), Some(&policy));
-    server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "memory_read", "arguments": {"path": "notes.md"}}}));
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "memory_read", "arguments": {"path": "notes.md"}}}),
+    );
     let response = server.recv();
     let content = response["result"]["structuredContent"]["content"]
         .as_str()
@@ -229,7 +244,11 @@ fn a_full_quota_refuses_the_write_whole_and_keeps_earlier_data() {
 fn a_broken_database_fails_only_the_calls_that_need_it() {
     let data = tempfile::tempdir().expect("tempdir");
     let db = data.path().join("chitin.redb");
-    std::fs::write(&db, b"not a database: a half-copied backup, say".repeat(100)).expect("write");
+    std::fs::write(
+        &db,
+        b"not a database: a half-copied backup, say".repeat(100),
+    )
+    .expect("write");
     let all = || chitin(data.path(), &[built_dir("components")]);
     let echo = all()
         .args(["call", "echo", r#"{"message": "still here"}"#])
@@ -241,7 +260,11 @@ fn a_broken_database_fails_only_the_calls_that_need_it() {
     assert!(list.status.success(), "{}", stderr(&list));
     assert!(stdout(&list).contains("memory_write"));
     let write = all()
-        .args(["call", "memory_write", r#"{"content": "x", "target": "a.md"}"#])
+        .args([
+            "call",
+            "memory_write",
+            r#"{"content": "x", "target": "a.md"}"#,
+        ])
         .output()
         .expect("run chitin call");
     assert!(!write.status.success());
@@ -250,13 +273,12 @@ fn a_broken_database_fails_only_the_calls_that_need_it() {
     assert!(text.contains("move it aside"), "{text}");
     // A server starts and answers; only the memory call fails.
     let mut server = Server::start(data.path(), None);
-    server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "memory_read", "arguments": {"path": "a.md"}}}));
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "memory_read", "arguments": {"path": "a.md"}}}),
+    );
     let response = server.recv();
     assert_eq!(response["result"]["isError"], true, "{response}");
-    assert!(
-        response.to_string().contains("move it aside"),
-        "{response}"
-    );
+    assert!(response.to_string().contains("move it aside"), "{response}");
     server.kill();
 }

@@ -351,7 +351,10 @@ mod tests {
         a.check("u", "t", SMALL, t0).unwrap();
         b.check("u", "t", SMALL, t0).unwrap();
         a.check("u", "t", SMALL, t0).unwrap();
-        assert!(b.check("u", "t", SMALL, t0).is_err(), "a's requests count for b");
+        assert!(
+            b.check("u", "t", SMALL, t0).is_err(),
+            "a's requests count for b"
+        );
     }
 
     #[test]

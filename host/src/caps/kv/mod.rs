@@ -55,7 +55,9 @@ struct Access {
 /// The component's byte quota: what its manifest asks for (`max_bytes`), clamped to the
 /// policy's ceiling; the ceiling when it asks for nothing.
 pub fn quota(grant: &KvGrant, policy_max: u64) -> u64 {
-    grant.max_bytes.map_or(policy_max, |asked| asked.min(policy_max))
+    grant
+        .max_bytes
+        .map_or(policy_max, |asked| asked.min(policy_max))
 }
 
 /// Resolve a kv grant for the component `id` (`namespace/name`) under the policy's quota

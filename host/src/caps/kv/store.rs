@@ -152,10 +152,10 @@ impl KvStore {
         check_key(key)?;
         self.read(
             |table| {
-            let value = table
-                .get((&*place.component, &*place.bucket, key))
-                .map_err(KvError::storage)?;
-            Ok(value.map(|v| v.value().to_vec()))
+                let value = table
+                    .get((&*place.component, &*place.bucket, key))
+                    .map_err(KvError::storage)?;
+                Ok(value.map(|v| v.value().to_vec()))
             },
             || None,
         )
@@ -171,14 +171,14 @@ impl KvStore {
         keys.iter().try_for_each(|k| check_key(k))?;
         self.read(
             |table| {
-            keys.iter()
-                .map(|key| {
-                    let value = table
-                        .get((&*place.component, &*place.bucket, key.as_str()))
-                        .map_err(KvError::storage)?;
-                    Ok(value.map(|v| v.value().to_vec()))
-                })
-                .collect()
+                keys.iter()
+                    .map(|key| {
+                        let value = table
+                            .get((&*place.component, &*place.bucket, key.as_str()))
+                            .map_err(KvError::storage)?;
+                        Ok(value.map(|v| v.value().to_vec()))
+                    })
+                    .collect()
             },
             || vec![None; keys.len()],
         )
@@ -194,23 +194,23 @@ impl KvStore {
         let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
         self.read(
             |table| {
-            let start = (&*place.component, &*place.bucket, "");
-            let mut keys = Vec::new();
-            let mut more = false;
-            for entry in table.range(start..).map_err(KvError::storage)?.skip(skip) {
-                let (key, _) = entry.map_err(KvError::storage)?;
-                let (component, bucket, key) = key.value();
-                if component != &*place.component || bucket != &*place.bucket {
-                    break;
+                let start = (&*place.component, &*place.bucket, "");
+                let mut keys = Vec::new();
+                let mut more = false;
+                for entry in table.range(start..).map_err(KvError::storage)?.skip(skip) {
+                    let (key, _) = entry.map_err(KvError::storage)?;
+                    let (component, bucket, key) = key.value();
+                    if component != &*place.component || bucket != &*place.bucket {
+                        break;
+                    }
+                    if keys.len() == LIST_PAGE {
+                        more = true;
+                        break;
+                    }
+                    keys.push(key.to_owned());
                 }
-                if keys.len() == LIST_PAGE {
-                    more = true;
-                    break;
-                }
-                keys.push(key.to_owned());
-            }
-            let next = more.then(|| cursor + keys.len() as u64);
-            Ok((keys, next))
+                let next = more.then(|| cursor + keys.len() as u64);
+                Ok((keys, next))
             },
             || (Vec::new(), None),
         )
@@ -511,7 +511,14 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            matches!(err, KvError::QuotaExceeded { would_be: 111, quota: 100, .. }),
+            matches!(
+                err,
+                KvError::QuotaExceeded {
+                    would_be: 111,
+                    quota: 100,
+                    ..
+                }
+            ),
             "{err}"
         );
         assert_eq!(kv.get(&other, "b").unwrap(), None, "nothing half-written");
