@@ -119,7 +119,7 @@ impl Dice {
 /// killed with a write in flight after a random pause of 0–4 ms (mostly while it commits, so
 /// holding the lock). Returns the contents acknowledged.
 fn writer(data: &Path, w: usize) -> BTreeSet<String> {
-    let mut dice = Dice(0x9E37_79B9_7F4A_7C15 ^ (w as u64 + 1) * 0x1000_0001);
+    let mut dice = Dice(0x9E37_79B9_7F4A_7C15 ^ ((w as u64 + 1) * 0x1000_0001));
     let target = format!("w{w}.md");
     let mut acked = BTreeSet::new();
     let mut id = 1u64;
