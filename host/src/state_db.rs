@@ -187,7 +187,7 @@ impl StateDb {
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
-    use redb::{ReadableTable, TableDefinition};
+    use redb::TableDefinition;
 
     use super::*;
 
