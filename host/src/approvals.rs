@@ -8,6 +8,9 @@ use std::sync::Arc;
 use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 
+use crate::json_table;
+use crate::state_db::{StateDb, StateError};
+
 /// `component/tool` → JSON [`Approval`].
 const TABLE: TableDefinition<&str, &str> = TableDefinition::new("approvals");
 
@@ -16,8 +19,8 @@ const TABLE: TableDefinition<&str, &str> = TableDefinition::new("approvals");
 #[error("approvals database: {0}")]
 pub struct ApprovalStoreError(String);
 
-impl From<redb::Error> for ApprovalStoreError {
-    fn from(e: redb::Error) -> Self {
+impl From<StateError> for ApprovalStoreError {
+    fn from(e: StateError) -> Self {
         Self(e.to_string())
     }
 }
@@ -50,12 +53,12 @@ impl Approval {
 /// The approvals kept in the database.
 #[derive(Clone)]
 pub struct ApprovalStore {
-    db: Arc<redb::Database>,
+    db: Arc<StateDb>,
 }
 
 impl ApprovalStore {
     /// The store in `db`.
-    pub fn new(db: Arc<redb::Database>) -> Self {
+    pub fn new(db: Arc<StateDb>) -> Self {
         Self { db }
     }
 
@@ -63,15 +66,7 @@ impl ApprovalStore {
     pub fn remember(&self, approval: &Approval) -> Result<(), ApprovalStoreError> {
         let json =
             serde_json::to_string(approval).map_err(|e| ApprovalStoreError(e.to_string()))?;
-        let txn = self.db.begin_write().map_err(redb::Error::from)?;
-        {
-            let mut table = txn.open_table(TABLE).map_err(redb::Error::from)?;
-            table
-                .insert(approval.key().as_str(), json.as_str())
-                .map_err(redb::Error::from)?;
-        }
-        txn.commit().map_err(redb::Error::from)?;
-        Ok(())
+        Ok(json_table::put(&self.db, TABLE, &approval.key(), &json)?)
     }
 
     /// Whether `tool` of `component` was approved for exactly this artifact and grant.
@@ -89,7 +84,7 @@ impl ApprovalStore {
 
     /// Every remembered approval, sorted by component and tool.
     pub fn list(&self) -> Result<Vec<Approval>, ApprovalStoreError> {
-        Ok(crate::json_table::read_all(&self.db, TABLE)?)
+        Ok(json_table::read_all(&self.db, TABLE)?)
     }
 
     /// Forget the approvals of `selector`: a tool name, a component (`namespace/name`) or
@@ -103,16 +98,8 @@ impl ApprovalStore {
         if matching.is_empty() {
             return Ok(matching);
         }
-        let txn = self.db.begin_write().map_err(redb::Error::from)?;
-        {
-            let mut table = txn.open_table(TABLE).map_err(redb::Error::from)?;
-            for approval in &matching {
-                table
-                    .remove(approval.key().as_str())
-                    .map_err(redb::Error::from)?;
-            }
-        }
-        txn.commit().map_err(redb::Error::from)?;
+        let keys: Vec<String> = matching.iter().map(Approval::key).collect();
+        json_table::remove(&self.db, TABLE, keys.iter().map(String::as_str))?;
         Ok(matching)
     }
 }
@@ -144,7 +131,7 @@ mod tests {
     #[test]
     fn approvals_are_bound_to_hash_and_grant_and_can_be_revoked() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(redb::Database::create(dir.path().join("db.redb")).unwrap());
+        let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
         let store = ApprovalStore::new(db);
         assert!(store.list().unwrap().is_empty());
         store.remember(&approval("forecast", "h1")).unwrap();

@@ -128,7 +128,12 @@ impl Grant {
                 .collect(),
             files: files::configure(caps.files.as_ref(), services)?,
             env: env::configure(caps.env.as_ref()),
-            kv: kv::configure(caps.kv.as_ref(), &manifest.id(), services)?,
+            kv: kv::configure(
+                caps.kv.as_ref(),
+                &manifest.id(),
+                policy.kv_quota_ceiling(),
+                services,
+            )?,
             process: process::configure(caps.process.as_ref(), policy, services)?,
             invoke: Arc::new(
                 caps.invoke

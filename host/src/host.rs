@@ -317,11 +317,7 @@ impl Inner {
         args_json: &str,
         ctx: &CallContext,
     ) -> Result<(), ToolError> {
-        let store = self
-            .services
-            .db()
-            .map(ApprovalStore::new)
-            .map_err(|e| ToolError::ExecutionFailed(e.to_string()))?;
+        let store = ApprovalStore::new(self.services.state().clone());
         let hash = component.hash.to_string();
         let grant = component.grant.digest();
         let remembered = || {

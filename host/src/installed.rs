@@ -14,12 +14,20 @@ use chitin_registry::lockfile::{LOCK_FILE, Locked, Lockfile};
 use chitin_registry::store::StoreError;
 use chitin_registry::store::local::write_atomic;
 
+use crate::file_lock::{FileLock, LockError};
+
+/// How long an install, update or remove waits for another one on the same data directory.
+const COMMIT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Why an installed component cannot be used or changed.
 #[derive(Debug, thiserror::Error)]
 pub enum InstalledError {
     /// Reading or writing the directory or lockfile failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Another process's install, update or remove did not finish in time.
+    #[error(transparent)]
+    Busy(#[from] LockError),
     /// A file does not hash to what the lockfile pinned.
     #[error(
         "{file}: its hash {found} is not the {pinned} pinned for {name} in the lockfile; it was \
@@ -110,6 +118,7 @@ impl Installed {
     /// Install `bytes` as `locked` (whose `file` is set here): write the file, commit the
     /// lockfile, then sweep the files no longer named.
     pub fn commit(&self, bytes: &[u8], mut locked: Locked) -> Result<Locked, InstalledError> {
+        let _guard = self.exclusive()?;
         locked.file = Self::file_name(&locked.name, &ContentHash::of(bytes));
         write_atomic(&self.dir.join(&locked.file), bytes)?;
         let mut lock = self.lock()?;
@@ -121,6 +130,7 @@ impl Installed {
 
     /// Uninstall `name`: commit the lockfile without it, then remove its file.
     pub fn remove(&self, name: &str) -> Result<Option<Locked>, InstalledError> {
+        let _guard = self.exclusive()?;
         let mut lock = self.lock()?;
         let Some(removed) = lock.remove(name) else {
             return Ok(None);
@@ -128,6 +138,13 @@ impl Installed {
         lock.save(&self.lock_path())?;
         self.sweep(&lock);
         Ok(Some(removed))
+    }
+
+    /// Serialise changes across processes: each reads the lockfile, changes it and sweeps, so
+    /// two at once would lose one's entry or sweep the other's half-written file.
+    fn exclusive(&self) -> Result<FileLock, InstalledError> {
+        let lock_path = self.dir.with_extension("lock");
+        Ok(FileLock::acquire(&lock_path, COMMIT_LOCK_WAIT)?.0)
     }
 
     /// Remove component files and leftovers of interrupted writes that `lock` does not name.

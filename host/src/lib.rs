@@ -15,6 +15,7 @@ pub mod data_dir;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod file_lock;
 pub mod grant;
 pub mod host;
 pub mod installed;
@@ -31,6 +32,7 @@ pub mod secrets;
 pub mod services;
 pub mod spec;
 pub mod state;
+pub mod state_db;
 pub mod trust;
 
 pub use approval::CallContext;

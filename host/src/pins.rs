@@ -10,6 +10,9 @@ use chitin_registry::widening::widenings;
 use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 
+use crate::json_table;
+use crate::state_db::{StateDb, StateError};
+
 /// `namespace/name` → JSON [`Pin`].
 const TABLE: TableDefinition<&str, &str> = TableDefinition::new("pins");
 
@@ -65,8 +68,8 @@ pub enum PinError {
     Store(String),
 }
 
-impl From<redb::Error> for PinError {
-    fn from(e: redb::Error) -> Self {
+impl From<StateError> for PinError {
+    fn from(e: StateError) -> Self {
         Self::Store(e.to_string())
     }
 }
@@ -74,12 +77,12 @@ impl From<redb::Error> for PinError {
 /// The pins kept in the database.
 #[derive(Clone)]
 pub struct PinStore {
-    db: Arc<redb::Database>,
+    db: Arc<StateDb>,
 }
 
 impl PinStore {
     /// The store in `db`.
-    pub fn new(db: Arc<redb::Database>) -> Self {
+    pub fn new(db: Arc<StateDb>) -> Self {
         Self { db }
     }
 
@@ -129,32 +132,17 @@ impl PinStore {
 
     /// Every pin, sorted by component.
     pub fn list(&self) -> Result<Vec<Pin>, PinError> {
-        Ok(crate::json_table::read_all(&self.db, TABLE)?)
+        Ok(json_table::read_all(&self.db, TABLE)?)
     }
 
     fn put(&self, pin: &Pin) -> Result<(), PinError> {
         let json = serde_json::to_string(pin).map_err(|e| PinError::Store(e.to_string()))?;
-        let txn = self.db.begin_write().map_err(redb::Error::from)?;
-        {
-            let mut table = txn.open_table(TABLE).map_err(redb::Error::from)?;
-            table
-                .insert(pin.component.as_str(), json.as_str())
-                .map_err(redb::Error::from)?;
-        }
-        txn.commit().map_err(redb::Error::from)?;
-        Ok(())
+        Ok(json_table::put(&self.db, TABLE, &pin.component, &json)?)
     }
 
     /// Forget the pin of `component`; whether there was one.
     pub fn forget(&self, component: &str) -> Result<bool, PinError> {
-        let txn = self.db.begin_write().map_err(redb::Error::from)?;
-        let removed = {
-            let mut table = txn.open_table(TABLE).map_err(redb::Error::from)?;
-            let removed = table.remove(component).map_err(redb::Error::from)?;
-            removed.is_some()
-        };
-        txn.commit().map_err(redb::Error::from)?;
-        Ok(removed)
+        Ok(json_table::remove(&self.db, TABLE, [component])? > 0)
     }
 }
 
@@ -173,7 +161,7 @@ mod tests {
     #[test]
     fn replays_and_widenings_are_refused_until_the_pin_is_forgotten() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(redb::Database::create(dir.path().join("db.redb")).unwrap());
+        let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
         let pins = PinStore::new(db);
         pins.check_and_pin(&manifest("1.0.0", ""), "h1", "k")
             .unwrap();

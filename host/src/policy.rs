@@ -58,6 +58,27 @@ pub struct Policy {
     /// Outbound HTTP rules.
     #[serde(default)]
     pub http: HttpPolicy,
+    /// Key-value storage rules.
+    #[serde(default)]
+    pub kv: KvPolicy,
+}
+
+/// The operator's key-value storage rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KvPolicy {
+    /// The most bytes (keys plus values, all buckets) one component may store; a manifest's
+    /// `[capabilities.kv] max_bytes` may ask for less, never more.
+    pub max_bytes: u64,
+}
+
+impl Default for KvPolicy {
+    /// 64 MiB per component.
+    fn default() -> Self {
+        Self {
+            max_bytes: 64 * 1024 * 1024,
+        }
+    }
 }
 
 /// The operator's outbound HTTP rules, on top of each component's grant.
@@ -238,9 +259,11 @@ impl Policy {
             ("log_entry_bytes", l.log_entry_bytes as u64),
         ]
         .into_iter()
+        .map(|(k, v)| (format!("limits.{k}"), v))
+        .chain([("kv.max_bytes".to_owned(), self.kv.max_bytes)])
         .find(|(_, v)| *v == 0);
         if let Some((key, _)) = zero {
-            return Err(format!("limits.{key} must be greater than zero"));
+            return Err(format!("{key} must be greater than zero"));
         }
         if let Some(c) = self
             .capabilities
@@ -354,6 +377,11 @@ impl Policy {
         self.http.rate_limit
     }
 
+    /// The most bytes one component may keep in key-value storage (`kv.max_bytes`).
+    pub fn kv_quota_ceiling(&self) -> u64 {
+        self.kv.max_bytes
+    }
+
     /// The manifest's capabilities with every section the policy does not allow removed, and
     /// the names of those removed.
     pub fn intersect(&self, asked: &Capabilities) -> (Capabilities, Vec<&'static str>) {
@@ -441,6 +469,26 @@ mod tests {
         assert_eq!(policy.limits, Limits::default());
         assert_eq!(policy.http, HttpPolicy::default());
         assert_eq!(policy.http_rate_ceiling(), RateLimits::default());
+        assert_eq!(policy.kv_quota_ceiling(), 64 * 1024 * 1024);
+        assert_eq!(policy.kv, KvPolicy::default());
+    }
+
+    #[test]
+    fn the_kv_ceiling_is_read_and_zero_is_refused() {
+        let set =
+            |n: &str| DEFAULT_POLICY.replace("max_bytes = 67108864", &format!("max_bytes = {n}"));
+        let policy = Policy::parse(&set("4096"), Path::new("p")).unwrap();
+        assert_eq!(policy.kv_quota_ceiling(), 4096);
+        let err = Policy::parse(&set("0"), Path::new("p")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("kv.max_bytes must be greater than zero"),
+            "{err}"
+        );
+        for (name, text) in PROFILES {
+            let profile = Policy::parse(text, Path::new(name)).unwrap();
+            assert_eq!(profile.kv_quota_ceiling(), 64 * 1024 * 1024, "{name}");
+        }
     }
 
     #[test]

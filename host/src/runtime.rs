@@ -280,10 +280,7 @@ impl Runtime {
                 path: path.to_owned(),
                 cause,
             };
-            let db = services
-                .db()
-                .map_err(|e| pin(crate::pins::PinError::Store(e.to_string())))?;
-            crate::pins::PinStore::new(db)
+            crate::pins::PinStore::new(services.state().clone())
                 .check_and_pin(m, &hash.to_string(), &signer)
                 .map_err(pin)?;
         }

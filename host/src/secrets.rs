@@ -12,13 +12,15 @@ use std::fmt;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableTable, TableDefinition};
 use zeroize::Zeroizing;
+
+use crate::state_db::{StateDb, StateError};
 
 /// Name → `version ‖ nonce ‖ ciphertext`.
 const VALUES: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets");
@@ -119,6 +121,12 @@ pub enum SecretError {
 
 impl From<redb::Error> for SecretError {
     fn from(e: redb::Error) -> Self {
+        Self::Database(e.to_string())
+    }
+}
+
+impl From<StateError> for SecretError {
+    fn from(e: StateError) -> Self {
         Self::Database(e.to_string())
     }
 }
@@ -260,8 +268,12 @@ impl MasterKey {
 
 /// Secrets sealed in the shared database.
 pub struct SecretStore {
-    db: Arc<redb::Database>,
+    db: Arc<StateDb>,
     cipher: XChaCha20Poly1305,
+    /// Where the master key came from, for [`SecretError::WrongKey`].
+    source: String,
+    /// Set once the key has been checked against the store.
+    checked: OnceLock<()>,
 }
 
 impl fmt::Debug for SecretStore {
@@ -272,55 +284,55 @@ impl fmt::Debug for SecretStore {
 
 impl SecretStore {
     /// The store in `db`, under the master key from [`KEY_ENV`] or `<data_dir>/secrets.key`.
-    pub fn open(db: Arc<redb::Database>, data_dir: &Path) -> Result<Self, SecretError> {
+    pub fn open(db: Arc<StateDb>, data_dir: &Path) -> Result<Self, SecretError> {
         let env = std::env::var(KEY_ENV).ok().map(Zeroizing::new);
         let key = MasterKey::load(data_dir, env.as_deref().map(String::as_str))?;
         Self::with_key(db, key)
     }
 
-    /// The store in `db` under `key`; fails with [`SecretError::WrongKey`] when the store was
-    /// created under another key.
-    pub fn with_key(db: Arc<redb::Database>, key: MasterKey) -> Result<Self, SecretError> {
+    /// The store in `db` under `key`. The key is checked against the store on first use (so
+    /// opening touches no database), failing then with [`SecretError::WrongKey`] when the store
+    /// was created under another key.
+    pub fn with_key(db: Arc<StateDb>, key: MasterKey) -> Result<Self, SecretError> {
         let cipher = XChaCha20Poly1305::new(Key::from_slice(&key.key[..]));
-        let store = Self { db, cipher };
-        store.check_key(&key.source)?;
-        Ok(store)
+        Ok(Self {
+            db,
+            cipher,
+            source: key.source,
+            checked: OnceLock::new(),
+        })
     }
 
-    /// Open the key-check record, or seal it when the store is new.
-    fn check_key(&self, source: &str) -> Result<(), SecretError> {
-        let existing = {
-            let txn = self.db.begin_read().map_err(db_err)?;
-            match txn.open_table(META) {
-                Ok(table) => table
-                    .get(KEY_CHECK)
-                    .map_err(db_err)?
-                    .map(|v| v.value().to_vec()),
-                Err(redb::TableError::TableDoesNotExist(_)) => None,
-                Err(e) => return Err(db_err(e)),
-            }
-        };
+    /// Check the key once: open the key-check record, or seal it when the store is new.
+    fn check_key(&self) -> Result<(), SecretError> {
+        if self.checked.get().is_some() {
+            return Ok(());
+        }
         let wrong = || SecretError::WrongKey {
-            source_name: source.to_owned(),
+            source_name: self.source.clone(),
         };
-        match existing {
-            Some(record) => match self.open_record(&record, KEY_CHECK_AAD) {
-                Some(plain) if plain.as_slice() == KEY_CHECK_PLAINTEXT => Ok(()),
-                _ => Err(wrong()),
-            },
-            None => {
-                let record = self.seal(KEY_CHECK_PLAINTEXT, KEY_CHECK_AAD)?;
-                let txn = self.db.begin_write().map_err(db_err)?;
-                {
-                    let mut table = txn.open_table(META).map_err(db_err)?;
-                    // Another process may have sealed one meanwhile: keep the first.
-                    if table.get(KEY_CHECK).map_err(db_err)?.is_none() {
-                        table.insert(KEY_CHECK, record.as_slice()).map_err(db_err)?;
-                    }
+        let record = self.seal(KEY_CHECK_PLAINTEXT, KEY_CHECK_AAD)?;
+        // One transaction: two processes starting at once keep the first record sealed.
+        let stored = self.db.write(|txn| {
+            let mut table = txn.open_table(META).map_err(db_err)?;
+            let existing = table
+                .get(KEY_CHECK)
+                .map_err(db_err)?
+                .map(|v| v.value().to_vec());
+            match existing {
+                Some(existing) => Ok::<_, SecretError>(existing),
+                None => {
+                    table.insert(KEY_CHECK, record.as_slice()).map_err(db_err)?;
+                    Ok(record)
                 }
-                txn.commit().map_err(db_err)?;
+            }
+        })?;
+        match self.open_record(&stored, KEY_CHECK_AAD) {
+            Some(plain) if plain.as_slice() == KEY_CHECK_PLAINTEXT => {
+                let _ = self.checked.set(());
                 Ok(())
             }
+            _ => Err(wrong()),
         }
     }
 
@@ -365,42 +377,40 @@ impl SecretStore {
                 len: value.len(),
             });
         }
+        self.check_key()?;
         let record = self.seal(value.as_bytes(), name.as_bytes())?;
-        let txn = self.db.begin_write().map_err(db_err)?;
-        {
+        self.db.write(|txn| {
             let mut table = txn.open_table(VALUES).map_err(db_err)?;
             table.insert(name, record.as_slice()).map_err(db_err)?;
-        }
-        txn.commit().map_err(db_err)?;
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Remove `name`; whether it existed.
     pub fn remove(&self, name: &str) -> Result<bool, SecretError> {
         validate_name(name)?;
-        let txn = self.db.begin_write().map_err(db_err)?;
-        let existed = {
+        self.check_key()?;
+        self.db.write(|txn| {
             let mut table = txn.open_table(VALUES).map_err(db_err)?;
-            table.remove(name).map_err(db_err)?.is_some()
-        };
-        txn.commit().map_err(db_err)?;
-        Ok(existed)
+            Ok(table.remove(name).map_err(db_err)?.is_some())
+        })
     }
 
     /// Every stored name, sorted.
     pub fn names(&self) -> Result<Vec<String>, SecretError> {
-        let txn = self.db.begin_read().map_err(db_err)?;
-        let table = match txn.open_table(VALUES) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(db_err(e)),
-        };
-        let mut names = Vec::new();
-        for entry in table.iter().map_err(db_err)? {
-            let (name, _) = entry.map_err(db_err)?;
-            names.push(name.value().to_owned());
-        }
-        Ok(names)
+        self.db.read(|txn| {
+            let table = match txn.open_table(VALUES) {
+                Ok(table) => table,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(db_err(e)),
+            };
+            let mut names = Vec::new();
+            for entry in table.iter().map_err(db_err)? {
+                let (name, _) = entry.map_err(db_err)?;
+                names.push(name.value().to_owned());
+            }
+            Ok(names)
+        })
     }
 
     /// Whether `name` is stored.
@@ -426,13 +436,15 @@ impl SecretStore {
     /// The sealed record of `name`.
     fn record(&self, name: &str) -> Result<Option<Vec<u8>>, SecretError> {
         validate_name(name)?;
-        let txn = self.db.begin_read().map_err(db_err)?;
-        let table = match txn.open_table(VALUES) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(db_err(e)),
-        };
-        Ok(table.get(name).map_err(db_err)?.map(|v| v.value().to_vec()))
+        self.check_key()?;
+        self.db.read(|txn| {
+            let table = match txn.open_table(VALUES) {
+                Ok(table) => table,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(db_err(e)),
+            };
+            Ok(table.get(name).map_err(db_err)?.map(|v| v.value().to_vec()))
+        })
     }
 }
 
@@ -468,12 +480,16 @@ mod tests {
     const KEY_A: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
     const KEY_B: &str = "ff0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 
-    fn db(dir: &Path) -> Arc<redb::Database> {
-        Arc::new(redb::Database::create(dir.join("chitin.redb")).expect("db"))
+    fn db(dir: &Path) -> Arc<StateDb> {
+        Arc::new(StateDb::new(&dir.join("chitin.redb")))
     }
 
-    fn store(db: &Arc<redb::Database>, key: &str) -> Result<SecretStore, SecretError> {
-        SecretStore::with_key(db.clone(), MasterKey::decode(key, "test").expect("key"))
+    /// A store under `key`, its key checked as its first use would.
+    fn store(db: &Arc<StateDb>, key: &str) -> Result<SecretStore, SecretError> {
+        let store =
+            SecretStore::with_key(db.clone(), MasterKey::decode(key, "test").expect("key"))?;
+        store.check_key()?;
+        Ok(store)
     }
 
     #[test]
@@ -555,13 +571,15 @@ mod tests {
         assert!(matches!(s.get("cheap"), Err(SecretError::Tampered(_))));
     }
 
-    fn write_raw(db: &redb::Database, name: &str, record: &[u8]) {
-        let txn = db.begin_write().expect("txn");
-        txn.open_table(VALUES)
-            .expect("table")
-            .insert(name, record)
-            .expect("insert");
-        txn.commit().expect("commit");
+    fn write_raw(db: &StateDb, name: &str, record: &[u8]) {
+        db.write(|txn| {
+            txn.open_table(VALUES)
+                .map_err(db_err)?
+                .insert(name, record)
+                .map_err(db_err)?;
+            Ok::<_, SecretError>(())
+        })
+        .expect("write");
     }
 
     #[test]

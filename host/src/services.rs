@@ -7,12 +7,13 @@ use std::sync::{Arc, Mutex};
 use chitin_registry::trust::TrustStore;
 
 use crate::caps::http::rate::RateLimiter;
-use crate::caps::kv::KvStore;
+use crate::caps::kv::{KvError, KvStore};
 use crate::caps::process::ProcessHost;
 use crate::data_dir::DataDir;
 use crate::secrets::{SecretError, SecretStore};
+use crate::state_db::StateDb;
 
-/// The workspace could not be used or the database could not be opened.
+/// The workspace could not be used or a store could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum ServicesError {
     /// The workspace directory does not exist or cannot be resolved.
@@ -26,33 +27,19 @@ pub enum ServicesError {
     /// The workspace is a file, not a directory.
     #[error("workspace {0} is not a directory")]
     NotADirectory(PathBuf),
-    /// The database is held by another chitin process.
-    #[error(
-        "database {0} is still in use by another chitin process after waiting 10 s (a running \
-         `chitin serve`?); stop it or give this one its own --data-dir"
-    )]
-    DatabaseInUse(PathBuf),
-    /// The database could not be opened or created.
-    #[error("database {path}: {reason}")]
-    Database {
-        /// The database file.
-        path: PathBuf,
-        /// redb's message.
-        reason: String,
-    },
+    /// The key-value store could not be started.
+    #[error(transparent)]
+    Kv(#[from] KvError),
     /// The secrets store cannot be opened (master key missing, exposed or not matching).
     #[error(transparent)]
     Secrets(#[from] SecretError),
 }
 
-/// How long to wait for another chitin process to release the database.
-const DB_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// The workspace, data directory and database shared by all capabilities.
 pub struct Services {
     workspace: PathBuf,
     data_dir: DataDir,
-    db: Mutex<Option<Arc<redb::Database>>>,
+    state: Arc<StateDb>,
     kv: Mutex<Option<Arc<KvStore>>>,
     secrets: Mutex<Option<Arc<SecretStore>>>,
     process: ProcessHost,
@@ -73,15 +60,16 @@ impl Services {
             return Err(ServicesError::NotADirectory(canonical));
         }
         let process = ProcessHost::new(canonical.clone(), data_dir.root().to_owned());
+        let state = Arc::new(StateDb::new(&data_dir.database()));
         Ok(Self {
             process,
             workspace: canonical,
             data_dir,
-            db: Mutex::new(None),
+            http_rate: RateLimiter::new(state.clone()),
+            state,
             kv: Mutex::new(None),
             secrets: Mutex::new(None),
             trust: TrustStore::empty(),
-            http_rate: RateLimiter::new(),
         })
     }
 
@@ -118,65 +106,31 @@ impl Services {
         &self.data_dir
     }
 
-    /// The shared database (`<data dir>/chitin.redb`), opened on first use. Each capability
-    /// keeps its own tables in it.
-    pub fn db(&self) -> Result<Arc<redb::Database>, ServicesError> {
-        let mut slot = self.db.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(db) = slot.as_ref() {
-            return Ok(db.clone());
-        }
-        let path = self.data_dir.database();
-        // redb allows one process at a time; a short-lived `chitin call` elsewhere is waited for
-        // briefly rather than failing at once.
-        let waited_until = std::time::Instant::now() + DB_LOCK_WAIT;
-        let db = loop {
-            match redb::Database::create(&path) {
-                Ok(db) => break db,
-                Err(redb::DatabaseError::DatabaseAlreadyOpen)
-                    if std::time::Instant::now() < waited_until =>
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                    return Err(ServicesError::DatabaseInUse(path));
-                }
-                Err(other) => {
-                    return Err(ServicesError::Database {
-                        path,
-                        reason: other.to_string(),
-                    });
-                }
-            }
-        };
-        let db = Arc::new(db);
-        *slot = Some(db.clone());
-        Ok(db)
+    /// The state database (`<data dir>/chitin.redb`), shared with every other chitin process
+    /// on this data directory and opened per transaction. Each store keeps its own tables in it.
+    pub fn state(&self) -> &Arc<StateDb> {
+        &self.state
     }
 
-    /// The key-value store over the shared database, started on first use.
+    /// The key-value store over the state database, started on first use.
     pub fn kv(&self) -> Result<Arc<KvStore>, ServicesError> {
         let mut slot = self.kv.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(kv) = slot.as_ref() {
             return Ok(kv.clone());
         }
-        let kv = Arc::new(
-            KvStore::new(self.db()?).map_err(|e| ServicesError::Database {
-                path: self.data_dir.database(),
-                reason: e.to_string(),
-            })?,
-        );
+        let kv = Arc::new(KvStore::new(self.state.clone())?);
         *slot = Some(kv.clone());
         Ok(kv)
     }
 
-    /// The secrets store over the shared database, opened on first use (creating the master key
+    /// The secrets store over the state database, opened on first use (creating the master key
     /// file when neither it nor `CHITIN_SECRETS_KEY` exists).
     pub fn secrets(&self) -> Result<Arc<SecretStore>, ServicesError> {
         let mut slot = self.secrets.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(store) = slot.as_ref() {
             return Ok(store.clone());
         }
-        let store = Arc::new(SecretStore::open(self.db()?, self.data_dir.root())?);
+        let store = Arc::new(SecretStore::open(self.state.clone(), self.data_dir.root())?);
         *slot = Some(store.clone());
         Ok(store)
     }

@@ -22,6 +22,15 @@ use serde_json::{Value, json};
 /// (so a refusal is the address rule's, not TLS's); `lab` adds the test-only entry admitting
 /// 127.0.0.1; `rate` replaces the rate-limit ceiling.
 fn policy_for(server: &TestServer, lab: bool, rate: Option<&str>) -> Policy {
+    Policy::parse(
+        &policy_text(server, lab, rate),
+        Path::new("test-policy.toml"),
+    )
+    .expect("policy")
+}
+
+/// The text of [`policy_for`].
+fn policy_text(server: &TestServer, lab: bool, rate: Option<&str>) -> String {
     let mut text = DEFAULT_POLICY.replace(
         "ca_files = []",
         &format!("ca_files = [{:?}]", server.ca_file),
@@ -35,7 +44,7 @@ fn policy_for(server: &TestServer, lab: bool, rate: Option<&str>) -> Policy {
             &format!("rate_limit = {rate}"),
         );
     }
-    Policy::parse(&text, Path::new("test-policy.toml")).expect("test policy")
+    text
 }
 
 /// The test-only entry admitting the server: its address and its CA.
@@ -262,6 +271,75 @@ async fn the_rate_limit_answers_with_when_to_retry() {
     let e = err(&h, "http", get(&server.url("/echo"))).await;
     assert!(matches!(e, ToolError::RateLimited(_)), "{e:?}");
     assert!(e.to_string().contains("retry"), "{e}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), before);
+}
+
+/// The windows live in the data directory's database: requests sent by this process and by a
+/// separate `chitin call` process on the same data directory count against one limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_limit_is_shared_with_other_processes() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let rate = Some("{ per_minute = 3, per_hour = 100 }");
+    let h = host(
+        data.path(),
+        &server,
+        policy_for(&server, true, rate),
+        None,
+        &[],
+    )
+    .await;
+    let policy_file = data.path().join("policy.toml");
+    std::fs::write(&policy_file, policy_text(&server, true, rate)).expect("policy");
+    let trust_file = data.path().join("trusted_keys");
+    common::test_trust().save(&trust_file).expect("trust file");
+    let http = data
+        .path()
+        .join(format!("http-{}.wasm", server.addr.port()));
+    let call_elsewhere = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_chitin"))
+            .env_remove("CHITIN_COMPONENTS")
+            .env_remove("CHITIN_POLICY")
+            .env("CHITIN_DATA_DIR", data.path())
+            .env("CHITIN_TRUSTED_KEYS", &trust_file)
+            .arg("--policy")
+            .arg(&policy_file)
+            .arg("--components")
+            .arg(&http)
+            .arg("--workspace")
+            .arg(data.path().join("workspace"))
+            .args(["call", "--yes", "http"])
+            .arg(get(&server.url("/echo")).to_string())
+            .output()
+            .expect("run chitin call");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    ok(&h, "http", get(&server.url("/echo"))).await;
+    let (passed, text) = call_elsewhere();
+    assert!(
+        passed,
+        "the other process's first request is within the limit: {text}"
+    );
+    ok(&h, "http", get(&server.url("/echo"))).await;
+    let before = server.hits.load(Ordering::SeqCst);
+    let (passed, text) = call_elsewhere();
+    assert!(
+        !passed,
+        "the fourth request, from the other process, is over: {text}"
+    );
+    assert!(
+        text.contains("rate limit of 3 requests per minute"),
+        "{text}"
+    );
+    let e = err(&h, "http", get(&server.url("/echo"))).await;
+    assert!(matches!(e, ToolError::RateLimited(_)), "{e:?}");
     assert_eq!(server.hits.load(Ordering::SeqCst), before);
 }
 

@@ -360,6 +360,7 @@ async fn search_reads_folded_blocks_and_recent_entries_alike() {
     let place = chitin_host::caps::kv::Place {
         component: "chitin/memory".into(),
         bucket: "memory".into(),
+        quota: u64::MAX,
     };
     for block in 0..3 {
         let key = format!("b:{block:010}");

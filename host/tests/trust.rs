@@ -349,7 +349,7 @@ async fn always_allow_is_remembered_until_revoked_and_always_rules_ask_every_tim
     call("rm -rf /").await;
     assert_eq!(asked(), 3, "an `always` rule asks every time");
 
-    let store = ApprovalStore::new(host.services().db().expect("db"));
+    let store = ApprovalStore::new(host.services().state().clone());
     let remembered = store.list().expect("list");
     assert_eq!(remembered.len(), 1);
     assert_eq!(remembered[0].component, "chitin/echo");

@@ -262,9 +262,16 @@ impl TrustStore {
             text.push_str(&key.to_line());
             text.push('\n');
         }
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, text).map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
+        // A temporary file of its own, so two processes saving at once never write into one.
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .suffix(".part")
+            .tempfile_in(dir)
+            .map_err(io)?;
+        std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(io)?;
+        tmp.persist(path).map_err(|e| io(e.error))?;
+        Ok(())
     }
 
     /// Trust a key; refuses a key already trusted.

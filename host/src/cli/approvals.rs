@@ -7,6 +7,7 @@ use super::{Cli, Exit};
 use crate::approvals::ApprovalStore;
 use crate::data_dir::DataDir;
 use crate::pins::PinStore;
+use crate::state_db::StateDb;
 
 /// Arguments of `chitin approvals`.
 #[derive(Debug, clap::Args)]
@@ -30,11 +31,7 @@ enum Command {
 
 pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let data = DataDir::resolve(cli.data_dir.as_deref())?;
-    let path = data.database();
-    let db = Arc::new(
-        redb::Database::create(&path)
-            .map_err(|e| anyhow::anyhow!("database {}: {e}", path.display()))?,
-    );
+    let db = Arc::new(StateDb::new(&data.database()));
     let approvals = ApprovalStore::new(db.clone());
     let pins = PinStore::new(db);
     match &args.command {

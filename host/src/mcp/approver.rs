@@ -10,6 +10,8 @@ use crate::approval::{ApprovalRequest, Approver, Decision};
 
 /// The form field the person ticks to approve.
 const APPROVE_FIELD: &str = "approve";
+/// The form's optional box: remember the approval for this component version and grant.
+const ALWAYS_FIELD: &str = "always";
 
 /// Asks the person at one MCP client.
 pub struct ElicitationApprover {
@@ -49,6 +51,7 @@ impl Approver for ElicitationApprover {
         }
         let schema = match ElicitationSchema::builder()
             .required_bool(APPROVE_FIELD)
+            .optional_bool(ALWAYS_FIELD, false)
             .build()
         {
             Ok(schema) => schema,
@@ -71,12 +74,18 @@ impl Approver for ElicitationApprover {
                 ));
             }
         };
-        let ticked = answer
-            .content
-            .as_ref()
-            .and_then(|c| c.get(APPROVE_FIELD))
-            .and_then(serde_json::Value::as_bool);
+        let field = |name| {
+            answer
+                .content
+                .as_ref()
+                .and_then(|c| c.get(name))
+                .and_then(serde_json::Value::as_bool)
+        };
+        let ticked = field(APPROVE_FIELD);
         match (answer.action, ticked) {
+            (ElicitationAction::Accept, Some(true)) if field(ALWAYS_FIELD) == Some(true) => {
+                Decision::ApprovedAlways
+            }
             (ElicitationAction::Accept, Some(true)) => Decision::Approved,
             (ElicitationAction::Accept, _) => Decision::Denied(format!(
                 "the person did not approve `{}` (the approve box was not ticked)",

@@ -11,6 +11,10 @@ use super::{ManifestError, check_ident};
 pub struct KvGrant {
     /// Bucket names.
     pub buckets: Vec<String>,
+    /// The most bytes (keys plus values, all buckets) the component may store; the operator's
+    /// policy caps it, and a manifest that asks for nothing gets the policy's ceiling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
 }
 
 impl KvGrant {
@@ -20,6 +24,12 @@ impl KvGrant {
             return Err(ManifestError::invalid(
                 "capabilities.kv.buckets",
                 "is empty: name at least one bucket, or drop the section",
+            ));
+        }
+        if self.max_bytes == Some(0) {
+            return Err(ManifestError::invalid(
+                "capabilities.kv.max_bytes",
+                "is 0: ask for at least one byte, or drop the key-value grant",
             ));
         }
         for (i, b) in self.buckets.iter().enumerate() {
@@ -43,6 +53,7 @@ mod tests {
     fn grant(buckets: &[&str]) -> KvGrant {
         KvGrant {
             buckets: buckets.iter().map(|b| (*b).to_owned()).collect(),
+            max_bytes: None,
         }
     }
 
@@ -52,5 +63,8 @@ mod tests {
         assert!(grant(&["memory", "memory"]).validate().is_err());
         assert!(grant(&["a/b"]).validate().is_err());
         assert!(grant(&["memory", "cache"]).validate().is_ok());
+        let mut zero = grant(&["memory"]);
+        zero.max_bytes = Some(0);
+        assert!(zero.validate().is_err());
     }
 }

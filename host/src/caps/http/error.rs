@@ -82,6 +82,15 @@ pub enum HttpRefusal {
         /// Seconds until the oldest request in the full window leaves it.
         retry_after_secs: u64,
     },
+    /// The rate-limit windows could not be read or written, so the request is not sent.
+    #[error(
+        "the request was not sent: its rate limit cannot be checked because the state database \
+         is unavailable ({reason})"
+    )]
+    RateStore {
+        /// The database's error, naming the file and what to do.
+        reason: String,
+    },
     /// The component has no `[capabilities.http]` grant.
     #[error("this component has no HTTP grant ([capabilities.http] in its manifest)")]
     NoGrant,
@@ -139,6 +148,7 @@ impl HttpRefusal {
             Self::BlockedAddress { .. } | Self::LocalName { .. } => "blocked-address",
             Self::Resolve { .. } => "resolve-failed",
             Self::RateLimited { .. } => "rate-limited",
+            Self::RateStore { .. } => "rate-store-unavailable",
             Self::NoGrant => "no-grant",
             Self::TooManyRequests { .. } => "too-many-requests",
             Self::RequestTooLarge { .. } => "request-too-large",

@@ -128,9 +128,12 @@ impl HttpCall {
             .into());
         }
         let tool = lock(&self.tool).clone();
-        self.services
-            .http_rate()
-            .check(&self.user, &tool, config.rate, Instant::now())?;
+        self.services.http_rate().check(
+            &self.user,
+            &tool,
+            config.rate,
+            std::time::SystemTime::now(),
+        )?;
 
         let (mut parts, body) = request.into_parts();
         let target = config

@@ -1,18 +1,25 @@
-//! Outbound request rate limits per (user, tool): sliding windows of a minute and an hour.
+//! Outbound request rate limits per (user, tool): sliding windows of a minute and an hour,
+//! kept in the state database so they hold across every chitin process on a data directory.
 //!
 //! Hand-rolled rather than `governor` (which the host uses elsewhere): GCRA smooths a rate and
 //! cannot say "60 in any minute" with the exact time the oldest request leaves the window,
-//! which is what a refused caller is told. Memory is bounded: a key keeps at most its hourly
-//! limit of timestamps, and keys idle for an hour are dropped.
+//! which is what a refused caller is told. Storage is bounded: a key keeps at most its hourly
+//! limit of timestamps, and keys idle for an hour are dropped. When the database cannot be
+//! reached the request is refused, never sent unlimited.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chitin_registry::manifest::http::RateLimitRequest;
+use redb::{ReadableTable, TableDefinition};
 use serde::Deserialize;
 
 use super::error::HttpRefusal;
+use crate::state_db::{StateDb, StateError};
+
+/// (user, tool) → request times in milliseconds since the Unix epoch, as little-endian u64s,
+/// oldest first.
+const TABLE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("http_rate");
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -50,23 +57,29 @@ impl RateLimits {
     }
 }
 
-/// Request timestamps per user, then per tool, oldest first.
-#[derive(Debug, Default)]
-struct Windows {
-    by_user: HashMap<String, HashMap<String, VecDeque<Instant>>>,
-    last_sweep: Option<Instant>,
+/// Sliding-window counters for every (user, tool), shared by every process on the database.
+#[derive(Debug)]
+pub struct RateLimiter {
+    db: Arc<StateDb>,
+    /// When this process last dropped idle keys, in ms since the epoch.
+    last_sweep: Mutex<Option<u64>>,
 }
 
-/// Sliding-window counters for every (user, tool); share one per host (`Arc`).
-#[derive(Debug, Default)]
-pub struct RateLimiter {
-    windows: Mutex<Windows>,
+impl From<StateError> for HttpRefusal {
+    fn from(e: StateError) -> Self {
+        HttpRefusal::RateStore {
+            reason: e.to_string(),
+        }
+    }
 }
 
 impl RateLimiter {
-    /// An empty limiter.
-    pub fn new() -> Self {
-        Self::default()
+    /// A limiter keeping its windows in `db`.
+    pub fn new(db: Arc<StateDb>) -> Self {
+        Self {
+            db,
+            last_sweep: Mutex::new(None),
+        }
     }
 
     /// Count a request by `tool` for `user` at `now`, or refuse it with the time until the full
@@ -76,86 +89,120 @@ impl RateLimiter {
         user: &str,
         tool: &str,
         limits: RateLimits,
-        now: Instant,
+        now: SystemTime,
     ) -> Result<(), HttpRefusal> {
-        // A poisoned lock only means another caller panicked mid-update; the counters are
-        // still timestamps, so carry on with them.
-        let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
-        windows.sweep(now);
-        let stamps = windows
-            .by_user
-            .entry(user.to_owned())
-            .or_default()
-            .entry(tool.to_owned())
-            .or_default();
-        while stamps
-            .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) >= HOUR)
-        {
-            stamps.pop_front();
-        }
-        let full = |window: Duration, limit: u32| {
-            // Timestamps within `window` of now are the ones counted; the first of them is the
-            // one whose leaving frees a slot.
-            let start = stamps.partition_point(|t| now.saturating_duration_since(*t) >= window);
-            let in_window = stamps.len() - start;
-            (in_window >= limit as usize).then(|| {
-                let leaves = stamps
-                    .get(in_window.saturating_sub(limit as usize) + start)
-                    .map_or(window, |t| {
-                        window.saturating_sub(now.saturating_duration_since(*t))
-                    });
-                retry_secs(leaves)
-            })
+        let now = millis(now.duration_since(UNIX_EPOCH).unwrap_or_default());
+        let sweep = {
+            // A poisoned lock only means another caller panicked; the time is still a time.
+            let mut last = self.last_sweep.lock().unwrap_or_else(|p| p.into_inner());
+            let due = last.is_none_or(|t| now.saturating_sub(t) >= millis(MINUTE));
+            if due {
+                *last = Some(now);
+            }
+            due
         };
-        if let Some(retry_after_secs) = full(MINUTE, limits.per_minute) {
-            return Err(HttpRefusal::RateLimited {
-                window: "minute",
-                limit: limits.per_minute,
-                retry_after_secs,
-            });
-        }
-        if let Some(retry_after_secs) = full(HOUR, limits.per_hour) {
-            return Err(HttpRefusal::RateLimited {
-                window: "hour",
-                limit: limits.per_hour,
-                retry_after_secs,
-            });
-        }
-        // Callers take `now` before the lock, so a later caller can arrive first; keep order.
-        let at = stamps.partition_point(|t| *t <= now);
-        stamps.insert(at, now);
-        Ok(())
+        let db = &self.db;
+        db.write(|txn| {
+            let mut table = txn.open_table(TABLE).map_err(|e| db.storage(e))?;
+            if sweep {
+                sweep_idle(db, &mut table, now)?;
+            }
+            let mut stamps = table
+                .get((user, tool))
+                .map_err(|e| db.storage(e))?
+                .map(|v| decode(v.value()))
+                .unwrap_or_default();
+            stamps.retain(|t| now.saturating_sub(*t) < millis(HOUR));
+            let full = |window: Duration, limit: u32| {
+                // Timestamps within `window` of now are the ones counted; the first of them is
+                // the one whose leaving frees a slot.
+                let window = millis(window);
+                let start = stamps.partition_point(|t| now.saturating_sub(*t) >= window);
+                let in_window = stamps.len() - start;
+                (in_window >= limit as usize).then(|| {
+                    let leaves = stamps
+                        .get(in_window.saturating_sub(limit as usize) + start)
+                        .map_or(window, |t| window.saturating_sub(now.saturating_sub(*t)));
+                    retry_secs(Duration::from_millis(leaves))
+                })
+            };
+            if let Some(retry_after_secs) = full(MINUTE, limits.per_minute) {
+                return Err(HttpRefusal::RateLimited {
+                    window: "minute",
+                    limit: limits.per_minute,
+                    retry_after_secs,
+                });
+            }
+            if let Some(retry_after_secs) = full(HOUR, limits.per_hour) {
+                return Err(HttpRefusal::RateLimited {
+                    window: "hour",
+                    limit: limits.per_hour,
+                    retry_after_secs,
+                });
+            }
+            // Callers take `now` before the lock, so a later caller can arrive first; keep
+            // order.
+            let at = stamps.partition_point(|t| *t <= now);
+            stamps.insert(at, now);
+            table
+                .insert((user, tool), encode(&stamps).as_slice())
+                .map_err(|e| db.storage(e))?;
+            Ok(())
+        })
     }
 
-    /// How many (user, tool) keys hold timestamps (for tests of the memory bound).
+    /// How many (user, tool) keys hold timestamps (for tests of the storage bound).
     #[cfg(test)]
     fn keys(&self) -> usize {
-        let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
-        windows.by_user.values().map(HashMap::len).sum()
+        self.db
+            .read(|txn| match txn.open_table(TABLE) {
+                Ok(t) => Ok::<_, StateError>(
+                    redb::ReadableTableMetadata::len(&t).map_err(|e| self.db.storage(e))? as usize,
+                ),
+                Err(_) => Ok(0),
+            })
+            .unwrap_or_default()
     }
 }
 
-impl Windows {
-    /// Once a minute, drop keys with nothing in the last hour, so idle users and tools cost no
-    /// memory.
-    fn sweep(&mut self, now: Instant) {
-        if self
-            .last_sweep
-            .is_some_and(|t| now.saturating_duration_since(t) < MINUTE)
-        {
-            return;
+/// Drop keys with nothing in the last hour, so idle users and tools cost no space.
+fn sweep_idle(
+    db: &StateDb,
+    table: &mut redb::Table<'_, (&'static str, &'static str), &'static [u8]>,
+    now: u64,
+) -> Result<(), StateError> {
+    let mut idle = Vec::new();
+    for entry in table.iter().map_err(|e| db.storage(e))? {
+        let (key, value) = entry.map_err(|e| db.storage(e))?;
+        let last = decode(value.value()).last().copied().unwrap_or_default();
+        if now.saturating_sub(last) >= millis(HOUR) {
+            let (user, tool) = key.value();
+            idle.push((user.to_owned(), tool.to_owned()));
         }
-        self.last_sweep = Some(now);
-        self.by_user.retain(|_, tools| {
-            tools.retain(|_, stamps| {
-                stamps
-                    .back()
-                    .is_some_and(|t| now.saturating_duration_since(*t) < HOUR)
-            });
-            !tools.is_empty()
-        });
     }
+    for (user, tool) in &idle {
+        table
+            .remove((user.as_str(), tool.as_str()))
+            .map_err(|e| db.storage(e))?;
+    }
+    Ok(())
+}
+
+/// Whole milliseconds of `d`.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Timestamps from their stored form; a trailing partial value (never written) is ignored.
+fn decode(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect()
+}
+
+fn encode(stamps: &[u64]) -> Vec<u8> {
+    stamps.iter().flat_map(|t| t.to_le_bytes()).collect()
 }
 
 /// Whole seconds to wait, rounded up and at least one, so retrying after that long succeeds.
@@ -167,6 +214,13 @@ fn retry_secs(wait: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A limiter over a fresh database; the directory lives as long as the limiter is used.
+    fn limiter() -> (tempfile::TempDir, RateLimiter) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Arc::new(StateDb::new(&dir.path().join("chitin.redb")));
+        (dir, RateLimiter::new(db))
+    }
 
     const SMALL: RateLimits = RateLimits {
         per_minute: 3,
@@ -186,8 +240,8 @@ mod tests {
 
     #[test]
     fn sixty_pass_then_the_sixty_first_is_refused_until_the_oldest_leaves() {
-        let limiter = RateLimiter::new();
-        let t0 = Instant::now();
+        let (_dir, limiter) = limiter();
+        let t0 = SystemTime::now();
         let limits = RateLimits::default();
         for i in 0..60 {
             let at = t0 + Duration::from_millis(500 * i);
@@ -216,8 +270,8 @@ mod tests {
 
     #[test]
     fn the_retry_time_is_rounded_up_and_exact() {
-        let limiter = RateLimiter::new();
-        let t0 = Instant::now();
+        let (_dir, limiter) = limiter();
+        let t0 = SystemTime::now();
         for _ in 0..3 {
             limiter.check("u", "t", SMALL, t0).unwrap();
         }
@@ -235,8 +289,8 @@ mod tests {
 
     #[test]
     fn the_hour_window_holds_after_minutes_pass() {
-        let limiter = RateLimiter::new();
-        let t0 = Instant::now();
+        let (_dir, limiter) = limiter();
+        let t0 = SystemTime::now();
         for i in 0..5u64 {
             let at = t0 + Duration::from_secs(120 * i);
             limiter.check("u", "t", SMALL, at).unwrap();
@@ -252,8 +306,8 @@ mod tests {
 
     #[test]
     fn users_and_tools_count_separately() {
-        let limiter = RateLimiter::new();
-        let t0 = Instant::now();
+        let (_dir, limiter) = limiter();
+        let t0 = SystemTime::now();
         for _ in 0..3 {
             limiter.check("alice", "http", SMALL, t0).unwrap();
         }
@@ -266,8 +320,8 @@ mod tests {
 
     #[test]
     fn refused_requests_are_not_counted_and_idle_keys_are_dropped() {
-        let limiter = RateLimiter::new();
-        let t0 = Instant::now();
+        let (_dir, limiter) = limiter();
+        let t0 = SystemTime::now();
         for _ in 0..3 {
             limiter.check("u", "t", SMALL, t0).unwrap();
         }
@@ -285,6 +339,22 @@ mod tests {
             .check("late", "t", SMALL, t0 + HOUR + MINUTE)
             .unwrap();
         assert_eq!(limiter.keys(), 1, "only the new key is kept");
+    }
+
+    #[test]
+    fn two_limiters_on_one_database_share_the_windows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("chitin.redb");
+        let a = RateLimiter::new(Arc::new(StateDb::new(&path)));
+        let b = RateLimiter::new(Arc::new(StateDb::new(&path)));
+        let t0 = SystemTime::now();
+        a.check("u", "t", SMALL, t0).unwrap();
+        b.check("u", "t", SMALL, t0).unwrap();
+        a.check("u", "t", SMALL, t0).unwrap();
+        assert!(
+            b.check("u", "t", SMALL, t0).is_err(),
+            "a's requests count for b"
+        );
     }
 
     #[test]

@@ -49,12 +49,24 @@ pub struct KvConfig {
 struct Access {
     store: Arc<KvStore>,
     component: Arc<str>,
+    quota: u64,
 }
 
-/// Resolve a kv grant for the component `id` (`namespace/name`), opening the shared store.
+/// The component's byte quota: what its manifest asks for (`max_bytes`), clamped to the
+/// policy's ceiling; the ceiling when it asks for nothing.
+pub fn quota(grant: &KvGrant, policy_max: u64) -> u64 {
+    grant
+        .max_bytes
+        .map_or(policy_max, |asked| asked.min(policy_max))
+}
+
+/// Resolve a kv grant for the component `id` (`namespace/name`) under the policy's quota
+/// ceiling `policy_max`. The database is not opened here, so a broken one fails only the calls
+/// that use it.
 pub fn configure(
     grant: Option<&KvGrant>,
     id: &str,
+    policy_max: u64,
     services: &Services,
 ) -> Result<KvConfig, GrantError> {
     let Some(grant) = grant.filter(|g| !g.buckets.is_empty()) else {
@@ -65,6 +77,7 @@ pub fn configure(
         access: Some(Access {
             store,
             component: id.into(),
+            quota: quota(grant, policy_max),
         }),
         buckets: grant.buckets.clone(),
     })
@@ -173,6 +186,7 @@ impl wit::Host for KvView<'_> {
         let place = Place {
             component: access.component.clone(),
             bucket: identifier.into(),
+            quota: access.quota,
         };
         Ok(self.table.push(Bucket { place })?)
     }
@@ -261,5 +275,21 @@ impl batch::Host for KvView<'_> {
     async fn delete_many(&mut self, bucket: Resource<Bucket>, keys: Vec<String>) -> KvResult<()> {
         let (store, place) = self.bucket(&bucket)?;
         Ok(store.delete_many(&place, keys).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_manifest_asks_and_the_policy_caps() {
+        let grant = |max_bytes| KvGrant {
+            buckets: vec!["b".into()],
+            max_bytes,
+        };
+        assert_eq!(quota(&grant(None), 1000), 1000);
+        assert_eq!(quota(&grant(Some(10)), 1000), 10);
+        assert_eq!(quota(&grant(Some(5000)), 1000), 1000);
     }
 }

@@ -1,18 +1,24 @@
-//! The key-value store over redb: one table for the capability, keyed by (component, bucket,
-//! key) so components never share data. Every write is committed with `Durability::Immediate`
-//! before its call returns. Writes from concurrent calls are group-committed: a writer thread
-//! takes everything queued, applies it in one transaction and syncs once, so a hundred
-//! concurrent writers cost a few fsyncs, not a hundred.
+//! The key-value store over the shared state database: one table for the capability, keyed by
+//! (component, bucket, key) so components never share data, and one of bytes stored per
+//! component, held under the component's quota. Every write is committed with
+//! `Durability::Immediate` before its call returns. Writes from concurrent calls are
+//! group-committed: a writer thread takes everything queued, applies it in one transaction and
+//! syncs once, so a hundred concurrent writers cost a few fsyncs (and one turn at the
+//! cross-process lock), not a hundred.
 
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
+
+use crate::state_db::{StateDb, StateError};
 
 /// The capability's table: (component id, bucket, key) → value.
 const TABLE: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("kv");
+/// Bytes stored per component (keys plus values, all buckets), checked against its quota.
+const USAGE: TableDefinition<&str, u64> = TableDefinition::new("kv_usage");
 
 /// Most writes applied in one transaction.
 const MAX_GROUP: usize = 512;
@@ -55,6 +61,21 @@ pub enum KvError {
     /// `increment` past `u64::MAX`.
     #[error("incrementing key `{0}` overflows u64")]
     Overflow(String),
+    /// The write would take the component past its byte quota; nothing of it was written.
+    #[error(
+        "this write would bring the key-value data of `{component}` to {would_be} bytes, over \
+         its quota of {quota} bytes (keys plus values, all buckets); nothing was written. Delete \
+         keys, or ask for more with [capabilities.kv] max_bytes (the policy's [kv] max_bytes \
+         caps it)"
+    )]
+    QuotaExceeded {
+        /// The component.
+        component: String,
+        /// Bytes the component would hold after the write.
+        would_be: u64,
+        /// Its quota.
+        quota: u64,
+    },
     /// The database failed.
     #[error("key-value storage failed: {0}")]
     Storage(String),
@@ -66,6 +87,12 @@ impl KvError {
     }
 }
 
+impl From<StateError> for KvError {
+    fn from(e: StateError) -> Self {
+        Self::storage(e)
+    }
+}
+
 /// Where a key lives: the component's namespace and one of its buckets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Place {
@@ -73,6 +100,8 @@ pub struct Place {
     pub component: Arc<str>,
     /// The bucket.
     pub bucket: Arc<str>,
+    /// The most bytes (keys plus values, all buckets) the component may store.
+    pub quota: u64,
 }
 
 /// One write, applied by the writer thread.
@@ -90,7 +119,7 @@ struct Job {
 
 /// The store shared by every call of every component.
 pub struct KvStore {
-    db: Arc<Database>,
+    db: Arc<StateDb>,
     jobs: Option<mpsc::Sender<Job>>,
     writer: Option<JoinHandle<()>>,
 }
@@ -102,12 +131,9 @@ impl std::fmt::Debug for KvStore {
 }
 
 impl KvStore {
-    /// A store over `db`, with its writer thread started.
-    pub fn new(db: Arc<Database>) -> Result<Self, KvError> {
-        // Create the table up front, so reads never meet a missing table.
-        let txn = db.begin_write().map_err(KvError::storage)?;
-        txn.open_table(TABLE).map_err(KvError::storage)?;
-        txn.commit().map_err(KvError::storage)?;
+    /// A store over `db`, with its writer thread started. The database is not touched until
+    /// the first call that needs it.
+    pub fn new(db: Arc<StateDb>) -> Result<Self, KvError> {
         let (jobs, queue) = mpsc::channel();
         let writer_db = db.clone();
         let writer = std::thread::Builder::new()
@@ -124,12 +150,15 @@ impl KvStore {
     /// The value at `key`.
     pub fn get(&self, place: &Place, key: &str) -> Result<Option<Vec<u8>>, KvError> {
         check_key(key)?;
-        self.read(|table| {
-            let value = table
-                .get((&*place.component, &*place.bucket, key))
-                .map_err(KvError::storage)?;
-            Ok(value.map(|v| v.value().to_vec()))
-        })
+        self.read(
+            |table| {
+                let value = table
+                    .get((&*place.component, &*place.bucket, key))
+                    .map_err(KvError::storage)?;
+                Ok(value.map(|v| v.value().to_vec()))
+            },
+            || None,
+        )
     }
 
     /// The values at `keys`, in order.
@@ -140,16 +169,19 @@ impl KvStore {
     ) -> Result<Vec<Option<Vec<u8>>>, KvError> {
         check_batch(keys.len())?;
         keys.iter().try_for_each(|k| check_key(k))?;
-        self.read(|table| {
-            keys.iter()
-                .map(|key| {
-                    let value = table
-                        .get((&*place.component, &*place.bucket, key.as_str()))
-                        .map_err(KvError::storage)?;
-                    Ok(value.map(|v| v.value().to_vec()))
-                })
-                .collect()
-        })
+        self.read(
+            |table| {
+                keys.iter()
+                    .map(|key| {
+                        let value = table
+                            .get((&*place.component, &*place.bucket, key.as_str()))
+                            .map_err(KvError::storage)?;
+                        Ok(value.map(|v| v.value().to_vec()))
+                    })
+                    .collect()
+            },
+            || vec![None; keys.len()],
+        )
     }
 
     /// One page of the bucket's keys in order, from position `cursor`, and the cursor of the
@@ -160,25 +192,28 @@ impl KvStore {
         cursor: u64,
     ) -> Result<(Vec<String>, Option<u64>), KvError> {
         let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
-        self.read(|table| {
-            let start = (&*place.component, &*place.bucket, "");
-            let mut keys = Vec::new();
-            let mut more = false;
-            for entry in table.range(start..).map_err(KvError::storage)?.skip(skip) {
-                let (key, _) = entry.map_err(KvError::storage)?;
-                let (component, bucket, key) = key.value();
-                if component != &*place.component || bucket != &*place.bucket {
-                    break;
+        self.read(
+            |table| {
+                let start = (&*place.component, &*place.bucket, "");
+                let mut keys = Vec::new();
+                let mut more = false;
+                for entry in table.range(start..).map_err(KvError::storage)?.skip(skip) {
+                    let (key, _) = entry.map_err(KvError::storage)?;
+                    let (component, bucket, key) = key.value();
+                    if component != &*place.component || bucket != &*place.bucket {
+                        break;
+                    }
+                    if keys.len() == LIST_PAGE {
+                        more = true;
+                        break;
+                    }
+                    keys.push(key.to_owned());
                 }
-                if keys.len() == LIST_PAGE {
-                    more = true;
-                    break;
-                }
-                keys.push(key.to_owned());
-            }
-            let next = more.then(|| cursor + keys.len() as u64);
-            Ok((keys, next))
-        })
+                let next = more.then(|| cursor + keys.len() as u64);
+                Ok((keys, next))
+            },
+            || (Vec::new(), None),
+        )
     }
 
     /// Sets `pairs` in one transaction.
@@ -210,13 +245,17 @@ impl KvStore {
         self.write(place, Op::Increment(key, delta)).await
     }
 
+    /// Run `f` over the table; `empty` answers when nothing was ever written.
     fn read<R>(
         &self,
         f: impl FnOnce(&redb::ReadOnlyTable<(&str, &str, &str), &[u8]>) -> Result<R, KvError>,
+        empty: impl FnOnce() -> R,
     ) -> Result<R, KvError> {
-        let txn = self.db.begin_read().map_err(KvError::storage)?;
-        let table = txn.open_table(TABLE).map_err(KvError::storage)?;
-        f(&table)
+        self.db.read(|txn| match txn.open_table(TABLE) {
+            Ok(table) => f(&table),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(empty()),
+            Err(e) => Err(KvError::storage(e)),
+        })
     }
 
     async fn write(&self, place: &Place, op: Op) -> Result<u64, KvError> {
@@ -249,7 +288,7 @@ impl Drop for KvStore {
 
 /// The writer thread: take a group of queued writes, apply them in one durable transaction,
 /// answer each.
-fn write_loop(db: &Database, queue: &mpsc::Receiver<Job>) {
+fn write_loop(db: &StateDb, queue: &mpsc::Receiver<Job>) {
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -274,53 +313,131 @@ fn write_loop(db: &Database, queue: &mpsc::Receiver<Job>) {
 }
 
 /// Applies a group in one transaction committed with `Durability::Immediate` (redb's default).
-/// A job that fails on its own (a bad counter) changes nothing and fails alone; a storage
-/// failure fails the whole group, and nothing of it is committed.
-fn apply(db: &Database, group: &[Job]) -> Result<Vec<Result<u64, KvError>>, KvError> {
-    let txn = db.begin_write().map_err(KvError::storage)?;
-    let mut results = Vec::with_capacity(group.len());
-    {
+/// A job that fails on its own (a bad counter, over quota) changes nothing and fails alone; a
+/// storage failure fails the whole group, and nothing of it is committed.
+fn apply(db: &StateDb, group: &[Job]) -> Result<Vec<Result<u64, KvError>>, KvError> {
+    db.write(|txn| {
         let mut table = txn.open_table(TABLE).map_err(KvError::storage)?;
-        for job in group {
-            let (c, b) = (&*job.place.component, &*job.place.bucket);
-            let result = match &job.op {
-                Op::Set(pairs) => {
-                    for (key, value) in pairs {
-                        table
-                            .insert((c, b, key.as_str()), value.as_slice())
-                            .map_err(KvError::storage)?;
-                    }
-                    Ok(0)
-                }
-                Op::Delete(keys) => {
-                    for key in keys {
-                        table
-                            .remove((c, b, key.as_str()))
-                            .map_err(KvError::storage)?;
-                    }
-                    Ok(0)
-                }
-                Op::Increment(key, delta) => {
-                    let current = table
-                        .get((c, b, key.as_str()))
-                        .map_err(KvError::storage)?
-                        .map(|v| v.value().to_vec());
-                    match next_counter(key, current.as_deref(), *delta) {
-                        Ok(next) => {
-                            table
-                                .insert((c, b, key.as_str()), next.to_string().as_bytes())
-                                .map_err(KvError::storage)?;
-                            Ok(next)
-                        }
-                        Err(e) => Err(e),
-                    }
-                }
-            };
-            results.push(result);
+        let mut usage = txn.open_table(USAGE).map_err(KvError::storage)?;
+        group
+            .iter()
+            .map(|job| apply_job(&mut table, &mut usage, job))
+            .collect()
+    })
+}
+
+type KvTable<'t> = redb::Table<'t, (&'static str, &'static str, &'static str), &'static [u8]>;
+type UsageTable<'t> = redb::Table<'t, &'static str, u64>;
+
+/// One job inside the group's transaction: its quota is checked before anything is written.
+/// The outer error is a storage failure (fails the group); the inner one is the job's own.
+fn apply_job(
+    table: &mut KvTable<'_>,
+    usage: &mut UsageTable<'_>,
+    job: &Job,
+) -> Result<Result<u64, KvError>, KvError> {
+    let (c, b) = (&*job.place.component, &*job.place.bucket);
+    let before = stored_bytes(table, usage, c)?;
+    let mut after = before;
+    let size = |key: &str, value: usize| (key.len() + value) as u64;
+    let old_size = |table: &KvTable<'_>, key: &str| -> Result<u64, KvError> {
+        Ok(table
+            .get((c, b, key))
+            .map_err(KvError::storage)?
+            .map_or(0, |v| size(key, v.value().len())))
+    };
+    let counter = match &job.op {
+        Op::Set(pairs) => {
+            // A key set twice in one batch counts once, at its last value.
+            let mut last: std::collections::HashMap<&str, usize> = Default::default();
+            for (key, value) in pairs {
+                last.insert(key.as_str(), value.len());
+            }
+            for (&key, &len) in &last {
+                after = after - old_size(table, key)?.min(after) + size(key, len);
+            }
+            None
         }
+        Op::Delete(keys) => {
+            let unique: std::collections::HashSet<&str> = keys.iter().map(String::as_str).collect();
+            for key in unique {
+                after -= old_size(table, key)?.min(after);
+            }
+            None
+        }
+        Op::Increment(key, delta) => {
+            let current = table
+                .get((c, b, key.as_str()))
+                .map_err(KvError::storage)?
+                .map(|v| v.value().to_vec());
+            let next = match next_counter(key, current.as_deref(), *delta) {
+                Ok(next) => next,
+                Err(e) => return Ok(Err(e)),
+            };
+            let old = current.map_or(0, |v| size(key, v.len()));
+            after = after - old.min(after) + size(key, next.to_string().len());
+            Some(next)
+        }
+    };
+    if after > before && after > job.place.quota {
+        return Ok(Err(KvError::QuotaExceeded {
+            component: c.to_owned(),
+            would_be: after,
+            quota: job.place.quota,
+        }));
     }
-    txn.commit().map_err(KvError::storage)?;
-    Ok(results)
+    let result = match &job.op {
+        Op::Set(pairs) => {
+            for (key, value) in pairs {
+                table
+                    .insert((c, b, key.as_str()), value.as_slice())
+                    .map_err(KvError::storage)?;
+            }
+            0
+        }
+        Op::Delete(keys) => {
+            for key in keys {
+                table
+                    .remove((c, b, key.as_str()))
+                    .map_err(KvError::storage)?;
+            }
+            0
+        }
+        Op::Increment(key, _) => {
+            let next = counter.unwrap_or_default();
+            table
+                .insert((c, b, key.as_str()), next.to_string().as_bytes())
+                .map_err(KvError::storage)?;
+            next
+        }
+    };
+    usage.insert(c, after).map_err(KvError::storage)?;
+    Ok(Ok(result))
+}
+
+/// Bytes `component` stores: its usage record, or, for data written before usage was
+/// recorded, the sum over its keys.
+fn stored_bytes(
+    table: &KvTable<'_>,
+    usage: &UsageTable<'_>,
+    component: &str,
+) -> Result<u64, KvError> {
+    if let Some(bytes) = usage.get(component).map_err(KvError::storage)? {
+        return Ok(bytes.value());
+    }
+    let mut total = 0u64;
+    for entry in table
+        .range((component, "", "")..)
+        .map_err(KvError::storage)?
+    {
+        let (key, value) = entry.map_err(KvError::storage)?;
+        let (c, _, k) = key.value();
+        if c != component {
+            break;
+        }
+        total += (k.len() + value.value().len()) as u64;
+    }
+    Ok(total)
 }
 
 /// The counter after adding `delta`; counters are decimal text, as in wasmtime's own
@@ -356,17 +473,68 @@ fn check_batch(n: usize) -> Result<(), KvError> {
 mod tests {
     use super::*;
 
+    fn open(path: &std::path::Path) -> KvStore {
+        KvStore::new(Arc::new(StateDb::new(path))).expect("store")
+    }
+
     fn store() -> (tempfile::TempDir, KvStore) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = Database::create(dir.path().join("kv.redb")).expect("db");
-        (dir, KvStore::new(Arc::new(db)).expect("store"))
+        let kv = open(&dir.path().join("kv.redb"));
+        (dir, kv)
     }
 
     fn place(component: &str, bucket: &str) -> Place {
         Place {
             component: component.into(),
             bucket: bucket.into(),
+            quota: u64::MAX,
         }
+    }
+
+    #[tokio::test]
+    async fn over_quota_writes_fail_whole_and_leave_earlier_data() {
+        let (_dir, kv) = store();
+        let mut p = place("x/a", "b");
+        p.quota = 100;
+        let other = Place {
+            bucket: "c".into(),
+            ..p.clone()
+        };
+        kv.set_many(&p, vec![("a".into(), vec![1; 49])])
+            .await
+            .expect("50 bytes fit");
+        let err = kv
+            .set_many(
+                &other,
+                vec![("b".into(), vec![2; 10]), ("c".into(), vec![3; 49])],
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                KvError::QuotaExceeded {
+                    would_be: 111,
+                    quota: 100,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(kv.get(&other, "b").unwrap(), None, "nothing half-written");
+        assert_eq!(kv.get(&p, "a").unwrap(), Some(vec![1; 49]));
+        // Replacing a value counts the difference; deleting frees its bytes.
+        kv.set_many(&p, vec![("a".into(), vec![1; 99])])
+            .await
+            .expect("100 bytes fit exactly");
+        kv.delete_many(&p, vec!["a".into()]).await.expect("delete");
+        kv.set_many(&other, vec![("b".into(), vec![2; 90])])
+            .await
+            .expect("fits once freed");
+        // Another component has its own quota.
+        kv.set_many(&place("x/z", "b"), vec![("z".into(), vec![0; 500])])
+            .await
+            .expect("other component");
     }
 
     #[tokio::test]
@@ -433,8 +601,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("kv.redb");
         {
-            let kv =
-                Arc::new(KvStore::new(Arc::new(Database::create(&path).expect("db"))).unwrap());
+            let kv = Arc::new(open(&path));
             let p = place("x/a", "b");
             let tasks: Vec<_> = (0..200)
                 .map(|_| {
@@ -449,7 +616,7 @@ mod tests {
             seen.sort_unstable();
             assert_eq!(seen, (1..=200).collect::<Vec<_>>());
         }
-        let kv = KvStore::new(Arc::new(Database::create(&path).expect("reopen"))).unwrap();
+        let kv = open(&path);
         assert_eq!(
             kv.get(&place("x/a", "b"), "n").unwrap(),
             Some(b"200".to_vec())

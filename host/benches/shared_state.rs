@@ -1,0 +1,262 @@
+//! Many chitin processes on one data directory, printed as a table: `memory_write` latency from
+//! one `chitin serve` and from four at once; how long transactions waited for the database lock
+//! under that load (from the servers' `chitin::state_db` debug events); and the whole-process
+//! time of `chitin call echo` while four servers write. Run with
+//! `cargo bench -p chitin-host --bench shared_state` after `just build-components`.
+//!
+//! Figures are reported, never asserted: the machines are shared and noisy, and every commit
+//! waits for fsync, whose cost depends on the disk. The goal (lock wait p99 under 100 ms) is
+//! printed beside the figure.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Writes each server makes per run.
+const WRITES: usize = 200;
+/// Servers writing at once in the loaded runs.
+const SERVERS: usize = 4;
+/// `chitin call echo` runs timed.
+const ECHOES: usize = 20;
+
+fn built(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../build/components")
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} missing: run `just build-components`",
+        path.display()
+    );
+    path
+}
+
+fn chitin(data: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_chitin"));
+    cmd.env_remove("CHITIN_COMPONENTS")
+        .env_remove("CHITIN_POLICY")
+        .env("CHITIN_DATA_DIR", data)
+        .env(
+            "CHITIN_TRUSTED_KEYS",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys"),
+        )
+        .current_dir(data);
+    cmd
+}
+
+/// A `chitin serve` on stdio logging its lock waits to `log`, after the MCP handshake.
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    responses: mpsc::Receiver<Value>,
+}
+
+impl Server {
+    fn start(data: &Path, log: &Path) -> Self {
+        let mut child = chitin(data)
+            .env("RUST_LOG", "chitin::state_db=debug")
+            .arg("--components")
+            .arg(built("memory"))
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(log).expect("log file"))
+            .spawn()
+            .expect("start chitin serve");
+        let out = child.stdout.take().expect("stdout");
+        let (lines, responses) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(value) = serde_json::from_str::<Value>(&line)
+                    && lines.send(value).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take().expect("stdin");
+        let mut server = Self {
+            child,
+            stdin,
+            responses,
+        };
+        server.request(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"}}}),
+        );
+        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send(&mut self, message: &Value) {
+        writeln!(self.stdin, "{message}").expect("send");
+        self.stdin.flush().expect("flush");
+    }
+
+    fn request(&mut self, message: Value) -> Value {
+        self.send(&message);
+        let response = self
+            .responses
+            .recv_timeout(Duration::from_secs(60))
+            .expect("response");
+        assert_eq!(response["id"], message["id"], "{response}");
+        response
+    }
+
+    /// `WRITES` memory writes one after another; the latency of each.
+    fn write_loop(&mut self, tag: &str) -> Vec<Duration> {
+        (1..=WRITES)
+            .map(|i| {
+                let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                    "name": "memory_write", "arguments": {
+                        "content": format!("{tag} note {i}: the quick brown fox\n"),
+                        "target": format!("{tag}.md")}}});
+                let t = Instant::now();
+                let response = self.request(call);
+                let took = t.elapsed();
+                assert_eq!(response["result"]["isError"], false, "{response}");
+                took
+            })
+            .collect()
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `n` servers writing at once on one data directory: every write's latency, every lock
+/// wait the servers logged, and the whole-process times of `chitin call echo` run meanwhile.
+fn run(n: usize, echo: bool) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) {
+    let data = tempfile::tempdir().expect("tempdir");
+    let logs: Vec<PathBuf> = (0..n)
+        .map(|i| data.path().join(format!("serve-{i}.log")))
+        .collect();
+    let servers: Vec<Server> = logs.iter().map(|l| Server::start(data.path(), l)).collect();
+    let start = std::sync::Arc::new(std::sync::Barrier::new(n + 1));
+    let writers: Vec<_> = servers
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut server)| {
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                let times = server.write_loop(&format!("s{i}"));
+                server.stop();
+                times
+            })
+        })
+        .collect();
+    start.wait();
+    let mut echoes = Vec::new();
+    if echo {
+        // Let the writers get going first.
+        std::thread::sleep(Duration::from_millis(200));
+        for _ in 0..ECHOES {
+            let t = Instant::now();
+            let out = chitin(data.path())
+                .arg("--components")
+                .arg(built("echo"))
+                .args(["call", "echo", r#"{"message": "hi"}"#])
+                .output()
+                .expect("chitin call echo");
+            echoes.push(t.elapsed());
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let writes: Vec<Duration> = writers
+        .into_iter()
+        .flat_map(|t| t.join().expect("writer"))
+        .collect();
+    let waits = logs
+        .iter()
+        .flat_map(|log| {
+            let text = std::fs::read_to_string(log).expect("log");
+            text.lines()
+                .filter_map(|l| l.split("lock_wait_us=").nth(1))
+                .filter_map(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+                .map(Duration::from_micros)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    (writes, waits, echoes)
+}
+
+fn pct(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort_unstable();
+    let i = ((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1;
+    samples[i]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn row(what: &str, samples: &mut [Duration], note: &str) {
+    if samples.is_empty() {
+        println!("| {what} | - | - | 0 | {note} |");
+        return;
+    }
+    let (p50, p99) = (pct(samples, 0.5), pct(samples, 0.99));
+    println!(
+        "| {what} | {} | {} | {} | {note} |",
+        ms(p50),
+        ms(p99),
+        samples.len()
+    );
+}
+
+fn main() {
+    // Idle baseline for `chitin call echo`.
+    let idle = tempfile::tempdir().expect("tempdir");
+    let mut idle_echo: Vec<Duration> = (0..ECHOES)
+        .map(|_| {
+            let t = Instant::now();
+            let out = chitin(idle.path())
+                .arg("--components")
+                .arg(built("echo"))
+                .args(["call", "echo", r#"{"message": "hi"}"#])
+                .output()
+                .expect("chitin call echo");
+            assert!(out.status.success());
+            t.elapsed()
+        })
+        .collect();
+    let (mut one, mut one_waits, _) = run(1, false);
+    let (mut four, mut four_waits, mut busy_echo) = run(SERVERS, true);
+    println!("| measure | p50 | p99 | samples | note |");
+    println!("|---|---|---|---|---|");
+    row(
+        "memory_write, 1 server",
+        &mut one,
+        "MCP round trip, durable",
+    );
+    row(
+        &format!("memory_write, {SERVERS} servers at once"),
+        &mut four,
+        "each server writes its own document",
+    );
+    row("lock wait, 1 server", &mut one_waits, "per transaction");
+    row(
+        &format!("lock wait, {SERVERS} servers at once"),
+        &mut four_waits,
+        "goal: p99 < 100 ms",
+    );
+    row("chitin call echo, idle", &mut idle_echo, "whole process");
+    row(
+        &format!("chitin call echo, {SERVERS} servers writing"),
+        &mut busy_echo,
+        "whole process; echo needs no database",
+    );
+}
