@@ -4,7 +4,9 @@
 pub mod approver;
 pub mod content;
 pub mod http;
+pub mod input_required;
 pub mod served;
+pub mod tasks;
 mod server;
 pub mod token;
 pub mod watch;
