@@ -2,14 +2,29 @@
 MCP Python SDK: the call ends asking the question as an elicitation, the SDK asks the person
 (the elicitation callback) and retries with the answer and the signed request state."""
 
+import shutil
+import tempfile
+
 import httpx2
 import pytest
 from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 
+from conftest import CONFORMANCE, HttpServer
+
 # -32021: the request needs a client capability the client did not declare.
 MISSING_CLIENT_CAPABILITY = -32021
 INVALID_PARAMS = -32602
+
+
+@pytest.fixture(scope="module")
+def http_server():
+    """A server on the conformance fixture, whose approval tools need a person's approval."""
+    data = tempfile.mkdtemp(prefix="chitin-mcp-input-required-")
+    server = HttpServer(["--components", str(CONFORMANCE)], data)
+    yield server
+    server.stop()
+    shutil.rmtree(data, ignore_errors=True)
 
 
 def client(server, **kwargs) -> Client:

@@ -218,6 +218,13 @@ fn tools() -> Vec<Tool> {
         )
         .read_only(),
         Tool::new(
+            "test_streaming_elicitation",
+            "Runs only after a person approves it: the question reaches a 2026-07-28 client in \
+             an input-required result, never as a request on the response stream.",
+            approved,
+        )
+        .read_only(),
+        Tool::new(
             "test_component_approval",
             "Asks for a person's approval itself (chitin:host/approval) before it acts.",
             asks,

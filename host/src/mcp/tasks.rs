@@ -7,8 +7,9 @@
 //!
 //! A cancelled task's call is dropped, like a cancelled request: its instance stops within an
 //! epoch tick and its processes are killed with their process group. A task past its TTL is
-//! aborted the same way. Task state is bounded: at most [`MAX_RUNNING`] tasks run at once, and a
-//! finished task's result is kept for [`RESULT_TTL`], then forgotten.
+//! aborted the same way. Task state is bounded: at most [`MAX_RUNNING`] tasks run at once; a
+//! task's TTL is its time limit plus [`RESULT_TTL`], and its result is dropped one TTL after it
+//! finished.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -27,7 +28,7 @@ use crate::mcp::content;
 pub const SYNC_CALL_LIMIT: Duration = Duration::from_secs(30);
 /// Tasks running at once in this server; more are refused until one ends.
 pub const MAX_RUNNING: usize = 8;
-/// How long a finished task's result is kept after the task's time limit.
+/// Added to a task's time limit to make its TTL.
 pub const RESULT_TTL: Duration = Duration::from_secs(600);
 /// The poll interval suggested to clients.
 const POLL_INTERVAL_MS: u64 = 500;
