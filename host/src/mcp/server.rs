@@ -9,14 +9,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
-    CompleteRequestMethod, CompleteRequestParams, CompleteResult, CreateTaskResult, GetTaskParams,
-    GetTaskResult, UpdateTaskParams, ElicitationCapability, GetPromptRequestMethod,
-    GetPromptRequestParams, GetPromptResponse, Implementation, JsonObject,
-    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod,
-    ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ReadResourceRequestMethod, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
+    CreateTaskResult, ElicitationCapability, GetTaskParams, GetTaskResult, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
+    UpdateTaskParams,
 };
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
@@ -176,10 +172,16 @@ pub fn page<T: Clone>(
 }
 
 impl ServerHandler for McpServer {
+    /// What is served, and nothing more: tools (with list changes), logging for sessions that
+    /// ask, tasks, and prompts, resources and completions that are always empty (chitin serves
+    /// tools; every capability is a signed component's tool with a grant).
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_prompts()
+                .enable_resources()
+                .enable_completions()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
@@ -335,56 +337,6 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         tasks::tasks().cancel_task(&request.task_id)
-    }
-
-    // Prompts, resources and completions are not declared, so they are not served: chitin serves
-    // tools only (every capability is a signed component's tool with a grant).
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, ErrorData> {
-        Err(ErrorData::method_not_found::<ListPromptsRequestMethod>())
-    }
-
-    async fn get_prompt(
-        &self,
-        _request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<GetPromptResponse, ErrorData> {
-        Err(ErrorData::method_not_found::<GetPromptRequestMethod>())
-    }
-
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, ErrorData> {
-        Err(ErrorData::method_not_found::<ListResourcesRequestMethod>())
-    }
-
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Err(ErrorData::method_not_found::<ListResourceTemplatesRequestMethod>())
-    }
-
-    async fn read_resource(
-        &self,
-        _request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, ErrorData> {
-        Err(ErrorData::method_not_found::<ReadResourceRequestMethod>())
-    }
-
-    async fn complete(
-        &self,
-        _request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CompleteResult, ErrorData> {
-        Err(ErrorData::method_not_found::<CompleteRequestMethod>())
     }
 
     #[allow(deprecated)]
