@@ -46,8 +46,9 @@ def long_server():
     shutil.rmtree(data, ignore_errors=True)
 
 
-def rpc(server, method, params, *, name=None, capabilities=None):
-    """One stateless 2026-07-28 request; the JSON-RPC response."""
+def rpc(server, method, params, *, name=None, capabilities=None, http=None):
+    """One stateless 2026-07-28 request (on `http`, an httpx2.Client, when given); the JSON-RPC
+    response."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": VERSION,
         "io.modelcontextprotocol/clientInfo": {"name": "chitin-tasks-test", "version": "1"},
@@ -62,7 +63,7 @@ def rpc(server, method, params, *, name=None, capabilities=None):
     if name is not None:
         headers["Mcp-Name"] = name
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
-    response = httpx2.post(server.url, json=body, headers=headers, timeout=30)
+    response = (http or httpx2).post(server.url, json=body, headers=headers, timeout=30)
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         for line in response.text.splitlines():
             if line.startswith("data:"):

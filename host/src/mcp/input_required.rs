@@ -290,7 +290,12 @@ mod tests {
             Decision::Denied(_)
         ));
         let result = approver.input_required().expect("state").expect("asks");
-        assert!(result.input_requests.expect("requests").contains_key(APPROVAL_KEY));
+        assert!(
+            result
+                .input_requests
+                .expect("requests")
+                .contains_key(APPROVAL_KEY)
+        );
         result.request_state.expect("state")
     }
 

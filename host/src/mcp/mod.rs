@@ -6,8 +6,8 @@ pub mod content;
 pub mod http;
 pub mod input_required;
 pub mod served;
-pub mod tasks;
 mod server;
+pub mod tasks;
 pub mod token;
 pub mod watch;
 

@@ -10,9 +10,8 @@ use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
     CreateTaskResult, ElicitationCapability, GetTaskParams, GetTaskResult, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
-    UpdateTaskParams,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations, UpdateTaskParams,
 };
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
@@ -21,10 +20,10 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::approval::Approver;
 use crate::approval::CallContext;
 use crate::caps::log::LogLevel;
 use crate::events::{CallEvent, CallEvents};
-use crate::approval::Approver;
 use crate::mcp::approver::ElicitationApprover;
 use crate::mcp::input_required::InputApprover;
 use crate::mcp::tasks;
@@ -320,7 +319,9 @@ impl ServerHandler for McpServer {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        tasks::tasks().get_task(&request.task_id).map(GetTaskResult::new)
+        tasks::tasks()
+            .get_task(&request.task_id)
+            .map(GetTaskResult::new)
     }
 
     async fn update_task(
