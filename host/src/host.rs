@@ -159,8 +159,8 @@ impl Host {
     pub fn asked_time_limit(&self, name: &str) -> Option<std::time::Duration> {
         let &(c, _) = self.inner.index.get(name)?;
         let grant = &self.inner.components[c].grant;
-        grant.manifest.as_ref()?.limits.timeout_ms?;
-        Some(grant.limits.timeout())
+        let asked = grant.manifest.as_ref()?.limits.timeout_ms;
+        asked.map(|_| grant.limits.timeout())
     }
 
     /// Call tool `name` with `args_json` in a fresh sandbox as the local user, with nobody to

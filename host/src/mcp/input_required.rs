@@ -9,6 +9,7 @@
 //! replayed state is refused.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -123,7 +124,7 @@ pub struct InputApprover {
     /// The first question nobody has answered yet.
     pending: Mutex<Option<ApprovalRequest>>,
     /// A question was put to a client that cannot elicit.
-    missed_capability: Mutex<bool>,
+    missed_capability: AtomicBool,
 }
 
 impl InputApprover {
@@ -143,7 +144,7 @@ impl InputApprover {
             approved: HashSet::new(),
             refused: None,
             pending: Mutex::new(None),
-            missed_capability: Mutex::new(false),
+            missed_capability: AtomicBool::new(false),
         };
         let Some(sealed) = request_state else {
             return Ok(approver);
@@ -164,10 +165,7 @@ impl InputApprover {
 
     /// The call needed approval from a client that did not declare elicitation.
     pub fn missed_capability(&self) -> bool {
-        self.missed_capability
-            .lock()
-            .map(|missed| *missed)
-            .unwrap_or(true)
+        self.missed_capability.load(Ordering::Relaxed)
     }
 
     /// The input-required result asking the pending question, if the call stopped at one.
@@ -241,9 +239,7 @@ impl Approver for InputApprover {
             return Decision::Denied(why.clone());
         }
         if !self.can_elicit {
-            if let Ok(mut missed) = self.missed_capability.lock() {
-                *missed = true;
-            }
+            self.missed_capability.store(true, Ordering::Relaxed);
             return Decision::Denied(format!(
                 "`{}` ({}) needs a person's approval because {}, but this client did not \
                  declare the elicitation capability, so it cannot ask",
