@@ -81,10 +81,12 @@ test-mcp: build-components build-fixtures
     "${CARGO_TARGET_DIR:-target}/mcp-venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp
 
 # The official MCP conformance suite (server scenarios) against `chitin serve --http` with the
-# conformance fixture component; Node 22 and the suite come from npm, pinned, under target/.
+# conformance fixture component, twice: the 2025-era suite (0.1.16) and the scenarios spec
+# 2026-07-28 requires (0.2.0-alpha.12); Node 22 and the suites come from npm, pinned, under target/.
 test-conformance: build-fixtures
     {{ chitin_build }}
     tests/mcp/conformance.sh
+    tests/mcp/conformance.sh --requirements 2026-07-28
 
 # Make sure the wasm32-wasip2 target of the pinned toolchain is installed.
 [private]

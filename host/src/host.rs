@@ -153,6 +153,16 @@ impl Host {
         self.inner.tool(name)
     }
 
+    /// The wall-clock limit of a call to tool `name` when its component's manifest asks for a
+    /// time limit of its own (the grant's, so as the policy clamps it); `None` when it does not,
+    /// or no such tool is served.
+    pub fn asked_time_limit(&self, name: &str) -> Option<std::time::Duration> {
+        let &(c, _) = self.inner.index.get(name)?;
+        let grant = &self.inner.components[c].grant;
+        let asked = grant.manifest.as_ref()?.limits.timeout_ms;
+        asked.map(|_| grant.limits.timeout())
+    }
+
     /// Call tool `name` with `args_json` in a fresh sandbox as the local user, with nobody to
     /// approve. Runs inside a Tokio runtime with timers enabled (the wall-clock timeout uses
     /// them).

@@ -91,6 +91,7 @@ impl HostState {
             },
             process: ProcessCtx {
                 config: env.grant.process.clone(),
+                events: env.ctx.events.clone(),
             },
             approval: ApprovalCtx::new(
                 env.ctx.approver.clone(),

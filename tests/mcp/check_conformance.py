@@ -1,6 +1,7 @@
 """Read every scenario's checks.json from a conformance run and fail unless each scenario not
 listed as an expected failure has checks, none of them FAILURE, and each listed one really fails
-(a listed scenario that passes means the list is stale).
+(a listed scenario that passes means the list is stale). A scenario whose every check the suite
+itself skipped (it does not apply) is reported as skipped.
 
 Usage: check_conformance.py RESULTS_DIR EXPECTED_FAILURES_YML
 """
@@ -30,7 +31,7 @@ def main(results: pathlib.Path, baseline: pathlib.Path) -> int:
     if not runs:
         print(f"no checks.json under {results}", file=sys.stderr)
         return 1
-    problems, passed = [], []
+    problems, passed, skipped = [], [], []
     seen = set()
     for checks_file in runs:
         scenario = checks_file.parent.name
@@ -40,7 +41,11 @@ def main(results: pathlib.Path, baseline: pathlib.Path) -> int:
         checks = json.loads(checks_file.read_text())
         failures = [c for c in checks if c.get("status") == "FAILURE"]
         successes = [c for c in checks if c.get("status") == "SUCCESS"]
-        if scenario in expected:
+        if checks and all(c.get("status") == "SKIPPED" for c in checks):
+            skipped.append(f"{scenario}: {(checks[0].get('errorMessage') or '')[:100]}")
+            if scenario in expected:
+                problems.append(f"{scenario}: listed as an expected failure but the suite skips it")
+        elif scenario in expected:
             if not failures:
                 problems.append(f"{scenario}: listed as an expected failure but passes")
         elif failures:
@@ -52,11 +57,16 @@ def main(results: pathlib.Path, baseline: pathlib.Path) -> int:
             passed.append(f"{scenario} ({len(successes)} checks)")
     for line in passed:
         print(f"pass  {line}")
+    for line in skipped:
+        print(f"skip  {line}")
     for name in sorted(expected - seen):
         problems.append(f"{name}: listed as an expected failure but did not run")
     for line in problems:
         print(f"FAIL  {line}")
-    print(f"{len(passed)} scenarios passed, {len(expected & seen)} expected failures, {len(problems)} problems")
+    print(
+        f"{len(passed)} scenarios passed, {len(skipped)} skipped by the suite, "
+        f"{len(expected & seen)} expected failures, {len(problems)} problems"
+    )
     return 1 if problems else 0
 
 

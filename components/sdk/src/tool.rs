@@ -109,6 +109,14 @@ impl Tool {
         self
     }
 
+    /// Replaces the input schema generated from the argument type with `schema`, for schemas the
+    /// generator does not write (JSON Schema 2020-12 keywords such as `$anchor` or `if`/`then`);
+    /// the host still validates every call against it.
+    pub fn input_schema(mut self, schema: fn() -> Value) -> Self {
+        self.input_schema = schema;
+        self
+    }
+
     /// The tool's name.
     pub fn name(&self) -> &str {
         &self.name

@@ -1,12 +1,26 @@
 //! Test fixture: the tools the `@modelcontextprotocol/conformance` suite's tools-call scenarios
 //! call by name, written as an ordinary chitin component so the suite exercises the real path
 //! through WebAssembly: content blocks through the `$content` result convention, log entries
-//! through `chitin:host/log`, progress through `chitin:host/progress`.
+//! through `chitin:host/log`, progress through `chitin:host/progress`, questions through the
+//! host's approvals (the policy's and `chitin:host/approval`).
 
 use std::time::Duration;
 
 use chitin_sdk::content::Content;
 use chitin_sdk::prelude::*;
+
+/// Bindings of the host interfaces this fixture imports beyond the SDK's.
+mod host {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        inline: "package chitin:conformance-imports;
+                 world imports {
+                     import chitin:host/approval@0.1.0;
+                 }",
+        world: "chitin:conformance-imports/imports",
+        generate_all,
+    });
+}
 
 /// A 1×1 PNG.
 const PIXEL_PNG: &[u8] = include_bytes!("../assets/pixel.png");
@@ -71,6 +85,67 @@ fn error_handling(_: NoArgs) -> Result<Content, ToolError> {
     ))
 }
 
+/// The schema of the suite's `json-schema-2020-12` scenario: 2020-12 keywords kept as written.
+fn schema_2020_12() -> Value {
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {
+            "address": {
+                "$anchor": "addressDef",
+                "type": "object",
+                "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
+            }
+        },
+        "properties": {
+            "name": {"type": "string"},
+            "address": {"$ref": "#/$defs/address"},
+            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+            "phone": {"type": "string"},
+            "email": {"type": "string"}
+        },
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
+        "additionalProperties": false
+    })
+}
+
+fn schema_2020_12_tool(args: Value) -> Result<Content, ToolError> {
+    Ok(Content::new().text(format!("Received: {args}")))
+}
+
+/// Arguments mirrored into `Mcp-Param-*` HTTP headers (`x-mcp-header`), which the HTTP front
+/// checks against the body.
+fn custom_headers_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "description": "Plain ASCII string value", "x-mcp-header": "Region"},
+            "priority": {"type": "integer", "description": "Integer numeric value", "x-mcp-header": "Priority"},
+            "verbose": {"type": "boolean", "description": "Boolean value", "x-mcp-header": "Verbose"}
+        },
+        "required": []
+    })
+}
+
+fn custom_headers(args: Value) -> Result<Content, ToolError> {
+    Ok(Content::new().text(format!("Headers validated: {args}")))
+}
+
+/// The manifest marks this tool `approval = "ask"`: the host asks before it runs.
+fn approved(_: NoArgs) -> Result<Content, ToolError> {
+    Ok(Content::new().text("approved and ran"))
+}
+
+/// Asks for approval itself, through `chitin:host/approval`, before it "acts".
+fn asks(_: NoArgs) -> Result<Content, ToolError> {
+    host::chitin::host::approval::request("the fixture wants to act")
+        .map_err(ToolError::PermissionDenied)?;
+    Ok(Content::new().text("the component's question was approved"))
+}
+
 fn tools() -> Vec<Tool> {
     vec![
         Tool::new("test_simple_text", "Returns one text block.", simple_text).read_only(),
@@ -111,9 +186,48 @@ fn tools() -> Vec<Tool> {
         )
         .read_only(),
         Tool::new(
+            "test_logging_tool",
+            "Logs three info entries 50 ms apart while it runs.",
+            with_logging,
+        )
+        .read_only(),
+        Tool::new(
             "test_error_handling",
             "Always fails with an execution error.",
             error_handling,
+        )
+        .read_only(),
+        Tool::new(
+            "json_schema_2020_12_tool",
+            "Tool with JSON Schema 2020-12 features",
+            schema_2020_12_tool,
+        )
+        .input_schema(schema_2020_12)
+        .read_only(),
+        Tool::new(
+            "test_custom_headers",
+            "A tool with x-mcp-header annotations to test custom header mirroring and encoding",
+            custom_headers,
+        )
+        .input_schema(custom_headers_schema)
+        .read_only(),
+        Tool::new(
+            "test_approval",
+            "Runs only after a person approves it (the manifest asks).",
+            approved,
+        )
+        .read_only(),
+        Tool::new(
+            "test_streaming_elicitation",
+            "Runs only after a person approves it: the question reaches a 2026-07-28 client in \
+             an input-required result, never as a request on the response stream.",
+            approved,
+        )
+        .read_only(),
+        Tool::new(
+            "test_component_approval",
+            "Asks for a person's approval itself (chitin:host/approval) before it acts.",
+            asks,
         )
         .read_only(),
     ]

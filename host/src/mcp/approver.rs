@@ -3,14 +3,15 @@
 //! tool and why it needed approval; the agent never answers for the person.
 
 use rmcp::RoleServer;
-use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+use rmcp::model::{ElicitRequestParams, ElicitationSchema};
 use rmcp::service::Peer;
+use serde_json::Value;
 
 use crate::approval::{ApprovalRequest, Approver, Decision};
 
 /// The form field the person ticks to approve.
 const APPROVE_FIELD: &str = "approve";
-/// The form's optional box: remember the approval for this component version and grant.
+/// The optional form field the person ticks to remember the approval ("always allow").
 const ALWAYS_FIELD: &str = "always";
 
 /// Asks the person at one MCP client.
@@ -21,21 +22,60 @@ pub struct ElicitationApprover {
 }
 
 impl ElicitationApprover {
-    /// An approver asking through `peer`. `can_elicit`: the client declared form elicitation;
-    /// `legacy_session`: it connected with `initialize`, so the server may send it requests
-    /// during a call (2026-07-28 asks through input-required results instead, not served yet).
-    pub fn new(peer: Peer<RoleServer>, can_elicit: bool, legacy_session: bool) -> Self {
-        let unavailable = if !legacy_session {
-            Some(
-                "this client speaks MCP 2026-07-28, where chitin cannot ask for approval yet; \
-                 connect with protocol 2025-11-25 and the elicitation capability",
-            )
-        } else if !can_elicit {
+    /// An approver asking through `peer`, a session that began with `initialize` (2026-07-28
+    /// requests are asked through input-required results instead, see `input_required`).
+    /// `can_elicit`: the client declared form elicitation.
+    pub fn new(peer: Peer<RoleServer>, can_elicit: bool) -> Self {
+        let unavailable = if !can_elicit {
             Some("this MCP client did not declare the elicitation capability, so it cannot ask")
         } else {
             None
         };
         Self { peer, unavailable }
+    }
+}
+
+/// The approval question for `request`, as an elicitation form with a required tick box to
+/// approve and an optional one to remember the approval.
+pub fn question(request: &ApprovalRequest) -> Result<ElicitRequestParams, String> {
+    let schema = ElicitationSchema::builder()
+        .required_bool(APPROVE_FIELD)
+        .optional_bool(ALWAYS_FIELD, false)
+        .build()
+        .map_err(|e| format!("cannot build the approval form: {e}"))?;
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!(
+            "Allow `{}` from {} to run? It needs approval because {}.\nArguments: {}",
+            request.tool, request.component, request.reason, request.args_json
+        ),
+        requested_schema: schema,
+    })
+}
+
+/// The decision an elicitation answer (an `ElicitResult` as JSON) gives about running `tool`:
+/// only an accepted form with the box ticked approves.
+pub fn decision(tool: &str, answer: &Value) -> Decision {
+    let action = answer.get("action").and_then(Value::as_str);
+    let field = |name| {
+        answer
+            .get("content")
+            .and_then(|c| c.get(name))
+            .and_then(Value::as_bool)
+    };
+    match (action, field(APPROVE_FIELD)) {
+        (Some("accept"), Some(true)) if field(ALWAYS_FIELD) == Some(true) => {
+            Decision::ApprovedAlways
+        }
+        (Some("accept"), Some(true)) => Decision::Approved,
+        (Some("accept"), _) => Decision::Denied(format!(
+            "the person did not approve `{tool}` (the approve box was not ticked)"
+        )),
+        (Some("decline"), _) => Decision::Denied(format!("the person declined to run `{tool}`")),
+        // Cancel, and any answer a later protocol adds: not an approval.
+        _ => Decision::Denied(format!(
+            "the person dismissed the approval request for `{tool}`"
+        )),
     }
 }
 
@@ -49,21 +89,9 @@ impl Approver for ElicitationApprover {
                 request.tool, request.component, request.reason
             ));
         }
-        let schema = match ElicitationSchema::builder()
-            .required_bool(APPROVE_FIELD)
-            .optional_bool(ALWAYS_FIELD, false)
-            .build()
-        {
-            Ok(schema) => schema,
-            Err(e) => return Decision::Denied(format!("cannot build the approval form: {e}")),
-        };
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: format!(
-                "Allow `{}` from {} to run? It needs approval because {}.\nArguments: {}",
-                request.tool, request.component, request.reason, request.args_json
-            ),
-            requested_schema: schema,
+        let params = match question(request) {
+            Ok(params) => params,
+            Err(e) => return Decision::Denied(e),
         };
         let answer = match self.peer.create_elicitation(params).await {
             Ok(answer) => answer,
@@ -74,31 +102,9 @@ impl Approver for ElicitationApprover {
                 ));
             }
         };
-        let field = |name| {
-            answer
-                .content
-                .as_ref()
-                .and_then(|c| c.get(name))
-                .and_then(serde_json::Value::as_bool)
-        };
-        let ticked = field(APPROVE_FIELD);
-        match (answer.action, ticked) {
-            (ElicitationAction::Accept, Some(true)) if field(ALWAYS_FIELD) == Some(true) => {
-                Decision::ApprovedAlways
-            }
-            (ElicitationAction::Accept, Some(true)) => Decision::Approved,
-            (ElicitationAction::Accept, _) => Decision::Denied(format!(
-                "the person did not approve `{}` (the approve box was not ticked)",
-                request.tool
-            )),
-            (ElicitationAction::Decline, _) => {
-                Decision::Denied(format!("the person declined to run `{}`", request.tool))
-            }
-            // Cancel, and any answer a later protocol adds: not an approval.
-            _ => Decision::Denied(format!(
-                "the person dismissed the approval request for `{}`",
-                request.tool
-            )),
+        match serde_json::to_value(&answer) {
+            Ok(answer) => decision(&request.tool, &answer),
+            Err(e) => Decision::Denied(format!("cannot read the approval answer: {e}")),
         }
     }
 }

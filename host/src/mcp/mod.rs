@@ -4,8 +4,10 @@
 pub mod approver;
 pub mod content;
 pub mod http;
+pub mod input_required;
 pub mod served;
 mod server;
+pub mod tasks;
 pub mod token;
 pub mod watch;
 

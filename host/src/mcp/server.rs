@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
-    ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
+    CreateTaskResult, ElicitationCapability, GetTaskParams, GetTaskResult, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations, UpdateTaskParams,
 };
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
@@ -19,10 +20,13 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::approval::Approver;
 use crate::approval::CallContext;
 use crate::caps::log::LogLevel;
 use crate::events::{CallEvent, CallEvents};
 use crate::mcp::approver::ElicitationApprover;
+use crate::mcp::input_required::InputApprover;
+use crate::mcp::tasks;
 use crate::mcp::{Served, content};
 use crate::spec::ToolSpec;
 
@@ -167,13 +171,20 @@ pub fn page<T: Clone>(
 }
 
 impl ServerHandler for McpServer {
+    /// What is served, and nothing more: tools (with list changes), logging for sessions that
+    /// ask, tasks, and prompts, resources and completions that are always empty (chitin serves
+    /// tools; every capability is a signed component's tool with a grant).
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_prompts()
+                .enable_resources()
+                .enable_completions()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("chitin", env!("CARGO_PKG_VERSION")))
@@ -199,6 +210,12 @@ impl ServerHandler for McpServer {
         Ok(result)
     }
 
+    /// The called tool's schema, which the HTTP transport checks `Mcp-Param-*` headers against
+    /// (the `x-mcp-header` properties).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.served.host().tool(name).map(to_mcp_tool)
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -209,6 +226,21 @@ impl ServerHandler for McpServer {
             None => "{}".to_owned(),
         };
         let host = self.served.host();
+        let can_elicit = context
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some();
+        let wants_task = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        if let Some(limit) = host.asked_time_limit(&request.name)
+            && wants_task
+            && tasks::runs_as_task(limit)
+        {
+            let task = tasks::start(host, request.name.to_string(), args, limit, can_elicit)
+                .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+            return Ok(CreateTaskResult::new(task).into());
+        }
         let (events, mut reports) = CallEvents::channel();
         let forward = Forward {
             tool: &request.name,
@@ -219,16 +251,27 @@ impl ServerHandler for McpServer {
         let legacy_session = context
             .protocol_version()
             .is_some_and(|v| v.has_initialize());
-        let can_elicit = context
-            .client_capabilities()
-            .and_then(|c| c.elicitation)
-            .is_some();
-        let ctx = CallContext {
-            approver: Arc::new(ElicitationApprover::new(
-                context.peer.clone(),
+        // A session that began with `initialize` is asked mid-call; a 2026-07-28 request is
+        // asked through an input-required result and answers in its retry.
+        let asking = if legacy_session {
+            None
+        } else {
+            let approver = InputApprover::new(
+                &request.name,
+                &args,
                 can_elicit,
-                legacy_session,
-            )),
+                request.request_state.as_deref(),
+                request.input_responses.as_ref(),
+            )
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+            Some(Arc::new(approver))
+        };
+        let approver: Arc<dyn Approver> = match &asking {
+            Some(approver) => approver.clone(),
+            None => Arc::new(ElicitationApprover::new(context.peer.clone(), can_elicit)),
+        };
+        let ctx = CallContext {
+            approver,
             user: "mcp".into(),
             events,
         };
@@ -251,11 +294,50 @@ impl ServerHandler for McpServer {
         while let Ok(event) = reports.try_recv() {
             forward.send(event).await;
         }
+        if let Some(asking) = &asking {
+            if asking.missed_capability() {
+                let mut required = ClientCapabilities::default();
+                required.elicitation = Some(ElicitationCapability::new());
+                return Err(ErrorData::missing_required_client_capability(required));
+            }
+            if let Some(question) = asking
+                .input_required()
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+            {
+                return Ok(question.into());
+            }
+        }
         let result = match report.result {
             Ok(output) => content::success(output),
             Err(e) => content::failure(&e),
         };
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        tasks::tasks()
+            .get_task(&request.task_id)
+            .map(GetTaskResult::new)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::tasks().update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::tasks().cancel_task(&request.task_id)
     }
 
     #[allow(deprecated)]

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use super::bindings::chitin::host::process::{Command, Error, Host, Output};
-use super::{ProcessCtx, Request, RunError};
+use super::{PROGRESS_EVERY, ProcessCtx, Request, RunError};
+use crate::events::CallEvent;
 
 impl From<RunError> for Error {
     fn from(e: RunError) -> Self {
@@ -27,6 +28,7 @@ impl Host for &mut ProcessCtx {
                 cmd.program
             )));
         };
+        let program = cmd.program.clone();
         let request = Request {
             program: cmd.program,
             args: cmd.args,
@@ -35,7 +37,25 @@ impl Host for &mut ProcessCtx {
             timeout: cmd.timeout_ms.map(Duration::from_millis),
             env: cmd.env,
         };
-        let done = config.run(request).await?;
+        let total = request.timeout.map(|t| t.as_secs_f64());
+        let run = config.run(request);
+        tokio::pin!(run);
+        let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+        ticks.tick().await;
+        let started = tokio::time::Instant::now();
+        let done = loop {
+            tokio::select! {
+                done = &mut run => break done?,
+                _ = ticks.tick(), if self.events.is_listening() => {
+                    let seconds = started.elapsed().as_secs();
+                    self.events.emit(CallEvent::Progress {
+                        done: started.elapsed().as_secs_f64(),
+                        total,
+                        message: Some(format!("`{program}` has been running for {seconds} s")),
+                    });
+                }
+            }
+        };
         Ok(Output {
             exit_code: done.exit_code,
             signal: done.signal,

@@ -21,6 +21,7 @@ pub use chitin_registry::manifest::ProcessGrant;
 use tokio::sync::Semaphore;
 use wasmtime::component::{HasData, Linker};
 
+use crate::events::CallEvents;
 use crate::policy::Policy;
 use crate::services::Services;
 use crate::state::HostState;
@@ -444,7 +445,13 @@ fn check_workspace(workspace: &Path, data_dir: &Path) -> Result<(), GrantError> 
 pub struct ProcessCtx {
     /// The component's resolved grant; none when it has no process grant.
     pub config: Option<Arc<ProcessConfig>>,
+    /// Where the call's progress goes: a running process is reported every
+    /// [`PROGRESS_EVERY`], so a long command shows it is alive.
+    pub events: CallEvents,
 }
+
+/// How often a running process is reported as progress.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// `HasData` marker for the process capability.
 pub struct Process;

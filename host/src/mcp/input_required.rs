@@ -1,0 +1,379 @@
+//! Approvals for MCP 2026-07-28 clients, through input-required results: the server cannot send
+//! a request in the middle of a call, so a call that needs approval ends with an
+//! `input_required` result carrying the question (as an elicitation) and a signed request state.
+//! The client asks the person and retries the call with the answer and the state; the retry runs
+//! the call again, and the questions the state records as approved are approved without asking.
+//!
+//! The state is HMAC-SHA256 signed with a per-process key and bound to the tool and its
+//! arguments, expires after [`STATE_TTL`], and is accepted once: a tampered, foreign, expired or
+//! replayed state is refused.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    ElicitRequest, InputRequest, InputRequiredResult, InputResponses, RequestStateCodec,
+    SealOptions,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::approval::{ApprovalRequest, Approver, Decision};
+use crate::mcp::approver::{decision, question};
+
+/// The key of the approval question in `inputRequests` and `inputResponses`.
+pub const APPROVAL_KEY: &str = "approval";
+/// How long a person has to answer before the state expires.
+pub const STATE_TTL: Duration = Duration::from_secs(600);
+/// Redeemed states remembered (to refuse replays) before new retries are refused.
+const MAX_REDEEMED: usize = 10_000;
+
+/// Why a retry's request state was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The per-process key could not be made, so no state can be trusted.
+    #[error("approval state is unavailable in this process: {0}")]
+    Unavailable(String),
+    /// The signature does not verify for this tool and these arguments, or the state expired.
+    #[error(
+        "the request state was refused ({0}): it is not one this server issued for this tool \
+         and these arguments, or it expired; call the tool again without a request state"
+    )]
+    Invalid(String),
+    /// The state was already redeemed once.
+    #[error(
+        "the request state was already used: each approval answer is accepted once; call the \
+         tool again without a request state"
+    )]
+    Replayed,
+    /// Too many answers are in flight to remember another one.
+    #[error("too many approval answers in the last {0:?}; retry later")]
+    Busy(Duration),
+}
+
+/// What the signed request state carries.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct State {
+    /// A random nonce: the state is accepted once.
+    nonce: String,
+    /// Digests of the questions already approved for this call.
+    approved: Vec<String>,
+    /// The digest of the question the person is being asked.
+    asked: String,
+}
+
+/// The per-process signing key and the states already redeemed.
+struct States {
+    codec: RequestStateCodec,
+    redeemed: Mutex<HashMap<String, Instant>>,
+}
+
+fn states() -> Result<&'static States, StateError> {
+    static STATES: OnceLock<Result<States, String>> = OnceLock::new();
+    STATES
+        .get_or_init(|| {
+            let mut key = [0u8; 32];
+            getrandom::fill(&mut key).map_err(|e| e.to_string())?;
+            let codec = RequestStateCodec::try_new(key.to_vec()).map_err(|e| e.to_string())?;
+            Ok(States {
+                codec,
+                redeemed: Mutex::new(HashMap::new()),
+            })
+        })
+        .as_ref()
+        .map_err(|e| StateError::Unavailable(e.clone()))
+}
+
+/// The data a state is bound to: this tool with exactly these arguments.
+fn binding(tool: &str, args_json: &str) -> Vec<u8> {
+    format!("chitin tools/call\0{tool}\0{args_json}").into_bytes()
+}
+
+/// A question's identity: who asks, about what, and why.
+fn digest(request: &ApprovalRequest) -> String {
+    let mut hasher = blake3::Hasher::new();
+    for part in [
+        &request.tool,
+        &request.component,
+        &request.reason,
+        &request.args_json,
+    ] {
+        hasher.update(&(part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher.finalize().to_hex().to_string()
+}
+
+fn random_nonce() -> Result<String, StateError> {
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).map_err(|e| StateError::Unavailable(e.to_string()))?;
+    Ok(nonce.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Asks through an input-required result: approves what the verified state says was approved,
+/// and records the first new question so the call can end asking it.
+pub struct InputApprover {
+    tool: String,
+    args_json: String,
+    /// The client declared elicitation for this request.
+    can_elicit: bool,
+    approved: HashSet<String>,
+    /// The question the retry answered with a refusal, and why it is refused.
+    refused: Option<(String, String)>,
+    /// The first question nobody has answered yet.
+    pending: Mutex<Option<ApprovalRequest>>,
+    /// A question was put to a client that cannot elicit.
+    missed_capability: AtomicBool,
+}
+
+impl InputApprover {
+    /// The approver for one `tools/call` of `tool` with `args_json`: a retry's `request_state`
+    /// is verified and redeemed here, and `responses` carries the person's answer.
+    pub fn new(
+        tool: &str,
+        args_json: &str,
+        can_elicit: bool,
+        request_state: Option<&str>,
+        responses: Option<&InputResponses>,
+    ) -> Result<Self, StateError> {
+        let mut approver = Self {
+            tool: tool.to_owned(),
+            args_json: args_json.to_owned(),
+            can_elicit,
+            approved: HashSet::new(),
+            refused: None,
+            pending: Mutex::new(None),
+            missed_capability: AtomicBool::new(false),
+        };
+        let Some(sealed) = request_state else {
+            return Ok(approver);
+        };
+        let state = redeem(sealed, &binding(tool, args_json))?;
+        approver.approved.extend(state.approved);
+        // No answer: the question is asked again.
+        if let Some(answer) = responses.and_then(|r| r.get(APPROVAL_KEY)) {
+            match decision(tool, answer) {
+                Decision::Approved | Decision::ApprovedAlways => {
+                    approver.approved.insert(state.asked);
+                }
+                Decision::Denied(why) => approver.refused = Some((state.asked, why)),
+            }
+        }
+        Ok(approver)
+    }
+
+    /// The call needed approval from a client that did not declare elicitation.
+    pub fn missed_capability(&self) -> bool {
+        self.missed_capability.load(Ordering::Relaxed)
+    }
+
+    /// The input-required result asking the pending question, if the call stopped at one.
+    pub fn input_required(&self) -> Result<Option<InputRequiredResult>, StateError> {
+        let pending = match self.pending.lock() {
+            Ok(mut pending) => pending.take(),
+            Err(_) => return Err(StateError::Unavailable("a lock was poisoned".into())),
+        };
+        let Some(request) = pending else {
+            return Ok(None);
+        };
+        let states = states()?;
+        let mut approved: Vec<String> = self.approved.iter().cloned().collect();
+        approved.sort();
+        let state = State {
+            nonce: random_nonce()?,
+            approved,
+            asked: digest(&request),
+        };
+        let payload =
+            serde_json::to_vec(&state).map_err(|e| StateError::Unavailable(e.to_string()))?;
+        let bound = binding(&self.tool, &self.args_json);
+        let sealed = states.codec.seal_with(
+            &payload,
+            &SealOptions::new().associated_data(&bound).ttl(STATE_TTL),
+        );
+        let params = question(&request).map_err(StateError::Unavailable)?;
+        let ask = InputRequest::Elicitation(ElicitRequest::new(params));
+        let requests = BTreeMap::from([(APPROVAL_KEY.to_owned(), ask)]);
+        Ok(Some(InputRequiredResult::new(Some(requests), Some(sealed))))
+    }
+}
+
+/// Verify `sealed` for `bound` and accept it once.
+fn redeem(sealed: &str, bound: &[u8]) -> Result<State, StateError> {
+    let states = states()?;
+    let payload = states
+        .codec
+        .open_with(sealed, bound)
+        .map_err(|e| StateError::Invalid(e.to_string()))?;
+    let state: State =
+        serde_json::from_slice(&payload).map_err(|e| StateError::Invalid(e.to_string()))?;
+    let mut redeemed = states
+        .redeemed
+        .lock()
+        .map_err(|_| StateError::Unavailable("a lock was poisoned".into()))?;
+    let now = Instant::now();
+    if redeemed.len() >= MAX_REDEEMED {
+        // A state past its TTL can no longer be opened, so its nonce need not be remembered.
+        redeemed.retain(|_, at| now.duration_since(*at) < STATE_TTL);
+        if redeemed.len() >= MAX_REDEEMED {
+            return Err(StateError::Busy(STATE_TTL));
+        }
+    }
+    if redeemed.insert(state.nonce.clone(), now).is_some() {
+        return Err(StateError::Replayed);
+    }
+    Ok(state)
+}
+
+#[async_trait::async_trait]
+impl Approver for InputApprover {
+    async fn approve(&self, request: &ApprovalRequest) -> Decision {
+        let id = digest(request);
+        if self.approved.contains(&id) {
+            return Decision::Approved;
+        }
+        if let Some((refused, why)) = &self.refused
+            && *refused == id
+        {
+            return Decision::Denied(why.clone());
+        }
+        if !self.can_elicit {
+            self.missed_capability.store(true, Ordering::Relaxed);
+            return Decision::Denied(format!(
+                "`{}` ({}) needs a person's approval because {}, but this client did not \
+                 declare the elicitation capability, so it cannot ask",
+                request.tool, request.component, request.reason
+            ));
+        }
+        if let Ok(mut pending) = self.pending.lock()
+            && pending.is_none()
+        {
+            *pending = Some(request.clone());
+        }
+        Decision::Denied(format!(
+            "`{}` is waiting for a person's approval (asked through an input-required result)",
+            request.tool
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> ApprovalRequest {
+        ApprovalRequest {
+            tool: "shell_run".into(),
+            component: "chitin/shell".into(),
+            reason: "the policy asks".into(),
+            args_json: r#"{"cmd":"ls"}"#.into(),
+        }
+    }
+
+    fn approve_answer() -> InputResponses {
+        BTreeMap::from([(
+            APPROVAL_KEY.to_owned(),
+            serde_json::json!({"action": "accept", "content": {"approve": true}}),
+        )])
+    }
+
+    async fn first_round() -> String {
+        let approver =
+            InputApprover::new("shell_run", r#"{"cmd":"ls"}"#, true, None, None).expect("new");
+        assert!(matches!(
+            approver.approve(&request()).await,
+            Decision::Denied(_)
+        ));
+        let result = approver.input_required().expect("state").expect("asks");
+        assert!(
+            result
+                .input_requests
+                .expect("requests")
+                .contains_key(APPROVAL_KEY)
+        );
+        result.request_state.expect("state")
+    }
+
+    #[tokio::test]
+    async fn an_approved_answer_approves_the_retry_once() {
+        let state = first_round().await;
+        let answer = approve_answer();
+        let retry = InputApprover::new(
+            "shell_run",
+            r#"{"cmd":"ls"}"#,
+            true,
+            Some(&state),
+            Some(&answer),
+        )
+        .expect("verified");
+        assert_eq!(retry.approve(&request()).await, Decision::Approved);
+        assert!(retry.input_required().expect("state").is_none());
+        let replay = InputApprover::new(
+            "shell_run",
+            r#"{"cmd":"ls"}"#,
+            true,
+            Some(&state),
+            Some(&answer),
+        );
+        assert!(matches!(replay, Err(StateError::Replayed)));
+    }
+
+    #[tokio::test]
+    async fn a_state_for_other_arguments_or_tampered_is_refused() {
+        let state = first_round().await;
+        let answer = approve_answer();
+        let other = InputApprover::new(
+            "shell_run",
+            r#"{"cmd":"rm -rf /"}"#,
+            true,
+            Some(&state),
+            Some(&answer),
+        );
+        assert!(matches!(other, Err(StateError::Invalid(_))));
+        let mut tampered = state.clone();
+        tampered.insert(tampered.len() / 2, 'x');
+        let forged = InputApprover::new(
+            "shell_run",
+            r#"{"cmd":"ls"}"#,
+            true,
+            Some(&tampered),
+            Some(&answer),
+        );
+        assert!(matches!(forged, Err(StateError::Invalid(_))));
+    }
+
+    #[tokio::test]
+    async fn a_declined_answer_refuses_the_call() {
+        let state = first_round().await;
+        let answer = BTreeMap::from([(
+            APPROVAL_KEY.to_owned(),
+            serde_json::json!({"action": "decline"}),
+        )]);
+        let retry = InputApprover::new(
+            "shell_run",
+            r#"{"cmd":"ls"}"#,
+            true,
+            Some(&state),
+            Some(&answer),
+        )
+        .expect("verified");
+        let Decision::Denied(why) = retry.approve(&request()).await else {
+            panic!("a declined approval must refuse");
+        };
+        assert!(why.contains("declined"), "{why}");
+        assert!(retry.input_required().expect("state").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_client_without_elicitation_is_not_asked() {
+        let approver =
+            InputApprover::new("shell_run", r#"{"cmd":"ls"}"#, false, None, None).expect("new");
+        assert!(matches!(
+            approver.approve(&request()).await,
+            Decision::Denied(_)
+        ));
+        assert!(approver.missed_capability());
+        assert!(approver.input_required().expect("state").is_none());
+    }
+}
