@@ -194,7 +194,14 @@ async fn run() {
     let line = format!("{}\n", "x".repeat(1023));
     std::fs::write(workspace.join("big.txt"), line.repeat(1024)).expect("1 MiB file");
     let mut rows = Vec::new();
-    println!("chitin performance goals (issue 21), release build, one run; machine shared: figures drift");
+    let profile = if cfg!(debug_assertions) {
+        "dev profile (host crate unoptimised): not the figures the goals are about"
+    } else {
+        "release profile"
+    };
+    println!(
+        "chitin performance goals (issue 21), {profile}; one run; figures drift on a shared machine"
+    );
 
     // MCP over stdio: chitin serve and the native floor, driven by the same client loop.
     let serve_args = |data: &Path| -> Command {
@@ -212,11 +219,17 @@ async fn run() {
     let small = json!({"path": "small.txt"});
     let (chitin_echo, chitin_read) = {
         let mut chitin = StdioPeer::start(serve_args(data.path()), true);
-        (chitin.series("echo", &echo_args()), chitin.series("read_file", &small))
+        (
+            chitin.series("echo", &echo_args()),
+            chitin.series("read_file", &small),
+        )
     };
     let (floor_echo, floor_read) = {
         let mut floor = StdioPeer::start(floor_command("stdio-floor", &workspace), false);
-        (floor.series("echo", &echo_args()), floor.series("read_file", &small))
+        (
+            floor.series("echo", &echo_args()),
+            floor.series("read_file", &small),
+        )
     };
     rows.push(within(
         "1. MCP stdio `echo` round trip (ref: native stdio responder)",
@@ -254,11 +267,18 @@ async fn run() {
     ] {
         let chitin = chitin_server.load(conns, keep_alive).await;
         let floor = floor_server.load(conns, keep_alive).await;
-        let how = if keep_alive { "keep-alive" } else { "Connection: close" };
+        let how = if keep_alive {
+            "keep-alive"
+        } else {
+            "Connection: close"
+        };
         let (goal, met) = match (conns, keep_alive) {
             (16, true) => ("≥ 15,000 calls/s".to_owned(), chitin.rate >= 15_000.0),
             (1, true) => ("p50 < 1 ms".to_owned(), chitin.times.p50() < 1000.0),
-            _ => ("no 40 ms stall (p50 < 20 ms)".to_owned(), chitin.times.p50() < 20_000.0),
+            _ => (
+                "no 40 ms stall (p50 < 20 ms)".to_owned(),
+                chitin.times.p50() < 20_000.0,
+            ),
         };
         rows.push(Row {
             figure: format!("8. HTTP echo load, {conns} conn, {how}"),
@@ -297,7 +317,9 @@ async fn run() {
     let big = host_data.join("workspace/big.txt");
     std::fs::copy(workspace.join("big.txt"), &big).expect("copy big");
     let read_big = measure(ROUNDS / 3, 5, || async {
-        let r = host.call_in("read_file", r#"{"path":"big.txt"}"#, &ctx).await;
+        let r = host
+            .call_in("read_file", r#"{"path":"big.txt"}"#, &ctx)
+            .await;
         assert!(r.result.map(|o| o.text.len()).unwrap_or(0) > 1 << 20);
     })
     .await;
@@ -591,12 +613,18 @@ impl HttpPeer {
         id: u64,
         close: bool,
     ) {
+        sender.ready().await.expect("connection ready");
         let response = sender
             .send_request(self.request(id, close))
             .await
             .expect("send");
         let status = response.status();
-        let body = response.into_body().collect().await.expect("body").to_bytes();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
         assert!(
             status.is_success() && memchr_hello(&body),
             "{status}: {}",
@@ -797,7 +825,11 @@ mod floor {
             }
             let mut out = answer(&request).to_string();
             out.push('\n');
-            if stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()).is_err() {
+            if stdout
+                .write_all(out.as_bytes())
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
                 return;
             }
         }

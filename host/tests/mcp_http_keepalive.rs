@@ -49,7 +49,13 @@ async fn calls_on_one_kept_alive_connection_never_wait_for_a_delayed_ack() {
 async fn run() {
     let data = tempfile::tempdir().expect("data dir");
     let mut server = Command::new(env!("CARGO_BIN_EXE_chitin"))
-        .args(["serve", "--no-watch", "--http", "127.0.0.1:0", "--components"])
+        .args([
+            "serve",
+            "--no-watch",
+            "--http",
+            "127.0.0.1:0",
+            "--components",
+        ])
         .arg(common::component("echo"))
         .env("CHITIN_DATA_DIR", data.path())
         .env(
@@ -104,13 +110,25 @@ async fn run() {
             .body(Full::new(Bytes::from(echo_call(id))))
             .expect("request");
         let started = Instant::now();
-        let response = sender.send_request(request).await.expect("send on the kept-alive connection");
+        sender.ready().await.expect("the connection stays open");
+        let response = sender
+            .send_request(request)
+            .await
+            .expect("send on the kept-alive connection");
         let status = response.status();
-        let body = response.into_body().collect().await.expect("body").to_bytes();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
         let took = started.elapsed();
         let body = String::from_utf8_lossy(&body);
         assert!(status.is_success(), "{status}: {body}");
-        assert!(body.contains(r#"\"message\":\"hello\""#) || body.contains(r#""message":"hello""#), "{body}");
+        assert!(
+            body.contains(r#"\"message\":\"hello\""#) || body.contains(r#""message":"hello""#),
+            "{body}"
+        );
         if id > 0 {
             times.push(took);
         }
