@@ -93,8 +93,13 @@ test-conformance: build-fixtures
 wasm-target:
     @rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
-# Run the benchmarks and print the table.
-bench: build-components build-fixtures
+# The performance goals, measured in one release run against their references (std::fs::read,
+# reqwest, `sh -c true`, native stdio and HTTP JSON-RPC floors), printed as one table.
+bench: build-components
+    cargo bench -p chitin-host --bench goals
+
+# The detailed benchmarks behind the goals (allocator settings, phases, memory, compose, leak scan).
+bench-detail: build-components build-fixtures
     cargo bench -p chitin-host --bench runtime
     cargo bench -p chitin-host --bench process
     cargo bench -p chitin-host --bench fs_memory

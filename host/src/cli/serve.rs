@@ -72,7 +72,7 @@ async fn serve_stdio(server: McpServer, banner: &str) -> anyhow::Result<Exit> {
         "chitin {} serving MCP on stdio\n{banner}",
         env!("CARGO_PKG_VERSION")
     );
-    let service = match server.serve(rmcp::transport::stdio()).await {
+    let service = match server.serve(stdio_transport()).await {
         Ok(service) => service,
         // A client that hangs up before initializing (a probe) ends the session normally.
         Err(ServerInitializeError::ConnectionClosed(during)) => {
@@ -83,6 +83,44 @@ async fn serve_stdio(server: McpServer, banner: &str) -> anyhow::Result<Exit> {
     };
     service.waiting().await?;
     Ok(Exit::Ok)
+}
+
+/// An async reader and writer for the stdio transport.
+type StdioTransport = (
+    Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+    Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+);
+
+/// stdin and stdout as the MCP transport. Pipes (how MCP clients start a server) are read and
+/// written non-blocking on the runtime's own thread: tokio's stdin and stdout hand every read and
+/// write to its blocking pool, a thread hand-off each way per message. Anything else (a
+/// terminal, a file, a socket) keeps tokio's.
+fn stdio_transport() -> StdioTransport {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let reader: Box<dyn tokio::io::AsyncRead + Send + Unpin> = match std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd)
+    {
+        Ok(pipe) => Box::new(pipe),
+        Err(e) => {
+            tracing::debug!(error = %e, "stdin is not a pipe; reading it through tokio's blocking pool");
+            Box::new(tokio::io::stdin())
+        }
+    };
+    let writer: Box<dyn tokio::io::AsyncWrite + Send + Unpin> = match std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Sender::from_owned_fd)
+    {
+        Ok(pipe) => Box::new(pipe),
+        Err(e) => {
+            tracing::debug!(error = %e, "stdout is not a pipe; writing it through tokio's blocking pool");
+            Box::new(tokio::io::stdout())
+        }
+    };
+    (reader, writer)
 }
 
 async fn serve_http(

@@ -12,6 +12,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -101,6 +102,13 @@ pub async fn serve(
     let app = Router::new()
         .route_service(MCP_PATH, service)
         .layer(middleware::from_fn_with_state(guard, check_request));
+    // Without TCP_NODELAY a response written in more than one segment waits for the client's
+    // delayed ACK (~40 ms) on every call after the first on a kept-alive connection.
+    let listener = listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+        }
+    });
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),

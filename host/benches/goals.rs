@@ -1,0 +1,867 @@
+//! The performance goals of issue 21, measured in one run and printed as ONE table: for each
+//! figure the goal, chitin's p50/p99, the reference measured in the same run, the ratio (or the
+//! difference), and whether the goal is met. Run with `just bench` (release).
+//!
+//! References: `std::fs::read`; reqwest; a bare `sh -c true`; and, as the floor of the MCP rows,
+//! a minimal native JSON-RPC responder on stdio and over HTTP written for this bench (this same
+//! executable, started again in a floor role). Every server is on 127.0.0.1. Goals are reported,
+//! never asserted: the machines are shared and noisy.
+
+// The tests' HTTPS server; the bench reads none of its hit counters.
+#[allow(dead_code)]
+#[path = "../tests/https_server/mod.rs"]
+mod https_server;
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use chitin_host::data_dir::DataDir;
+use chitin_host::engine::EngineOptions;
+use chitin_host::policy::{DEFAULT_POLICY, Policy};
+use chitin_host::{Host, Limits, Runtime, Services};
+use chitin_registry::keys::SigningKey;
+use chitin_registry::trust::{Scope, TrustStore, TrustedKey};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+
+/// The environment variable that starts this executable as a floor responder.
+const ROLE_ENV: &str = "CHITIN_BENCH_ROLE";
+/// Sequential calls per latency series, after the warm-up.
+const CALLS: usize = 2000;
+const WARMUP: usize = 200;
+/// Runs of the slower series (process spawns, HTTPS GETs, 1 MiB reads).
+const ROUNDS: usize = 300;
+/// How long each load-generator series runs.
+const LOAD_WINDOW: Duration = Duration::from_millis(1500);
+
+fn main() {
+    match std::env::var(ROLE_ENV).as_deref() {
+        Ok("stdio-floor") => return floor::stdio(),
+        Ok("http-floor") => return floor::http(),
+        _ => {}
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(run());
+}
+
+/// One row of the table.
+struct Row {
+    figure: String,
+    goal: String,
+    measured: String,
+    reference: String,
+    ratio: String,
+    met: bool,
+}
+
+fn print(rows: &[Row]) {
+    println!();
+    println!("| figure | goal | chitin p50 / p99 | reference p50 / p99 | ratio | met |");
+    println!("|---|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {} |",
+            r.figure,
+            r.goal,
+            r.measured,
+            r.reference,
+            r.ratio,
+            if r.met { "yes" } else { "NO" }
+        );
+    }
+}
+
+/// Sorted latencies.
+struct Series(Vec<Duration>);
+
+impl Series {
+    fn new(mut times: Vec<Duration>) -> Self {
+        times.sort_unstable();
+        Self(times)
+    }
+    fn at(&self, q: f64) -> Duration {
+        self.0[((self.0.len() as f64 - 1.0) * q).round() as usize]
+    }
+    fn p50(&self) -> f64 {
+        self.at(0.5).as_secs_f64() * 1e6
+    }
+    fn p99(&self) -> f64 {
+        self.at(0.99).as_secs_f64() * 1e6
+    }
+    fn show(&self) -> String {
+        format!("{} / {}", us(self.p50()), us(self.p99()))
+    }
+}
+
+fn us(micros: f64) -> String {
+    if micros >= 10_000.0 {
+        format!("{:.1} ms", micros / 1e3)
+    } else if micros >= 100.0 {
+        format!("{micros:.0} µs")
+    } else {
+        format!("{micros:.1} µs")
+    }
+}
+
+/// A row whose goal is `chitin ≤ reference + allowance µs` at p50.
+fn within(figure: &str, chitin: &Series, reference: &Series, allowance: f64) -> Row {
+    let extra = chitin.p50() - reference.p50();
+    Row {
+        figure: figure.into(),
+        goal: format!("≤ reference + {allowance:.0} µs"),
+        measured: chitin.show(),
+        reference: reference.show(),
+        ratio: format!("+{}", us(extra.max(0.0))),
+        met: extra <= allowance,
+    }
+}
+
+/// A row whose goal is `chitin ≤ factor × reference` at p50.
+fn times(figure: &str, chitin: &Series, reference: &Series, factor: f64) -> Row {
+    let ratio = chitin.p50() / reference.p50();
+    Row {
+        figure: figure.into(),
+        goal: format!("≤ {factor}× reference"),
+        measured: chitin.show(),
+        reference: reference.show(),
+        ratio: format!("{ratio:.2}×"),
+        met: ratio <= factor,
+    }
+}
+
+fn build_dir(kind: &str, name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(kind)
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} missing: run `just build-components`",
+        path.display()
+    );
+    path
+}
+
+fn trusted_keys() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys")
+}
+
+/// Approves everything, as `--yes` does: the bench measures running, not a person.
+struct Yes;
+
+#[async_trait::async_trait]
+impl Approver for Yes {
+    async fn approve(&self, _: &ApprovalRequest) -> Decision {
+        Decision::Approved
+    }
+}
+
+fn echo_args() -> Value {
+    json!({"message": "hello"})
+}
+
+/// A JSON-RPC `tools/call` request (2026-07-28 `_meta` when `stateless`).
+fn tools_call(id: u64, tool: &str, args: &Value, stateless: bool) -> String {
+    let mut params = json!({"name": tool, "arguments": args});
+    if stateless {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        });
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
+}
+
+async fn run() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let workspace = data.path().join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    std::fs::write(workspace.join("small.txt"), "hello, small file\n".repeat(8)).expect("small");
+    let line = format!("{}\n", "x".repeat(1023));
+    std::fs::write(workspace.join("big.txt"), line.repeat(1024)).expect("1 MiB file");
+    let mut rows = Vec::new();
+    let profile = if cfg!(debug_assertions) {
+        "dev profile (host crate unoptimised): not the figures the goals are about"
+    } else {
+        "release profile"
+    };
+    println!(
+        "chitin performance goals (issue 21), {profile}; one run; figures drift on a shared machine"
+    );
+
+    // MCP over stdio: chitin serve and the native floor, driven by the same client loop.
+    let serve_args = |data: &Path| -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_chitin"));
+        c.args(["serve", "--no-watch", "--components"])
+            .arg(build_dir("build/components", "echo"))
+            .arg("--components")
+            .arg(build_dir("build/components", "fs"))
+            .arg("--workspace")
+            .arg(data.join("workspace"))
+            .env("CHITIN_DATA_DIR", data)
+            .env("CHITIN_TRUSTED_KEYS", trusted_keys());
+        c
+    };
+    let small = json!({"path": "small.txt"});
+    let (chitin_echo, chitin_read) = {
+        let mut chitin = StdioPeer::start(serve_args(data.path()), true);
+        (
+            chitin.series("echo", &echo_args()),
+            chitin.series("read_file", &small),
+        )
+    };
+    let (floor_echo, floor_read) = {
+        let mut floor = StdioPeer::start(floor_command("stdio-floor", &workspace), false);
+        (
+            floor.series("echo", &echo_args()),
+            floor.series("read_file", &small),
+        )
+    };
+    rows.push(within(
+        "1. MCP stdio `echo` round trip (ref: native stdio responder)",
+        &chitin_echo,
+        &floor_echo,
+        30.0,
+    ));
+    rows.push(within(
+        "2. MCP stdio `read_file` small file (ref: native responder reading it)",
+        &chitin_read,
+        &floor_read,
+        100.0,
+    ));
+
+    // MCP over Streamable HTTP: chitin serve --http and the native floor.
+    let mut chitin_http = serve_args(data.path());
+    chitin_http.args(["--http", "127.0.0.1:0", "--rate-limit", "1000000"]);
+    let chitin_server = HttpPeer::start(chitin_http, data.path());
+    let floor_server = HttpPeer::start(floor_command("http-floor", &workspace), data.path());
+    let chitin_one = chitin_server.sequential(CALLS).await;
+    let floor_one = floor_server.sequential(CALLS).await;
+    rows.push(within(
+        "1. MCP HTTP `echo`, 1 kept-alive connection (ref: native HTTP responder)",
+        &chitin_one,
+        &floor_one,
+        50.0,
+    ));
+    for (conns, keep_alive) in [
+        (1, true),
+        (4, true),
+        (16, true),
+        (1, false),
+        (4, false),
+        (16, false),
+    ] {
+        let chitin = chitin_server.load(conns, keep_alive).await;
+        let floor = floor_server.load(conns, keep_alive).await;
+        let how = if keep_alive {
+            "keep-alive"
+        } else {
+            "Connection: close"
+        };
+        let (goal, met) = match (conns, keep_alive) {
+            (16, true) => ("≥ 15,000 calls/s".to_owned(), chitin.rate >= 15_000.0),
+            (1, true) => ("p50 < 1 ms".to_owned(), chitin.times.p50() < 1000.0),
+            _ => (
+                "no 40 ms stall (p50 < 20 ms)".to_owned(),
+                chitin.times.p50() < 20_000.0,
+            ),
+        };
+        rows.push(Row {
+            figure: format!("8. HTTP echo load, {conns} conn, {how}"),
+            goal,
+            measured: format!("{:.0}/s, {}", chitin.rate, chitin.times.show()),
+            reference: format!("{:.0}/s, {}", floor.rate, floor.times.show()),
+            ratio: format!("{:.2}× the floor's rate", chitin.rate / floor.rate),
+            met,
+        });
+    }
+    drop(chitin_server);
+    drop(floor_server);
+
+    // In-process: the host called directly, as the servers do.
+    let host_data = data.path().join("host");
+    let host = in_process_host(&host_data).await;
+    let ctx = CallContext {
+        approver: Arc::new(Yes),
+        ..CallContext::default()
+    };
+    let echo_json = echo_args().to_string();
+    let echo = measure(CALLS, WARMUP, || async {
+        let r = host.call_in("echo", &echo_json, &ctx).await;
+        assert!(r.result.is_ok(), "{:?}", r.result);
+    })
+    .await;
+    rows.push(Row {
+        figure: "4. in-process fresh-instance `echo`".into(),
+        goal: "≤ 10 µs p50".into(),
+        measured: echo.show(),
+        reference: "—".into(),
+        ratio: "—".into(),
+        met: echo.p50() <= 10.0,
+    });
+
+    let big = host_data.join("workspace/big.txt");
+    std::fs::copy(workspace.join("big.txt"), &big).expect("copy big");
+    let read_big = measure(ROUNDS / 3, 5, || async {
+        let r = host
+            .call_in("read_file", r#"{"path":"big.txt"}"#, &ctx)
+            .await;
+        assert!(r.result.map(|o| o.text.len()).unwrap_or(0) > 1 << 20);
+    })
+    .await;
+    let std_read = measure(ROUNDS / 3, 5, || async {
+        let bytes = std::fs::read(&big).expect("read");
+        assert_eq!(bytes.len(), 1 << 20);
+    })
+    .await;
+    rows.push(times(
+        "3. `read_file` of 1 MiB, in process (ref: std::fs::read)",
+        &read_big,
+        &std_read,
+        3.0,
+    ));
+
+    let host_workspace = host_data.join("workspace");
+    let sh = measure(ROUNDS, 20, || async {
+        let status = tokio::process::Command::new("/bin/sh")
+            .args(["-c", "true"])
+            .current_dir(&host_workspace)
+            .status()
+            .await
+            .expect("spawn");
+        assert!(status.success());
+    })
+    .await;
+    let shell = measure(ROUNDS, 20, || async {
+        let r = host.call_in("shell", r#"{"command":"true"}"#, &ctx).await;
+        assert!(r.result.is_ok(), "{:?}", r.result);
+    })
+    .await;
+    let over_echo = Series::new(
+        shell
+            .0
+            .iter()
+            .map(|t| t.saturating_sub(echo.at(0.5)))
+            .collect(),
+    );
+    rows.push(times(
+        "5. shell tool `true` minus an echo call (ref: bare `sh -c true`)",
+        &over_echo,
+        &sh,
+        1.15,
+    ));
+    drop(host);
+
+    let (through, reqwest) = http_get(&data.path().join("http")).await;
+    rows.push(times(
+        "7. HTTPS GET through the http component (ref: reqwest, new connection each)",
+        &through,
+        &reqwest,
+        1.2,
+    ));
+
+    print(&rows);
+    println!();
+    println!(
+        "Latency series: {CALLS} calls after {WARMUP} warm-up (stdio, HTTP 1 connection, echo), \
+         {ROUNDS} runs (shell, sh), {} runs (1 MiB); load series {} ms each; the load generator \
+         shares the 2 cores with the servers.",
+        ROUNDS / 3,
+        LOAD_WINDOW.as_millis()
+    );
+}
+
+/// Run `one` `warmup` times, then time it `n` times.
+async fn measure<F, Fut>(n: usize, warmup: usize, mut one: F) -> Series
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for _ in 0..warmup {
+        one().await;
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        one().await;
+        out.push(started.elapsed());
+    }
+    Series::new(out)
+}
+
+/// A host with echo, fs and shell under the built-in policy (1 MiB results allowed).
+async fn in_process_host(data: &Path) -> Host {
+    let runtime = Runtime::new(&data.join("cache"), &EngineOptions::default()).expect("runtime");
+    let services = common::services(data);
+    let mut policy = Policy::builtin().expect("policy");
+    policy.limits = Limits {
+        memory_bytes: 64 * 1024 * 1024,
+        output_bytes: 4 * 1024 * 1024,
+        ..policy.limits
+    };
+    let mut host = Host::new(runtime, policy, services);
+    for name in ["echo", "fs", "shell"] {
+        host.load_path(&build_dir("build/components", name))
+            .await
+            .expect("load");
+    }
+    host
+}
+
+/// This executable in a floor role, serving `workspace`.
+fn floor_command(role: &str, workspace: &Path) -> Command {
+    let mut c = Command::new(std::env::current_exe().expect("current exe"));
+    c.env(ROLE_ENV, role).current_dir(workspace);
+    c
+}
+
+/// A JSON-RPC peer on a child's stdin and stdout, one line per message.
+struct StdioPeer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl StdioPeer {
+    fn start(mut command: Command, initialize: bool) -> Self {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn stdio peer");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut peer = Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+        };
+        if initialize {
+            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"}}});
+            peer.round_trip(&init.to_string(), 0);
+            peer.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        }
+        peer
+    }
+
+    fn send(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).expect("write");
+        self.stdin.write_all(b"\n").expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// Send `line` and read until the response with `id`.
+    fn round_trip(&mut self, line: &str, id: u64) -> Value {
+        self.send(line);
+        let mut buf = String::new();
+        loop {
+            buf.clear();
+            let n = self.stdout.read_line(&mut buf).expect("read");
+            assert!(n > 0, "the stdio peer closed its output");
+            let message: Value = serde_json::from_str(&buf).expect("JSON-RPC line");
+            if message["id"] == json!(id) {
+                return message;
+            }
+        }
+    }
+
+    fn series(&mut self, tool: &str, args: &Value) -> Series {
+        let mut out = Vec::with_capacity(CALLS);
+        for i in 0..WARMUP + CALLS {
+            let id = self.next_id;
+            self.next_id += 1;
+            let line = tools_call(id, tool, args, false);
+            let started = Instant::now();
+            let response = self.round_trip(&line, id);
+            let took = started.elapsed();
+            assert!(
+                response["result"]["isError"] != json!(true) && response.get("error").is_none(),
+                "{tool}: {response}"
+            );
+            if i >= WARMUP {
+                out.push(took);
+            }
+        }
+        Series::new(out)
+    }
+}
+
+impl Drop for StdioPeer {
+    fn drop(&mut self) {
+        // Closing stdin ends a well-behaved server; kill is the backstop.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP JSON-RPC server child on 127.0.0.1 (it prints its URL on stderr).
+struct HttpPeer {
+    child: Child,
+    addr: String,
+    token: Option<String>,
+    stop: Arc<AtomicBool>,
+}
+
+/// What a load series measured.
+struct Load {
+    rate: f64,
+    times: Series,
+}
+
+impl HttpPeer {
+    fn start(mut command: Command, data: &Path) -> Self {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn HTTP peer");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let (addr, chitin) = loop {
+            let line = lines
+                .next()
+                .expect("the HTTP peer exited before listening")
+                .expect("read");
+            if let Some(at) = line.find("http://") {
+                let rest = &line[at + "http://".len()..];
+                let addr = rest.split('/').next().unwrap_or_default().to_owned();
+                break (addr, line.contains("serving MCP"));
+            }
+        };
+        // The token file is written after the address is printed; its line follows.
+        if chitin {
+            for line in lines.by_ref() {
+                if line.expect("read").contains("bearer token") {
+                    break;
+                }
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        let token = chitin.then(|| {
+            std::fs::read_to_string(data.join("http-token"))
+                .expect("token")
+                .trim()
+                .to_owned()
+        });
+        Self {
+            child,
+            addr,
+            token,
+            stop,
+        }
+    }
+
+    fn request(&self, id: u64, close: bool) -> hyper::Request<Full<Bytes>> {
+        let mut r = hyper::Request::post("/mcp")
+            .header("host", &self.addr)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "echo");
+        if let Some(token) = &self.token {
+            r = r.header("authorization", format!("Bearer {token}"));
+        }
+        if close {
+            r = r.header("connection", "close");
+        }
+        r.body(Full::new(Bytes::from(tools_call(
+            id,
+            "echo",
+            &echo_args(),
+            true,
+        ))))
+        .expect("request")
+    }
+
+    async fn connect(&self) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
+        let stream = tokio::net::TcpStream::connect(&self.addr)
+            .await
+            .expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection);
+        sender
+    }
+
+    async fn call(
+        &self,
+        sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+        id: u64,
+        close: bool,
+    ) {
+        sender.ready().await.expect("connection ready");
+        let response = sender
+            .send_request(self.request(id, close))
+            .await
+            .expect("send");
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        assert!(
+            status.is_success() && memchr_hello(&body),
+            "{status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+
+    /// `n` sequential calls on one kept-alive connection.
+    async fn sequential(&self, n: usize) -> Series {
+        let mut sender = self.connect().await;
+        let mut out = Vec::with_capacity(n);
+        for i in 0..WARMUP + n {
+            let started = Instant::now();
+            self.call(&mut sender, i as u64, false).await;
+            if i >= WARMUP {
+                out.push(started.elapsed());
+            }
+        }
+        Series::new(out)
+    }
+
+    /// `conns` clients calling back to back for [`LOAD_WINDOW`]; a new connection per call
+    /// unless `keep_alive`.
+    async fn load(&self, conns: usize, keep_alive: bool) -> Load {
+        let started = Instant::now();
+        let clients = (0..conns).map(|_| async {
+            let mut out = Vec::new();
+            let mut kept = None;
+            let mut id = 0;
+            while started.elapsed() < LOAD_WINDOW && !self.stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let sender = match kept.as_mut() {
+                    Some(sender) if keep_alive => sender,
+                    _ => kept.insert(self.connect().await),
+                };
+                self.call(sender, id, !keep_alive).await;
+                out.push(t.elapsed());
+                id += 1;
+            }
+            out
+        });
+        let all: Vec<Duration> = futures::future::join_all(clients).await.concat();
+        let elapsed = started.elapsed();
+        Load {
+            rate: all.len() as f64 / elapsed.as_secs_f64(),
+            times: Series::new(all),
+        }
+    }
+}
+
+fn memchr_hello(body: &[u8]) -> bool {
+    body.windows(5).any(|w| w == b"hello")
+}
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The built `http` component re-signed by a bench key with its grant narrowed to `port`.
+fn http_component(dir: &Path, port: u16, key: &SigningKey) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let wasm = std::fs::read(build_dir("build/components", "http")).expect("http.wasm");
+    let manifest = std::fs::read_to_string(root.join("components/http/manifest.toml"))
+        .expect("manifest")
+        .replace("host = \"*\"", &format!("host = \"*\", port = {port}"));
+    let bare = chitin_registry::signature::strip(&wasm).expect("strip");
+    let embedded = chitin_registry::artifact::embed_manifest(&bare, &manifest).expect("embed");
+    let signed = chitin_registry::signature::sign(&embedded, key).expect("sign");
+    let path = dir.join("http.wasm");
+    std::fs::write(&path, signed).expect("write");
+    path
+}
+
+/// HTTPS GETs through the http component and with reqwest, against one server on 127.0.0.1.
+async fn http_get(dir: &Path) -> (Series, Series) {
+    std::fs::create_dir_all(dir).expect("dir");
+    let server = https_server::start(dir).await;
+    let url = server.url("/echo");
+    let key = SigningKey::generate();
+    let mut trust = TrustStore::empty();
+    trust
+        .add(
+            TrustedKey::new(
+                key.public().clone(),
+                "bench",
+                vec![Scope::parse("chitin/*").expect("scope")],
+            )
+            .expect("entry"),
+        )
+        .expect("trust");
+    let policy_text = DEFAULT_POLICY
+        .replace("allow_addresses = []", "allow_addresses = [\"127.0.0.1\"]")
+        .replace(
+            "ca_files = []",
+            &format!("ca_files = [{:?}]", server.ca_file),
+        )
+        .replace(
+            "rate_limit = { per_minute = 60, per_hour = 1000 }",
+            "rate_limit = { per_minute = 100000, per_hour = 1000000 }",
+        );
+    let mut policy = Policy::parse(&policy_text, Path::new("bench")).expect("policy");
+    // As in the detailed http bench: the figure is the send path, not an approval lookup.
+    policy.approval.clear();
+    let workspace = dir.join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    let services = Arc::new(
+        Services::new(&workspace, DataDir::resolve(Some(dir)).expect("data"))
+            .expect("services")
+            .with_trust(trust),
+    );
+    let runtime = Runtime::new(&dir.join("cache"), &EngineOptions::default()).expect("runtime");
+    let mut host = Host::new(runtime, policy, services);
+    host.load_path(&http_component(dir, server.addr.port(), &key))
+        .await
+        .expect("load http");
+    let ctx = CallContext {
+        approver: Arc::new(Yes),
+        ..CallContext::default()
+    };
+    let args = json!({"method": "GET", "url": url}).to_string();
+    let through = measure(ROUNDS, 10, || async {
+        let report = host.call_in("http", &args, &ctx).await;
+        report.result.expect("GET through the component");
+    })
+    .await;
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls::pki_types::pem::PemObject;
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(&server.ca_file).expect("ca") {
+        roots.add(cert.expect("cert")).expect("root");
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    // A new connection per request, as every call through the capability makes.
+    let direct = measure(ROUNDS, 10, || async {
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls.clone())
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("client");
+        let body = client
+            .get(&url)
+            .send()
+            .await
+            .expect("reqwest GET")
+            .bytes()
+            .await
+            .expect("body");
+        assert!(!body.is_empty());
+    })
+    .await;
+    (through, direct)
+}
+
+/// The floor: minimal native JSON-RPC responders, doing only what a tool server must (parse the
+/// request, run the tool natively, serialise the MCP result).
+mod floor {
+    use super::*;
+
+    /// The MCP result of `tool` with `args`, computed natively.
+    fn answer(request: &Value) -> Value {
+        let params = &request["params"];
+        let args = &params["arguments"];
+        let output = match params["name"].as_str() {
+            Some("read_file") => {
+                let path = args["path"].as_str().unwrap_or_default();
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                json!({"path": path, "content": text})
+            }
+            _ => json!({"message": args["message"]}),
+        };
+        json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+            "content": [{"type": "text", "text": output.to_string()}],
+            "structuredContent": output,
+            "isError": false,
+        }})
+    }
+
+    /// Line-delimited JSON-RPC on stdin/stdout, one thread, blocking I/O.
+    pub fn stdio() {
+        let stdin = std::io::stdin().lock();
+        let mut stdout = std::io::stdout().lock();
+        for line in stdin.lines() {
+            let Ok(line) = line else { return };
+            let Ok(request) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if request.get("id").is_none() {
+                continue;
+            }
+            let mut out = answer(&request).to_string();
+            out.push('\n');
+            if stdout
+                .write_all(out.as_bytes())
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    /// HTTP/1.1 JSON-RPC on 127.0.0.1 (axum over hyper, TCP_NODELAY, keep-alive), two workers.
+    pub fn http() {
+        use axum::serve::ListenerExt;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            eprintln!("floor at http://{addr}/mcp");
+            let listener = listener.tap_io(|stream| {
+                let _ = stream.set_nodelay(true);
+            });
+            let app = axum::Router::new().route(
+                "/mcp",
+                axum::routing::post(|body: Bytes| async move {
+                    let reply = serde_json::from_slice::<Value>(&body)
+                        .map(|r| answer(&r).to_string())
+                        .unwrap_or_default();
+                    ([("content-type", "application/json")], reply)
+                }),
+            );
+            axum::serve(listener, app).await.expect("serve");
+        });
+    }
+}

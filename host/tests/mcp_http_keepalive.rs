@@ -1,0 +1,143 @@
+//! `chitin serve --http` answers kept-alive connections without waiting on a delayed ACK: a
+//! response written in more than one segment on a socket without `TCP_NODELAY` stalls ~40 ms on
+//! every call after the first. Real server process, one real loopback connection.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::Command;
+
+/// Calls timed on the one connection.
+const CALLS: usize = 20;
+/// A correctness bound, not a speed goal: far above a normal call, far below 40 ms stalls.
+const MEDIAN_BOUND: Duration = Duration::from_millis(20);
+
+/// A 2026-07-28 stateless `tools/call` of echo.
+fn echo_call(id: usize) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {
+            "name": "echo",
+            "arguments": {"message": "hello"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "keepalive-test", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn calls_on_one_kept_alive_connection_never_wait_for_a_delayed_ack() {
+    tokio::time::timeout(Duration::from_secs(60), run())
+        .await
+        .expect("the test finishes within a minute");
+}
+
+async fn run() {
+    let data = tempfile::tempdir().expect("data dir");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_chitin"))
+        .args([
+            "serve",
+            "--no-watch",
+            "--http",
+            "127.0.0.1:0",
+            "--components",
+        ])
+        .arg(common::component("echo"))
+        .env("CHITIN_DATA_DIR", data.path())
+        .env(
+            "CHITIN_TRUSTED_KEYS",
+            common::repo().join("build/trusted_keys"),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn chitin serve --http");
+    let mut lines = BufReader::new(server.stderr.take().expect("stderr")).lines();
+    let addr = loop {
+        let line = lines
+            .next_line()
+            .await
+            .expect("read the banner")
+            .expect("chitin serve --http exited before listening");
+        if let Some(at) = line.find("over HTTP at http://") {
+            let at = at + "over HTTP at ".len();
+            let rest = &line[at + "http://".len()..];
+            break rest.split('/').next().unwrap_or_default().to_owned();
+        }
+    };
+    // The token file is written after the address is printed; its line follows.
+    while let Some(line) = lines.next_line().await.expect("read the banner") {
+        if line.contains("bearer token") {
+            break;
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let token = std::fs::read_to_string(data.path().join("http-token")).expect("token");
+
+    let stream = TcpStream::connect(&addr).await.expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("HTTP/1.1 handshake");
+    tokio::spawn(connection);
+
+    let mut times = Vec::with_capacity(CALLS);
+    // The first call is not timed: it may compile or warm caches.
+    for id in 0..=CALLS {
+        let request = Request::post("/mcp")
+            .header("host", &addr)
+            .header("authorization", format!("Bearer {}", token.trim()))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "echo")
+            .body(Full::new(Bytes::from(echo_call(id))))
+            .expect("request");
+        let started = Instant::now();
+        sender.ready().await.expect("the connection stays open");
+        let response = sender
+            .send_request(request)
+            .await
+            .expect("send on the kept-alive connection");
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let took = started.elapsed();
+        let body = String::from_utf8_lossy(&body);
+        assert!(status.is_success(), "{status}: {body}");
+        assert!(
+            body.contains(r#"\"message\":\"hello\""#) || body.contains(r#""message":"hello""#),
+            "{body}"
+        );
+        if id > 0 {
+            times.push(took);
+        }
+    }
+    times.sort();
+    let median = times[CALLS / 2];
+    assert!(
+        median < MEDIAN_BOUND,
+        "median of {CALLS} calls on one kept-alive connection is {median:?} (bound {MEDIAN_BOUND:?}); \
+         all: {times:?}"
+    );
+}
