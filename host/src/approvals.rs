@@ -8,6 +8,8 @@ use std::sync::Arc;
 use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 
+use crate::json_table::TableError;
+
 /// `component/tool` → JSON [`Approval`].
 const TABLE: TableDefinition<&str, &str> = TableDefinition::new("approvals");
 
@@ -19,6 +21,18 @@ pub struct ApprovalStoreError(String);
 impl From<redb::Error> for ApprovalStoreError {
     fn from(e: redb::Error) -> Self {
         Self(e.to_string())
+    }
+}
+
+impl From<TableError> for ApprovalStoreError {
+    fn from(e: TableError) -> Self {
+        match e {
+            TableError::Db(e) => e.into(),
+            TableError::Corrupt { key, reason } => Self(format!(
+                "the remembered approval of {key} cannot be read ({reason}); \
+                 `chitin approvals revoke {key}` forgets it"
+            )),
+        }
     }
 }
 
@@ -82,7 +96,9 @@ impl ApprovalStore {
         hash: &str,
         grant: &str,
     ) -> Result<bool, ApprovalStoreError> {
-        Ok(self.list()?.iter().any(|a| {
+        let key = format!("{component}/{tool}");
+        let approval: Option<Approval> = crate::json_table::read_one(&self.db, TABLE, &key)?;
+        Ok(approval.is_some_and(|a| {
             a.component == component && a.tool == tool && a.hash == hash && a.grant == grant
         }))
     }
@@ -93,12 +109,15 @@ impl ApprovalStore {
     }
 
     /// Forget the approvals of `selector`: a tool name, a component (`namespace/name`) or
-    /// `component/tool`. Returns those removed.
-    pub fn revoke(&self, selector: &str) -> Result<Vec<Approval>, ApprovalStoreError> {
-        let matching: Vec<Approval> = self
-            .list()?
+    /// `component/tool`. Returns the `component/tool` keys removed. Works on the keys alone, so
+    /// a record that no longer parses can be removed too.
+    pub fn revoke(&self, selector: &str) -> Result<Vec<String>, ApprovalStoreError> {
+        let matching: Vec<String> = crate::json_table::keys(&self.db, TABLE)?
             .into_iter()
-            .filter(|a| a.tool == selector || a.component == selector || a.key() == selector)
+            .filter(|key| {
+                let (component, tool) = key.rsplit_once('/').unwrap_or(("", key));
+                tool == selector || component == selector || key == selector
+            })
             .collect();
         if matching.is_empty() {
             return Ok(matching);
@@ -106,10 +125,8 @@ impl ApprovalStore {
         let txn = self.db.begin_write().map_err(redb::Error::from)?;
         {
             let mut table = txn.open_table(TABLE).map_err(redb::Error::from)?;
-            for approval in &matching {
-                table
-                    .remove(approval.key().as_str())
-                    .map_err(redb::Error::from)?;
+            for key in &matching {
+                table.remove(key.as_str()).map_err(redb::Error::from)?;
             }
         }
         txn.commit().map_err(redb::Error::from)?;
@@ -173,6 +190,33 @@ mod tests {
                 .unwrap()
         );
         assert_eq!(store.revoke("acme/weather").unwrap().len(), 1);
+        assert!(store.list().unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_approval_that_does_not_parse_refuses_naming_the_fix_and_can_be_revoked() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(redb::Database::create(dir.path().join("db.redb")).unwrap());
+        let txn = db.begin_write().unwrap();
+        txn.open_table(TABLE)
+            .unwrap()
+            .insert("acme/weather/forecast", "[1, 2")
+            .unwrap();
+        txn.commit().unwrap();
+        let store = ApprovalStore::new(db);
+        let err = store
+            .covers("acme/weather", "forecast", "h1", "g1")
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`chitin approvals revoke acme/weather/forecast`"),
+            "{err}"
+        );
+        assert!(store.list().is_err());
+        assert_eq!(
+            store.revoke("acme/weather/forecast").unwrap(),
+            ["acme/weather/forecast"]
+        );
         assert!(store.list().unwrap().is_empty());
     }
 }

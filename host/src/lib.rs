@@ -32,6 +32,7 @@ pub mod services;
 pub mod spec;
 pub mod state;
 pub mod trust;
+pub mod workspace;
 
 pub use approval::CallContext;
 pub use error::{LoadError, ToolError};

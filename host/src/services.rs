@@ -45,6 +45,31 @@ pub enum ServicesError {
     Secrets(#[from] SecretError),
 }
 
+/// Open (or create) the database at `path`. redb allows one process at a time; a short-lived
+/// `chitin call` elsewhere is waited for briefly rather than failing at once.
+fn open_database(path: &Path) -> Result<redb::Database, ServicesError> {
+    let waited_until = std::time::Instant::now() + DB_LOCK_WAIT;
+    loop {
+        match redb::Database::create(path) {
+            Ok(db) => return Ok(db),
+            Err(redb::DatabaseError::DatabaseAlreadyOpen)
+                if std::time::Instant::now() < waited_until =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(ServicesError::DatabaseInUse(path.to_owned()));
+            }
+            Err(other) => {
+                return Err(ServicesError::Database {
+                    path: path.to_owned(),
+                    reason: other.to_string(),
+                });
+            }
+        }
+    }
+}
+
 /// How long to wait for another chitin process to release the database.
 const DB_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -125,32 +150,25 @@ impl Services {
         if let Some(db) = slot.as_ref() {
             return Ok(db.clone());
         }
-        let path = self.data_dir.database();
-        // redb allows one process at a time; a short-lived `chitin call` elsewhere is waited for
-        // briefly rather than failing at once.
-        let waited_until = std::time::Instant::now() + DB_LOCK_WAIT;
-        let db = loop {
-            match redb::Database::create(&path) {
-                Ok(db) => break db,
-                Err(redb::DatabaseError::DatabaseAlreadyOpen)
-                    if std::time::Instant::now() < waited_until =>
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                    return Err(ServicesError::DatabaseInUse(path));
-                }
-                Err(other) => {
-                    return Err(ServicesError::Database {
-                        path,
-                        reason: other.to_string(),
-                    });
-                }
-            }
-        };
-        let db = Arc::new(db);
+        let db = Arc::new(open_database(&self.data_dir.database())?);
         *slot = Some(db.clone());
         Ok(db)
+    }
+
+    /// Run `f` on the database: the shared handle when it is open, else one opened for `f`
+    /// alone and closed after, so a check at load (pins) does not hold the database for the
+    /// life of the process (redb admits one process at a time).
+    pub fn with_db<T>(
+        &self,
+        f: impl FnOnce(Arc<redb::Database>) -> T,
+    ) -> Result<T, ServicesError> {
+        // The slot stays locked while `f` runs, so no other thread opens the file meanwhile.
+        let slot = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        let db = match slot.as_ref() {
+            Some(db) => db.clone(),
+            None => Arc::new(open_database(&self.data_dir.database())?),
+        };
+        Ok(f(db))
     }
 
     /// The key-value store over the shared database, started on first use.

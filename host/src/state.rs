@@ -91,6 +91,7 @@ impl HostState {
             },
             process: ProcessCtx {
                 config: env.grant.process.clone(),
+                scratch: None,
             },
             approval: ApprovalCtx::new(
                 env.ctx.approver.clone(),

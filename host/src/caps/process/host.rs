@@ -35,7 +35,13 @@ impl Host for &mut ProcessCtx {
             timeout: cmd.timeout_ms.map(Duration::from_millis),
             env: cmd.env,
         };
-        let done = config.run(request).await?;
+        let scratch = match self.scratch.take() {
+            Some(scratch) => scratch,
+            None => config.scratch()?,
+        };
+        let done = config.run_in(&scratch, request).await;
+        self.scratch = Some(scratch);
+        let done = done?;
         Ok(Output {
             exit_code: done.exit_code,
             signal: done.signal,
