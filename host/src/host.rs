@@ -269,7 +269,12 @@ impl Inner {
         // failing, and a false claim of the first-party namespace only fails the start.
         let claimed = std::fs::read(path)
             .ok()
-            .and_then(|bytes| chitin_registry::artifact::manifest_text(&bytes).ok().flatten().map(str::to_owned))
+            .and_then(|bytes| {
+                chitin_registry::artifact::manifest_text(&bytes)
+                    .ok()
+                    .flatten()
+                    .map(str::to_owned)
+            })
             .and_then(|text| chitin_registry::manifest::Manifest::parse(&text).ok())
             .map(|m| m.id());
         match claimed {
@@ -316,10 +321,7 @@ impl Inner {
             .load_any(path, bytes, &self.policy, &self.services, &self.libraries)
             .await?;
         let component = match loaded {
-            Loaded::Tool(component) => {
-                self.check_pin(path, &component.grant, &component.hash, &component.signer)?;
-                component
-            }
+            Loaded::Tool(component) => component,
             Loaded::Library(library) => {
                 self.check_pin(path, &library.grant, &library.hash, &library.signer)?;
                 tracing::info!(library = %library.id(), hash = %library.hash, "library loaded");
@@ -364,6 +366,8 @@ impl Inner {
                 });
             }
         }
+        // Pinned only once nothing else refuses it.
+        self.check_pin(path, &component.grant, &component.hash, &component.signer)?;
         for (i, tool) in component.tools.iter().enumerate() {
             // Tools the policy does not offer are loaded but never listed or callable.
             match self.policy.tool_verdict(&tool.spec.name) {

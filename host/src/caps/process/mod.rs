@@ -163,9 +163,6 @@ pub enum GrantError {
         /// Its path.
         path: PathBuf,
     },
-    /// The Landlock ruleset could not be built.
-    #[error("process grant: {0}")]
-    Confine(#[from] confine::ConfineError),
 }
 
 /// A granted program.
