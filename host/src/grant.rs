@@ -287,6 +287,10 @@ mod tests {
         }
         let mut offers = base.clone();
         offers.tools.deny.push("echo".into());
-        assert_eq!(digest(&offers), digest(&base), "tool offers do not shape a grant");
+        assert_eq!(
+            digest(&offers),
+            digest(&base),
+            "tool offers do not shape a grant"
+        );
     }
 }

@@ -99,7 +99,10 @@ mod tests {
         }
         txn.commit().unwrap();
         let err = read_all::<u32>(&db, TABLE).unwrap_err();
-        assert!(matches!(&err, TableError::Corrupt { key, .. } if key == "bad"), "{err}");
+        assert!(
+            matches!(&err, TableError::Corrupt { key, .. } if key == "bad"),
+            "{err}"
+        );
         assert_eq!(read_one::<u32>(&db, TABLE, "good").unwrap(), Some(1));
         assert!(read_one::<u32>(&db, TABLE, "bad").is_err());
         assert_eq!(keys(&db, TABLE).unwrap(), ["bad", "good"]);

@@ -240,8 +240,7 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, PinError::Corrupt { .. }), "{err}");
         assert!(
-            err.to_string()
-                .contains("`chitin approvals revoke acme/w`"),
+            err.to_string().contains("`chitin approvals revoke acme/w`"),
             "{err}"
         );
         assert!(pins.forget("acme/w").unwrap());

@@ -158,10 +158,7 @@ impl Services {
     /// Run `f` on the database: the shared handle when it is open, else one opened for `f`
     /// alone and closed after, so a check at load (pins) does not hold the database for the
     /// life of the process (redb admits one process at a time).
-    pub fn with_db<T>(
-        &self,
-        f: impl FnOnce(Arc<redb::Database>) -> T,
-    ) -> Result<T, ServicesError> {
+    pub fn with_db<T>(&self, f: impl FnOnce(Arc<redb::Database>) -> T) -> Result<T, ServicesError> {
         // The slot stays locked while `f` runs, so no other thread opens the file meanwhile.
         let slot = self.db.lock().unwrap_or_else(|p| p.into_inner());
         let db = match slot.as_ref() {

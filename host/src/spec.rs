@@ -55,7 +55,10 @@ pub fn exposed_name(namespace: &str, tool: &str) -> String {
     if namespace == crate::policy::FIRST_PARTY {
         tool.to_owned()
     } else {
-        format!("{namespace}{}{tool}", chitin_registry::manifest::NAME_SEPARATOR)
+        format!(
+            "{namespace}{}{tool}",
+            chitin_registry::manifest::NAME_SEPARATOR
+        )
     }
 }
 

@@ -169,7 +169,11 @@ mod tests {
     fn a_workspace_beside_the_data_directory_is_accepted() {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir(root.path().join("ws")).unwrap();
-        let got = resolve(&root.path().join("ws"), false, &data(&root.path().join("data")));
+        let got = resolve(
+            &root.path().join("ws"),
+            false,
+            &data(&root.path().join("data")),
+        );
         assert_eq!(got.unwrap(), root.path().join("ws").canonicalize().unwrap());
     }
 
@@ -178,7 +182,10 @@ mod tests {
         let err = resolve(Path::new("/"), false, &[]).unwrap_err();
         assert!(matches!(err, WorkspaceError::TooWide { .. }), "{err}");
         let err = resolve(Path::new("/"), true, &[]).unwrap_err();
-        assert!(matches!(err, WorkspaceError::DefaultTooWide { .. }), "{err}");
+        assert!(
+            matches!(err, WorkspaceError::DefaultTooWide { .. }),
+            "{err}"
+        );
         assert!(err.to_string().contains("--workspace"), "{err}");
     }
 }

@@ -624,10 +624,16 @@ async fn concurrent_shell_calls_each_get_a_scratch_the_other_cannot_read_removed
     assert!(!a_out.contains("secret-b"), "a read b's scratch: {a}");
     assert!(!b_out.contains("secret-a"), "b read a's scratch: {b}");
     let home = |out: &str| {
-        let line = out.lines().find_map(|l| l.strip_prefix("home=")).expect("home");
+        let line = out
+            .lines()
+            .find_map(|l| l.strip_prefix("home="))
+            .expect("home");
         PathBuf::from(line)
     };
     let (a_home, b_home) = (home(a_out), home(b_out));
     assert_ne!(a_home, b_home, "each call has its own scratch");
-    assert!(!a_home.exists() && !b_home.exists(), "scratch removed after the call");
+    assert!(
+        !a_home.exists() && !b_home.exists(),
+        "scratch removed after the call"
+    );
 }

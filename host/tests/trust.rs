@@ -423,15 +423,24 @@ async fn a_corrupted_pin_record_refuses_the_load_naming_the_fix() {
     let txn = db.begin_write().expect("txn");
     txn.open_table(redb::TableDefinition::<&str, &str>::new("pins"))
         .expect("table")
-        .insert("chitin/echo", "{\"component\": \"chitin/echo\", \"version\"")
+        .insert(
+            "chitin/echo",
+            "{\"component\": \"chitin/echo\", \"version\"",
+        )
         .expect("insert");
     txn.commit().expect("commit");
     let dir = env.data.path().join("components-dir");
     match load_in(&env, &dir, echo_with(ECHO_MANIFEST, &key)).await {
         Err(LoadError::Pin { cause, .. }) => {
             let text = cause.to_string();
-            assert!(text.contains("the pin of chitin/echo cannot be read"), "{text}");
-            assert!(text.contains("`chitin approvals revoke chitin/echo`"), "{text}");
+            assert!(
+                text.contains("the pin of chitin/echo cannot be read"),
+                "{text}"
+            );
+            assert!(
+                text.contains("`chitin approvals revoke chitin/echo`"),
+                "{text}"
+            );
         }
         other => panic!("expected a corrupt-pin refusal, got {:?}", other.err()),
     }

@@ -119,12 +119,21 @@ fn the_readme_config_with_the_data_directory_inside_the_workspace_is_refused_nam
     let err = stderr(&out);
     assert_eq!(code(&out), 1, "{err}");
     let project = project.canonicalize().expect("canonical");
-    assert!(err.contains(&format!("workspace {}", project.display())), "{err}");
     assert!(
-        err.contains(&format!("data directory {}", project.join(".chitin").display())),
+        err.contains(&format!("workspace {}", project.display())),
         "{err}"
     );
-    assert!(err.contains("--workspace DIR") && err.contains("--data-dir DIR"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "data directory {}",
+            project.join(".chitin").display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("--workspace DIR") && err.contains("--data-dir DIR"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -273,7 +273,9 @@ impl ProcessConfig {
         let dir = tempfile::Builder::new()
             .prefix("chitin-call-")
             .tempdir()
-            .map_err(|e| RunError::SpawnFailed(format!("cannot create a scratch directory: {e}")))?;
+            .map_err(|e| {
+                RunError::SpawnFailed(format!("cannot create a scratch directory: {e}"))
+            })?;
         let confinement = match *mode {
             Mode::Landlock {
                 abi,
