@@ -264,7 +264,8 @@ mod tests {
     fn every_policy_value_that_shapes_a_grant_changes_the_digest() {
         let base = Policy::builtin().unwrap();
         let digest = |policy: &Policy| Grant::none(policy).digest();
-        let widened: [(&str, fn(&mut Policy)); 6] = [
+        type Widen = fn(&mut Policy);
+        let widened: [(&str, Widen); 6] = [
             ("allow_addresses", |p| {
                 p.http.allow_addresses.push("127.0.0.1/32".parse().unwrap())
             }),
