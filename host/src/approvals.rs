@@ -8,7 +8,7 @@ use std::sync::Arc;
 use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 
-use crate::json_table;
+use crate::json_table::{self, TableError};
 use crate::state_db::{StateDb, StateError};
 
 /// `component/tool` → JSON [`Approval`].
@@ -22,6 +22,18 @@ pub struct ApprovalStoreError(String);
 impl From<StateError> for ApprovalStoreError {
     fn from(e: StateError) -> Self {
         Self(e.to_string())
+    }
+}
+
+impl From<TableError> for ApprovalStoreError {
+    fn from(e: TableError) -> Self {
+        match e {
+            TableError::Db(e) => e.into(),
+            TableError::Corrupt { key, reason } => Self(format!(
+                "the remembered approval of {key} cannot be read ({reason}); \
+                 `chitin approvals revoke {key}` forgets it"
+            )),
+        }
     }
 }
 
@@ -77,7 +89,9 @@ impl ApprovalStore {
         hash: &str,
         grant: &str,
     ) -> Result<bool, ApprovalStoreError> {
-        Ok(self.list()?.iter().any(|a| {
+        let key = format!("{component}/{tool}");
+        let approval: Option<Approval> = json_table::read_one(&self.db, TABLE, &key)?;
+        Ok(approval.is_some_and(|a| {
             a.component == component && a.tool == tool && a.hash == hash && a.grant == grant
         }))
     }
@@ -88,18 +102,20 @@ impl ApprovalStore {
     }
 
     /// Forget the approvals of `selector`: a tool name, a component (`namespace/name`) or
-    /// `component/tool`. Returns those removed.
-    pub fn revoke(&self, selector: &str) -> Result<Vec<Approval>, ApprovalStoreError> {
-        let matching: Vec<Approval> = self
-            .list()?
+    /// `component/tool`. Returns the `component/tool` keys removed. Works on the keys alone, so
+    /// a record that no longer parses can be removed too.
+    pub fn revoke(&self, selector: &str) -> Result<Vec<String>, ApprovalStoreError> {
+        let matching: Vec<String> = json_table::keys(&self.db, TABLE)?
             .into_iter()
-            .filter(|a| a.tool == selector || a.component == selector || a.key() == selector)
+            .filter(|key| {
+                let (component, tool) = key.rsplit_once('/').unwrap_or(("", key));
+                tool == selector || component == selector || key == selector
+            })
             .collect();
         if matching.is_empty() {
             return Ok(matching);
         }
-        let keys: Vec<String> = matching.iter().map(Approval::key).collect();
-        json_table::remove(&self.db, TABLE, keys.iter().map(String::as_str))?;
+        json_table::remove(&self.db, TABLE, matching.iter().map(String::as_str))?;
         Ok(matching)
     }
 }
@@ -160,6 +176,28 @@ mod tests {
                 .unwrap()
         );
         assert_eq!(store.revoke("acme/weather").unwrap().len(), 1);
+        assert!(store.list().unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_approval_that_does_not_parse_refuses_naming_the_fix_and_can_be_revoked() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
+        json_table::put(&db, TABLE, "acme/weather/forecast", "[1, 2").unwrap();
+        let store = ApprovalStore::new(db);
+        let err = store
+            .covers("acme/weather", "forecast", "h1", "g1")
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`chitin approvals revoke acme/weather/forecast`"),
+            "{err}"
+        );
+        assert!(store.list().is_err());
+        assert_eq!(
+            store.revoke("acme/weather/forecast").unwrap(),
+            ["acme/weather/forecast"]
+        );
         assert!(store.list().unwrap().is_empty());
     }
 }

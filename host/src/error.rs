@@ -33,6 +33,10 @@ pub enum ToolError {
     /// A service the tool depends on failed.
     #[error("external service failed: {0}")]
     ExternalService(String),
+    /// The host itself failed (its database or secret store), not the tool: the operator has
+    /// to act, and retrying the call does not help.
+    #[error("host fault: {0}")]
+    HostFault(String),
 }
 
 impl ToolError {
@@ -47,6 +51,7 @@ impl ToolError {
             Self::Timeout(_) => "timeout",
             Self::RateLimited(_) => "rate-limited",
             Self::ExternalService(_) => "external-service",
+            Self::HostFault(_) => "host-fault",
         }
     }
 
@@ -60,7 +65,8 @@ impl ToolError {
             | Self::ExecutionFailed(m)
             | Self::Timeout(m)
             | Self::RateLimited(m)
-            | Self::ExternalService(m) => m,
+            | Self::ExternalService(m)
+            | Self::HostFault(m) => m,
         }
     }
 
@@ -75,6 +81,7 @@ impl ToolError {
             Self::Timeout(_) => Self::Timeout(message),
             Self::RateLimited(_) => Self::RateLimited(message),
             Self::ExternalService(_) => Self::ExternalService(message),
+            Self::HostFault(_) => Self::HostFault(message),
         }
     }
 }

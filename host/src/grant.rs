@@ -70,6 +70,8 @@ pub struct Grant {
     pub credentials: Arc<[CredentialMapping]>,
     /// Outbound HTTP: allowlist, rate limits, address rules, TLS roots.
     pub http: Option<Arc<HttpConfig>>,
+    /// Digest of the policy values that shaped this grant (see [`policy_shape`]).
+    pub policy_shape: String,
 }
 
 impl Grant {
@@ -88,6 +90,7 @@ impl Grant {
             secrets: SecretsConfig::default(),
             credentials: Arc::new([]),
             http: None,
+            policy_shape: policy_shape(policy),
         }
     }
 
@@ -116,6 +119,7 @@ impl Grant {
         cuts.extend(credential_cuts);
         let http = http::configure(caps.http.as_ref(), credentials.clone(), policy)?;
         Ok(Self {
+            policy_shape: policy_shape(policy),
             http,
             secrets,
             credentials,
@@ -145,8 +149,9 @@ impl Grant {
         })
     }
 
-    /// A digest of the effective grant (the manifest and what the policy cut from it):
-    /// remembered approvals are bound to it, so a changed grant is asked about again.
+    /// A digest of the effective grant (the manifest, what the policy cut from it, and every
+    /// policy value that shapes what is left): remembered approvals are bound to it, so a
+    /// changed grant or a widened policy is asked about again.
     pub fn digest(&self) -> String {
         let mut hasher = blake3::Hasher::new();
         if let Some(manifest) = &self.manifest {
@@ -156,6 +161,8 @@ impl Grant {
             hasher.update(b"\0cut:");
             hasher.update(cut.what.as_bytes());
         }
+        hasher.update(b"\0policy:");
+        hasher.update(self.policy_shape.as_bytes());
         hasher.finalize().to_hex().to_string()
     }
 
@@ -168,6 +175,19 @@ impl Grant {
     pub fn id(&self) -> Option<String> {
         self.manifest.as_ref().map(|m| m.id())
     }
+}
+
+/// Digest of every policy value that shapes an effective grant: the limits and ceilings, which
+/// capabilities may be granted, unconfined processes, and the HTTP rules (plain-HTTP hosts,
+/// allowed addresses, rate ceilings, CA files). Tool offers and approval rules are left out:
+/// they decide whether a call is asked about, not what it may reach. The debug form is used as
+/// the encoding; a chitin upgrade that changes it only asks for approvals again.
+pub fn policy_shape(policy: &Policy) -> String {
+    let shape = format!(
+        "limits={:?}\0unconfined={}\0capabilities={:?}\0http={:?}",
+        policy.limits, policy.allow_unconfined_processes, policy.capabilities, policy.http
+    );
+    blake3::hash(shape.as_bytes()).to_hex().to_string()
 }
 
 /// Something the manifest asked for that the policy cut.
@@ -243,5 +263,40 @@ mod tests {
         let cuts = limit_cuts(&asked, &policy);
         assert_eq!(cuts.len(), 1);
         assert_eq!(cuts[0].what, "limits.memory_bytes");
+    }
+
+    #[test]
+    fn every_policy_value_that_shapes_a_grant_changes_the_digest() {
+        let base = Policy::builtin().unwrap();
+        let digest = |policy: &Policy| Grant::none(policy).digest();
+        type Widen = fn(&mut Policy);
+        let widened: [(&str, Widen); 6] = [
+            ("allow_addresses", |p| {
+                p.http.allow_addresses.push("127.0.0.1/32".parse().unwrap())
+            }),
+            ("plain_http_hosts", |p| {
+                p.http.plain_http_hosts.push("example.com".into())
+            }),
+            ("allow_unconfined_processes", |p| {
+                p.allow_unconfined_processes = !p.allow_unconfined_processes
+            }),
+            ("limits", |p| p.limits.timeout_ms += 1),
+            ("capabilities.allow", |p| {
+                p.capabilities.allow.push("process".into())
+            }),
+            ("ca_files", |p| p.http.ca_files.push("/lab/ca.pem".into())),
+        ];
+        for (name, widen) in widened {
+            let mut policy = base.clone();
+            widen(&mut policy);
+            assert_ne!(digest(&policy), digest(&base), "{name}");
+        }
+        let mut offers = base.clone();
+        offers.tools.deny.push("echo".into());
+        assert_eq!(
+            digest(&offers),
+            digest(&base),
+            "tool offers do not shape a grant"
+        );
     }
 }

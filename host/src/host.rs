@@ -4,14 +4,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use chitin_registry::artifact::ContentHash;
 use chitin_registry::manifest::ApprovalHint;
 
 use crate::approval::{ApprovalRequest, CallContext, Decision};
 use crate::approvals::{Approval, ApprovalStore};
 use crate::caps::invoke::{InvokeFuture, InvokeScope, Invoker};
 use crate::error::{LoadError, ToolError};
+use crate::grant::Grant;
 use crate::installed::Installed;
 use crate::library::LoadedLibrary;
+use crate::pins::PinStore;
 use crate::policy::Policy;
 use crate::runtime::{CallReport, Loaded, LoadedComponent, Runtime};
 use crate::services::Services;
@@ -32,6 +35,29 @@ struct Inner {
     libraries: Vec<Arc<LoadedLibrary>>,
     /// Tool name → (component index, tool index); a BTreeMap so listings are deterministic.
     index: BTreeMap<String, (usize, usize)>,
+    /// Third-party components a server left out because they could not load.
+    left_out: Vec<LeftOut>,
+}
+
+/// A third-party component left out of a server because it could not load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    /// The file.
+    pub path: PathBuf,
+    /// `namespace/name` as its (unverified) manifest claims.
+    pub component: String,
+    /// Why it could not load.
+    pub reason: String,
+}
+
+/// What a load does with a component that cannot load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnRefusal {
+    /// Fail the whole load.
+    Fail,
+    /// Leave a third-party component out (and remember it); fail on a first-party one, or on a
+    /// file whose manifest cannot be read (whose it is cannot be told).
+    LeaveOutThirdParty,
 }
 
 impl Host {
@@ -45,6 +71,7 @@ impl Host {
                 components: Vec::new(),
                 libraries: Vec::new(),
                 index: BTreeMap::new(),
+                left_out: Vec::new(),
             }),
         }
     }
@@ -74,28 +101,60 @@ impl Host {
         &self.inner.libraries
     }
 
+    /// Third-party components [`Host::serve_path`] left out, in load order.
+    pub fn left_out(&self) -> &[LeftOut] {
+        &self.inner.left_out
+    }
+
     /// Load every `*.wasm` in `dir` (libraries first, so tools can depend on them; each group
-    /// sorted by name) or the file `path`.
+    /// sorted by name) or the file `path`. Any component that cannot load fails the load.
     pub async fn load_path(&mut self, path: &Path) -> Result<(), LoadError> {
+        self.load_source(path, OnRefusal::Fail).await
+    }
+
+    /// As [`Host::load_path`], as a server loads its sources: a third-party component (a
+    /// namespace other than `chitin`) that cannot load — a name taken, a bad signature, a
+    /// changed file — is left out and listed in [`Host::left_out`], so one publisher cannot
+    /// keep the others' tools from loading; a first-party one still fails the load.
+    pub async fn serve_path(&mut self, path: &Path) -> Result<(), LoadError> {
+        self.load_source(path, OnRefusal::LeaveOutThirdParty).await
+    }
+
+    async fn load_source(&mut self, path: &Path, on_refusal: OnRefusal) -> Result<(), LoadError> {
         if Installed::is_managed(path) {
-            return self.load_installed(path).await;
+            return self.load_locked(path, on_refusal).await;
         }
-        if path.is_dir() {
+        let files = if path.is_dir() {
             let (libraries, tools): (Vec<PathBuf>, Vec<PathBuf>) =
                 wasm_files(path)?.into_iter().partition(|f| is_library(f));
-            for file in libraries.iter().chain(&tools) {
-                self.load_file(file).await?;
-            }
-            Ok(())
+            libraries.into_iter().chain(tools).collect()
         } else {
-            self.load_file(path).await
+            vec![path.to_owned()]
+        };
+        for file in files {
+            let this = Arc::get_mut(&mut self.inner)
+                .ok_or_else(|| LoadError::Busy { path: file.clone() })?;
+            let bytes = std::fs::read(&file).map_err(|cause| LoadError::Read {
+                path: file.clone(),
+                cause,
+            });
+            let loaded = match bytes {
+                Ok(bytes) => this.load_bytes(&file, &bytes).await,
+                Err(e) => Err(e),
+            };
+            this.refused(&file, loaded, on_refusal)?;
         }
+        Ok(())
     }
 
     /// Load the components the lockfile in `dir` lists, each checked against its pinned hash
     /// (libraries first). One already loaded from another source under the same name is
     /// skipped with a warning: the first source wins.
     pub async fn load_installed(&mut self, dir: &Path) -> Result<(), LoadError> {
+        self.load_locked(dir, OnRefusal::Fail).await
+    }
+
+    async fn load_locked(&mut self, dir: &Path, on_refusal: OnRefusal) -> Result<(), LoadError> {
         let installed = Installed::new(dir);
         let lock = installed.lock().map_err(|cause| LoadError::Installed {
             path: dir.to_owned(),
@@ -117,19 +176,28 @@ impl Host {
                 );
                 continue;
             }
-            let bytes = installed
+            let read = installed
                 .read(locked)
                 .map_err(|cause| LoadError::Installed {
                     path: installed.file(locked),
                     cause: Box::new(cause),
-                })?;
-            files.push((installed.file(locked), bytes));
+                });
+            match read {
+                Ok(bytes) => files.push((installed.file(locked), bytes)),
+                Err(e) => {
+                    let this = Arc::get_mut(&mut self.inner).ok_or_else(|| LoadError::Busy {
+                        path: installed.file(locked),
+                    })?;
+                    this.leave_out_or_fail(&installed.file(locked), &locked.name, e, on_refusal)?;
+                }
+            }
         }
         files.sort_by_key(|(_, bytes)| !manifest_is_library(bytes));
         for (path, bytes) in files {
             let this = Arc::get_mut(&mut self.inner)
                 .ok_or_else(|| LoadError::Busy { path: path.clone() })?;
-            this.load_bytes(&path, &bytes).await?;
+            let loaded = this.load_bytes(&path, &bytes).await;
+            this.refused(&path, loaded, on_refusal)?;
         }
         Ok(())
     }
@@ -196,6 +264,59 @@ impl Invoker for Inner {
 }
 
 impl Inner {
+    /// Pass on the outcome of loading `path`, leaving a third-party component out when
+    /// `on_refusal` allows.
+    fn refused(
+        &mut self,
+        path: &Path,
+        loaded: Result<(), LoadError>,
+        on_refusal: OnRefusal,
+    ) -> Result<(), LoadError> {
+        let Err(error) = loaded else {
+            return Ok(());
+        };
+        // Whose it claims to be, unverified: only used to choose between leaving it out and
+        // failing, and a false claim of the first-party namespace only fails the start.
+        let claimed = std::fs::read(path)
+            .ok()
+            .and_then(|bytes| {
+                chitin_registry::artifact::manifest_text(&bytes)
+                    .ok()
+                    .flatten()
+                    .map(str::to_owned)
+            })
+            .and_then(|text| chitin_registry::manifest::Manifest::parse(&text).ok())
+            .map(|m| m.id());
+        match claimed {
+            Some(id) => self.leave_out_or_fail(path, &id, error, on_refusal),
+            None => Err(error),
+        }
+    }
+
+    /// Leave component `id` (at `path`, refused with `error`) out when it is third-party and
+    /// `on_refusal` allows; otherwise fail with `error`.
+    fn leave_out_or_fail(
+        &mut self,
+        path: &Path,
+        id: &str,
+        error: LoadError,
+        on_refusal: OnRefusal,
+    ) -> Result<(), LoadError> {
+        let first_party = id
+            .split_once('/')
+            .is_none_or(|(namespace, _)| namespace == crate::policy::FIRST_PARTY);
+        if on_refusal == OnRefusal::Fail || first_party {
+            return Err(error);
+        }
+        tracing::debug!(component = %id, %error, "third-party component left out");
+        self.left_out.push(LeftOut {
+            path: path.to_owned(),
+            component: id.to_owned(),
+            reason: error.to_string(),
+        });
+        Ok(())
+    }
+
     async fn load_file(&mut self, path: &Path) -> Result<(), LoadError> {
         let bytes = std::fs::read(path).map_err(|cause| LoadError::Read {
             path: path.to_owned(),
@@ -212,6 +333,7 @@ impl Inner {
         let component = match loaded {
             Loaded::Tool(component) => component,
             Loaded::Library(library) => {
+                self.check_pin(path, &library.grant, &library.hash, &library.signer)?;
                 tracing::info!(library = %library.id(), hash = %library.hash, "library loaded");
                 self.libraries.push(library);
                 return Ok(());
@@ -254,6 +376,8 @@ impl Inner {
                 });
             }
         }
+        // Pinned only once nothing else refuses it.
+        self.check_pin(path, &component.grant, &component.hash, &component.signer)?;
         for (i, tool) in component.tools.iter().enumerate() {
             // Tools the policy does not offer are loaded but never listed or callable.
             match self.policy.tool_verdict(&tool.spec.name) {
@@ -272,6 +396,32 @@ impl Inner {
         );
         self.components.push(component);
         Ok(())
+    }
+
+    /// Check a component about to be served against the pin of its name, and pin it: no
+    /// replayed older version and no silent widening, whatever folder it comes from. Where a
+    /// lockfile manages the installed folder, the lockfile is the pin of what it lists.
+    fn check_pin(
+        &self,
+        path: &Path,
+        grant: &Grant,
+        hash: &ContentHash,
+        signer: &str,
+    ) -> Result<(), LoadError> {
+        let Some(manifest) = &grant.manifest else {
+            return Ok(());
+        };
+        let installed = self.services.data_dir().components();
+        if path.starts_with(&installed) && Installed::is_managed(&installed) {
+            return Ok(());
+        }
+        let pin = |cause| LoadError::Pin {
+            path: path.to_owned(),
+            cause,
+        };
+        PinStore::new(self.services.state().clone())
+            .check_and_pin(manifest, &hash.to_string(), signer)
+            .map_err(pin)
     }
 
     fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
@@ -333,7 +483,7 @@ impl Inner {
         let remembered = || {
             store
                 .covers(&component.name(), tool, &hash, &grant)
-                .map_err(|e| ToolError::ExecutionFailed(e.to_string()))
+                .map_err(|e| ToolError::HostFault(e.to_string()))
         };
         if mode == ApprovalHint::Ask && remembered()? {
             return Ok(());
@@ -368,7 +518,7 @@ impl Inner {
                     };
                     store
                         .remember(&approval)
-                        .map_err(|e| ToolError::ExecutionFailed(e.to_string()))?;
+                        .map_err(|e| ToolError::HostFault(e.to_string()))?;
                 }
                 Ok(())
             }

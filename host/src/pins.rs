@@ -1,5 +1,5 @@
-//! Pins of installed components: the version, content hash, signer and manifest last accepted
-//! for each `namespace/name`, kept in the shared database. A replayed older version is refused,
+//! Pins of served components: the version, content hash, signer and manifest last accepted for
+//! each `namespace/name`, whatever folder it came from, kept in the shared database. A replayed older version is refused,
 //! and so is an upgrade whose manifest widens any capability or limit, until a person forgets
 //! the pin (`chitin approvals revoke NAME`) and so accepts the new grant.
 
@@ -10,7 +10,7 @@ use chitin_registry::widening::widenings;
 use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 
-use crate::json_table;
+use crate::json_table::{self, TableError};
 use crate::state_db::{StateDb, StateError};
 
 /// `namespace/name` → JSON [`Pin`].
@@ -63,6 +63,18 @@ pub enum PinError {
         /// Each widening.
         widenings: Vec<String>,
     },
+    /// A pin record cannot be read: the component is not loaded unchecked.
+    #[error(
+        "the pin of {component} cannot be read ({reason}), so the component cannot be checked \
+         against it; `chitin approvals revoke {component}` forgets the pin (the next load pins \
+         what it finds)"
+    )]
+    Corrupt {
+        /// The component whose pin it is.
+        component: String,
+        /// What is wrong with the record.
+        reason: String,
+    },
     /// The database failed.
     #[error("pins database: {0}")]
     Store(String),
@@ -71,6 +83,18 @@ pub enum PinError {
 impl From<StateError> for PinError {
     fn from(e: StateError) -> Self {
         Self::Store(e.to_string())
+    }
+}
+
+impl From<TableError> for PinError {
+    fn from(e: TableError) -> Self {
+        match e {
+            TableError::Db(e) => e.into(),
+            TableError::Corrupt { key, reason } => Self::Corrupt {
+                component: key,
+                reason,
+            },
+        }
     }
 }
 
@@ -95,9 +119,15 @@ impl PinStore {
         signer: &str,
     ) -> Result<(), PinError> {
         let component = manifest.id();
-        if let Some(pin) = self.get(&component)?
-            && let Ok(pinned) = Manifest::parse(&pin.manifest)
-        {
+        if let Some(pin) = self.get(&component)? {
+            if pin.hash == hash && pin.signer == signer {
+                // The pinned artifact itself: nothing to check or write.
+                return Ok(());
+            }
+            let pinned = Manifest::parse(&pin.manifest).map_err(|e| PinError::Corrupt {
+                component: component.clone(),
+                reason: format!("its manifest: {e}"),
+            })?;
             let found = &manifest.component.version;
             if found < &pinned.component.version {
                 return Err(PinError::Downgrade {
@@ -127,7 +157,7 @@ impl PinStore {
 
     /// The pin of `component`, if any.
     pub fn get(&self, component: &str) -> Result<Option<Pin>, PinError> {
-        Ok(self.list()?.into_iter().find(|p| p.component == component))
+        Ok(json_table::read_one(&self.db, TABLE, component)?)
     }
 
     /// Every pin, sorted by component.
@@ -178,5 +208,24 @@ mod tests {
         assert_eq!(pins.get("acme/w").unwrap().unwrap().version, "1.2.0");
         assert!(pins.forget("acme/w").unwrap());
         pins.check_and_pin(&wider, "h2", "k").unwrap();
+    }
+
+    #[test]
+    fn a_pin_that_does_not_parse_refuses_the_load_naming_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
+        json_table::put(&db, TABLE, "acme/w", "{\"component\": \"acme/w\"").unwrap();
+        let pins = PinStore::new(db);
+        let err = pins
+            .check_and_pin(&manifest("1.0.0", ""), "h1", "k")
+            .unwrap_err();
+        assert!(matches!(err, PinError::Corrupt { .. }), "{err}");
+        assert!(
+            err.to_string().contains("`chitin approvals revoke acme/w`"),
+            "{err}"
+        );
+        assert!(pins.forget("acme/w").unwrap());
+        pins.check_and_pin(&manifest("1.0.0", ""), "h1", "k")
+            .unwrap();
     }
 }

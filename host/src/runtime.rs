@@ -269,21 +269,6 @@ impl Runtime {
                 (fingerprint, manifest)
             }
         };
-        // Components copied into the installed folder by hand are pinned: no replayed older
-        // version, no silent widening. Where a lockfile manages the folder, it is the pin.
-        let installed = services.data_dir().components();
-        if path.starts_with(&installed)
-            && !crate::installed::Installed::is_managed(&installed)
-            && let Some(m) = &manifest
-        {
-            let pin = |cause| LoadError::Pin {
-                path: path.to_owned(),
-                cause,
-            };
-            crate::pins::PinStore::new(services.state().clone())
-                .check_and_pin(m, &hash.to_string(), &signer)
-                .map_err(pin)?;
-        }
         let grant = Arc::new(Grant::resolve(manifest, policy, services).map_err(|cause| {
             LoadError::Grant {
                 path: path.to_owned(),
@@ -466,7 +451,7 @@ impl Runtime {
             ctx: &CallContext::default(),
             invoke: None,
         };
-        let state = HostState::new(&env).map_err(|e| ToolError::ExecutionFailed(e.to_string()))?;
+        let state = HostState::new(&env).map_err(|e| ToolError::HostFault(e.to_string()))?;
         sandbox::hold(&self.engine, &component.pre, state, &component.grant.limits)
             .await
             .map_err(|e| ToolError::ExecutionFailed(format!("cannot instantiate: {e:#}")))
@@ -506,7 +491,7 @@ impl Runtime {
                 state.http.call().set_tool(&tool.spec.name);
                 state
             }
-            Err(e) => return CallReport::refused(ToolError::ExecutionFailed(e.to_string())),
+            Err(e) => return CallReport::refused(ToolError::HostFault(e.to_string())),
         };
         let http_call = state.http.call().clone();
         let report = sandbox::call(

@@ -55,27 +55,22 @@ pub fn exposed_name(namespace: &str, tool: &str) -> String {
     if namespace == crate::policy::FIRST_PARTY {
         tool.to_owned()
     } else {
-        format!("{namespace}__{tool}")
+        format!(
+            "{namespace}{}{tool}",
+            chitin_registry::manifest::NAME_SEPARATOR
+        )
     }
 }
 
-/// Longest tool name accepted (the limit several agent APIs impose).
-pub const MAX_TOOL_NAME: usize = 64;
+pub use chitin_registry::manifest::MAX_TOOL_NAME;
 
 impl CheckedSpec {
     /// Check a spec a component returned and compile its schema; the error says what is wrong.
     pub fn from_wit(wit: WitToolSpec) -> Result<Self, (String, String)> {
         let name = wit.name;
         let fail = |reason: String| (name.clone(), reason);
-        if name.is_empty()
-            || name.len() > MAX_TOOL_NAME
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
-            return Err(fail(format!(
-                "invalid tool name: use 1-{MAX_TOOL_NAME} characters of [A-Za-z0-9_-]"
-            )));
+        if let Some(problem) = chitin_registry::manifest::tool_name_problem(&name) {
+            return Err(fail(problem));
         }
         let input_schema: Value = serde_json::from_str(&wit.input_schema)
             .map_err(|e| fail(format!("input schema is not JSON: {e}")))?;

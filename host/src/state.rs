@@ -92,6 +92,7 @@ impl HostState {
             process: ProcessCtx {
                 config: env.grant.process.clone(),
                 events: env.ctx.events.clone(),
+                scratch: None,
             },
             approval: ApprovalCtx::new(
                 env.ctx.approver.clone(),

@@ -591,3 +591,49 @@ async fn spawn_passes_arguments_without_shell_parsing() {
     .unwrap_err();
     assert!(matches!(err, ToolError::PermissionDenied(_)), "{err}");
 }
+
+#[tokio::test]
+async fn concurrent_shell_calls_each_get_a_scratch_the_other_cannot_read_removed_after() {
+    let env = shell_env().await;
+    // Each call leaves a secret in its HOME, says where that is, waits (bounded) for the other
+    // to say the same, then tries to read the other's secret.
+    let script = |me: &str, other: &str| {
+        format!(
+            "echo secret-{me} > \"$HOME/secret-{me}\"; echo \"$HOME\" > home-{me}; i=0; \
+             while [ ! -s home-{other} ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; \
+             cat \"$(cat home-{other})/secret-{other}\"; echo \"home=$HOME\""
+        )
+    };
+    let approver = Recorder::new(&[]);
+    let (a, b) = tokio::join!(
+        call_with(
+            &env,
+            approver.clone(),
+            "shell",
+            json!({"command": script("a", "b")}),
+        ),
+        call_with(
+            &env,
+            approver.clone(),
+            "shell",
+            json!({"command": script("b", "a")}),
+        ),
+    );
+    let (a, b) = (a.expect("a runs"), b.expect("b runs"));
+    let (a_out, b_out) = (a["stdout"].as_str().unwrap(), b["stdout"].as_str().unwrap());
+    assert!(!a_out.contains("secret-b"), "a read b's scratch: {a}");
+    assert!(!b_out.contains("secret-a"), "b read a's scratch: {b}");
+    let home = |out: &str| {
+        let line = out
+            .lines()
+            .find_map(|l| l.strip_prefix("home="))
+            .expect("home");
+        PathBuf::from(line)
+    };
+    let (a_home, b_home) = (home(a_out), home(b_out));
+    assert_ne!(a_home, b_home, "each call has its own scratch");
+    assert!(
+        !a_home.exists() && !b_home.exists(),
+        "scratch removed after the call"
+    );
+}

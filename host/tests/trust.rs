@@ -372,48 +372,89 @@ async fn a_call_needing_approval_with_nobody_to_ask_is_denied() {
     );
 }
 
+/// Write `bytes` as `dir/echo.wasm` and load it into a fresh host over `env`'s services.
+async fn load_in(env: &Env, dir: &Path, bytes: Vec<u8>) -> Result<(), LoadError> {
+    std::fs::create_dir_all(dir).expect("dir");
+    let path = dir.join("echo.wasm");
+    std::fs::write(&path, bytes).expect("write");
+    let runtime = Runtime::new(&env.data.path().join("cache"), &test_engine()).expect("runtime");
+    let mut host = Host::new(runtime, builtin(), env.services.clone());
+    host.load_file(&path).await
+}
+
 #[tokio::test]
-async fn installed_components_refuse_a_replayed_older_version_and_a_widened_upgrade() {
+async fn pins_refuse_a_replayed_older_version_and_a_widened_upgrade_from_any_source() {
     let (key, trust) = trusted("chitin/*");
     let env = env(trust);
     let installed = env.services.data_dir().components();
-    std::fs::create_dir_all(&installed).expect("components dir");
-    let path = installed.join("echo.wasm");
+    let elsewhere = env.data.path().join("build-components");
     let version = |v: &str, extra: &str| {
         echo_with(
             &format!("{}{extra}", ECHO_MANIFEST.replace("0.1.0", v)),
             &key,
         )
     };
-    let policy = builtin();
-    let load_at = |bytes: Vec<u8>| {
-        let (env, path, policy) = (&env, &path, &policy);
-        async move {
-            std::fs::write(path, bytes).expect("install");
-            env.runtime
-                .load(path, policy, &env.services)
-                .await
-                .map(|_| ())
-        }
-    };
-    load_at(version("0.2.0", ""))
+    load_in(&env, &installed, version("0.2.0", ""))
         .await
-        .expect("first install pins");
-    match load_at(version("0.1.0", "")).await {
+        .expect("first load pins");
+    match load_in(&env, &elsewhere, version("0.1.0", "")).await {
         Err(LoadError::Pin { cause, .. }) => {
             assert!(cause.to_string().contains("downgrade"), "{cause}")
         }
         other => panic!("expected a downgrade refusal, got {:?}", other.err()),
     }
-    match load_at(version("0.3.0", "[capabilities.env]\nkeys = [\"HOME\"]\n")).await {
+    let wider = version("0.3.0", "[capabilities.env]\nkeys = [\"HOME\"]\n");
+    match load_in(&env, &installed, wider).await {
         Err(LoadError::Pin { cause, .. }) => {
             assert!(cause.to_string().contains("capabilities.env"), "{cause}")
         }
         other => panic!("expected a widening refusal, got {:?}", other.err()),
     }
-    load_at(version("0.3.0", ""))
+    load_in(&env, &elsewhere, version("0.3.0", ""))
         .await
         .expect("a plain upgrade is accepted");
+}
+
+#[tokio::test]
+async fn a_corrupted_pin_record_refuses_the_load_naming_the_fix() {
+    let (key, trust) = trusted("chitin/*");
+    let env = env(trust);
+    env.services
+        .state()
+        .write(|txn| {
+            txn.open_table(redb::TableDefinition::<&str, &str>::new("pins"))
+                .expect("table")
+                .insert(
+                    "chitin/echo",
+                    "{\"component\": \"chitin/echo\", \"version\"",
+                )
+                .expect("insert");
+            Ok::<_, chitin_host::state_db::StateError>(())
+        })
+        .expect("write");
+    let dir = env.data.path().join("components-dir");
+    match load_in(&env, &dir, echo_with(ECHO_MANIFEST, &key)).await {
+        Err(LoadError::Pin { cause, .. }) => {
+            let text = cause.to_string();
+            assert!(
+                text.contains("the pin of chitin/echo cannot be read"),
+                "{text}"
+            );
+            assert!(
+                text.contains("`chitin approvals revoke chitin/echo`"),
+                "{text}"
+            );
+        }
+        other => panic!("expected a corrupt-pin refusal, got {:?}", other.err()),
+    }
+    assert!(
+        chitin_host::pins::PinStore::new(db)
+            .forget("chitin/echo")
+            .expect("forget")
+    );
+    load_in(&env, &dir, echo_with(ECHO_MANIFEST, &key))
+        .await
+        .expect("loads once the pin is forgotten");
 }
 
 #[tokio::test]

@@ -246,8 +246,11 @@ async def test_adding_a_component_notifies_a_2026_listener(reloadable_server):
 
 def chitin_cli(data, *args):
     """Run the chitin CLI on data directory `data`, as the operator would beside the server."""
+    workspace = pathlib.Path(data) / "cli-workspace"
+    workspace.mkdir(exist_ok=True)
     env = {
         "CHITIN_DATA_DIR": str(data),
+        "CHITIN_WORKSPACE": str(workspace),
         "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
         "PATH": os.environ.get("PATH", ""),
     }

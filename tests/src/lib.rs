@@ -37,13 +37,23 @@ pub fn built_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// A `chitin` command with a private data directory and the given component sources.
+/// The workspace [`chitin`] gives a command on `data_dir`: its `workspace` folder (created), so
+/// the workspace never holds the data directory.
+pub fn workspace(data_dir: &Path) -> PathBuf {
+    let dir = data_dir.join("workspace");
+    std::fs::create_dir_all(&dir).expect("create the workspace");
+    dir
+}
+
+/// A `chitin` command with a private data directory, its [`workspace`], and the given component
+/// sources.
 pub fn chitin(data_dir: &Path, components: &[PathBuf]) -> Command {
     let mut cmd = Command::new(chitin_bin());
     cmd.env_remove("CHITIN_COMPONENTS")
         .env_remove("CHITIN_POLICY")
         .env_remove("RUST_LOG")
         .env("CHITIN_DATA_DIR", data_dir)
+        .env("CHITIN_WORKSPACE", workspace(data_dir))
         // The development key that signed the built components (`just build-components`).
         .env("CHITIN_TRUSTED_KEYS", repo().join("build/trusted_keys"))
         .current_dir(data_dir);

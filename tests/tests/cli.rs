@@ -231,9 +231,9 @@ fn inspect_refuses_a_core_module() {
 #[test]
 fn a_directory_holding_a_refused_component_fails_to_load_naming_it() {
     let data = tempfile::tempdir().expect("tempdir");
-    // The workspace (the current directory) holds what the other fixtures' grants name.
+    // The workspace holds what the other fixtures' grants name.
     for dir in ["libdir", "rootdir", "mine", "theirs"] {
-        std::fs::create_dir_all(data.path().join(dir)).expect("dir");
+        std::fs::create_dir_all(chitin_e2e::workspace(data.path()).join(dir)).expect("dir");
     }
     let out = chitin(data.path(), &[built_dir("fixtures")])
         .arg("list")

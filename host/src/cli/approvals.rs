@@ -1,4 +1,4 @@
-//! `chitin approvals list|revoke`: remembered "always allow" approvals and the pins of installed
+//! `chitin approvals list|revoke`: remembered "always allow" approvals and the pins of served
 //! components.
 
 use std::sync::Arc;
@@ -19,7 +19,7 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum Command {
-    /// List remembered approvals and pinned installed components.
+    /// List remembered approvals and pinned components.
     List,
     /// Forget the approvals (and the pin) of a tool, a component (`namespace/name`) or
     /// `namespace/name/tool`; the next call, or the next load of an installed upgrade, asks again.
@@ -50,7 +50,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
                 );
             }
             let list = pins.list()?;
-            println!("pinned installed components ({}):", list.len());
+            println!("pinned components ({}):", list.len());
             for p in list {
                 println!(
                     "  {} {} ({}, signed by {})",
@@ -60,8 +60,8 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         }
         Command::Revoke { selector } => {
             let removed = approvals.revoke(selector)?;
-            for a in &removed {
-                println!("revoked approval of {}/{}", a.component, a.tool);
+            for key in &removed {
+                println!("revoked approval of {key}");
             }
             let unpinned = pins.forget(selector)?;
             if unpinned {

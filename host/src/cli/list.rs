@@ -31,6 +31,12 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         let first_line = tool.description.lines().next().unwrap_or("");
         println!("{:width$}  {first_line}", tool.name);
     }
+    if !host.left_out().is_empty() {
+        println!("\nleft out (could not load):");
+        for left in host.left_out() {
+            println!("  {}  {}", left.component, left.reason);
+        }
+    }
     Ok(Exit::Ok)
 }
 

@@ -37,6 +37,7 @@ use crate::host::Host;
 use crate::policy::Policy;
 use crate::runtime::Runtime;
 use crate::services::Services;
+use crate::workspace::StatePath;
 
 /// Where `just build-components` puts the first-party components, relative to the working
 /// directory; used when no `--components` is given and it exists.
@@ -75,6 +76,7 @@ impl Exit {
             ToolError::ExecutionFailed(_) | ToolError::ExternalService(_) => Self::Failed,
             ToolError::Timeout(_) => Self::Timeout,
             ToolError::NotFound(_) => Self::NotFound,
+            ToolError::HostFault(_) => Self::Host,
         }
     }
 }
@@ -261,13 +263,49 @@ pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, Arc<Se
     let data = DataDir::resolve(cli.data_dir.as_deref())?;
     let policy = load_policy(cli)?;
     let runtime = Runtime::new(&data.cache(), &EngineOptions::default())?;
-    let workspace = match &cli.workspace {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    let trust = chitin_registry::trust::TrustStore::load(&trust_file(cli, &data))?;
+    let trust_path = trust_file(cli, &data);
+    let workspace = workspace(cli, &data, &trust_path)?;
+    let trust = chitin_registry::trust::TrustStore::load(&trust_path)?;
     let services = Arc::new(Services::new(&workspace, data)?.with_trust(trust));
     Ok((runtime, policy, services))
+}
+
+/// The workspace this invocation serves: the one given, else the current directory; refused
+/// when it is `/`, the home directory, or holds chitin's own state.
+fn workspace(cli: &Cli, data: &DataDir, trust: &Path) -> anyhow::Result<PathBuf> {
+    let (dir, defaulted) = match &cli.workspace {
+        Some(dir) => (dir.clone(), false),
+        None => (
+            std::env::current_dir().context("cannot read the current directory")?,
+            true,
+        ),
+    };
+    let keys = crate::trust::key_store(data);
+    let mut state = vec![
+        StatePath {
+            what: "data directory",
+            path: data.root(),
+            fix: "--data-dir DIR",
+        },
+        StatePath {
+            what: "trust store",
+            path: trust,
+            fix: "--trusted-keys FILE (or --data-dir DIR)",
+        },
+        StatePath {
+            what: "signing keys",
+            path: keys.dir(),
+            fix: "--data-dir DIR",
+        },
+    ];
+    if let Some(policy) = &cli.policy {
+        state.push(StatePath {
+            what: "policy file",
+            path: policy,
+            fix: "--policy FILE",
+        });
+    }
+    Ok(crate::workspace::resolve(&dir, defaulted, &state)?)
 }
 
 /// The operator's policy: the file given, or the built-in default.
@@ -319,7 +357,15 @@ pub(crate) async fn open_host_with(
                 source.display()
             );
         }
-        host.load_path(source).await?;
+        host.serve_path(source).await?;
+    }
+    for left in host.left_out() {
+        eprintln!(
+            "warning: component {} ({}) left out: {}",
+            left.component,
+            left.path.display(),
+            left.reason
+        );
     }
     crate::caps::process::announce(&host);
     let stats = host.runtime().cache_stats();
@@ -377,6 +423,7 @@ mod tests {
             (ToolError::ExternalService(String::new()), 5),
             (ToolError::Timeout(String::new()), 6),
             (ToolError::NotFound(String::new()), 7),
+            (ToolError::HostFault(String::new()), 1),
         ];
         for (error, code) in cases {
             assert_eq!(Exit::for_error(&error) as u8, code, "{}", error.kind());

@@ -23,6 +23,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::approval::Approver;
 use crate::approval::CallContext;
 use crate::caps::log::LogLevel;
+use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
 use crate::mcp::approver::ElicitationApprover;
 use crate::mcp::input_required::InputApprover;
@@ -309,6 +310,14 @@ impl ServerHandler for McpServer {
         }
         let result = match report.result {
             Ok(output) => content::success(output),
+            // The host failed, not the tool: a protocol error, so the client does not hand it
+            // to the model as something the tool said.
+            Err(ToolError::HostFault(fault)) => {
+                return Err(ErrorData::internal_error(
+                    format!("host fault: {fault}"),
+                    None,
+                ));
+            }
             Err(e) => content::failure(&e),
         };
         Ok(result.into())

@@ -207,15 +207,8 @@ impl Manifest {
             ));
         }
         for name in self.tools.keys() {
-            if name.is_empty()
-                || name
-                    .chars()
-                    .any(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-            {
-                return Err(ManifestError::invalid(
-                    format!("tools.{name}"),
-                    "a tool name uses only ASCII letters, digits, `_` and `-`",
-                ));
+            if let Some(problem) = tool_name_problem(name) {
+                return Err(ManifestError::invalid(format!("tools.{name}"), problem));
             }
         }
         let c = &self.capabilities;
@@ -287,15 +280,24 @@ fn check_credentials(
     Ok(())
 }
 
+/// The separator between a namespace and a tool in the names agents see
+/// (`acme__word_count`); no namespace or tool name may contain it, so no two (namespace, tool)
+/// pairs share an exposed name.
+pub const NAME_SEPARATOR: &str = "__";
+
+/// Longest tool name accepted (the limit several agent APIs impose).
+pub const MAX_TOOL_NAME: usize = 64;
+
 /// Names of components, namespaces and buckets: lower-case ASCII letters, digits, `_` and `-`,
-/// starting with a letter, at most 64 characters.
+/// starting with a letter, at most 64 characters, never `__`.
 pub fn check_ident(field: &str, value: &str) -> Result<(), ManifestError> {
     let ok = !value.is_empty()
         && value.len() <= 64
         && value.starts_with(|c: char| c.is_ascii_lowercase())
         && value
             .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        && !value.contains(NAME_SEPARATOR);
     if ok {
         Ok(())
     } else {
@@ -303,10 +305,33 @@ pub fn check_ident(field: &str, value: &str) -> Result<(), ManifestError> {
             field,
             format!(
                 "`{value}` is not a valid name (lower-case letters, digits, `_`, `-`; starts \
-                 with a letter; at most 64 characters)"
+                 with a letter; at most 64 characters; no `{NAME_SEPARATOR}`, which separates \
+                 namespace and tool in exposed names)"
             ),
         ))
     }
+}
+
+/// Why `name` cannot be a tool name, or `None` when it can: 1 to [`MAX_TOOL_NAME`] ASCII
+/// letters, digits, `_` and `-`, without `__` (see [`NAME_SEPARATOR`]).
+pub fn tool_name_problem(name: &str) -> Option<String> {
+    if name.is_empty()
+        || name.len() > MAX_TOOL_NAME
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Some(format!(
+            "invalid tool name `{name}`: use 1-{MAX_TOOL_NAME} characters of [A-Za-z0-9_-]"
+        ));
+    }
+    if name.contains(NAME_SEPARATOR) {
+        return Some(format!(
+            "invalid tool name `{name}`: `{NAME_SEPARATOR}` is reserved to separate namespace \
+             and tool in exposed names"
+        ));
+    }
+    None
 }
 
 #[cfg(test)]
@@ -353,6 +378,20 @@ memory_bytes = 16777216
     fn an_unsupported_schema_is_refused() {
         let err = Manifest::parse(&FS.replace("schema = 1", "schema = 2")).unwrap_err();
         assert_eq!(err, ManifestError::Schema(2));
+    }
+
+    #[test]
+    fn names_with_the_namespace_separator_are_refused() {
+        for (from, to) in [
+            ("namespace = \"chitin\"", "namespace = \"a__b\""),
+            ("name = \"fs\"", "name = \"f__s\""),
+            ("[tools.write_file]", "[tools.write__file]"),
+        ] {
+            let err = Manifest::parse(&FS.replace(from, to)).unwrap_err();
+            assert!(err.to_string().contains("__"), "{to}: {err}");
+        }
+        assert!(tool_name_problem("b__c").is_some());
+        assert!(tool_name_problem("b_c").is_none());
     }
 
     #[test]

@@ -38,24 +38,32 @@ impl Host for &mut ProcessCtx {
             env: cmd.env,
         };
         let total = request.timeout.map(|t| t.as_secs_f64());
-        let run = config.run(request);
-        tokio::pin!(run);
-        let mut ticks = tokio::time::interval(PROGRESS_EVERY);
-        ticks.tick().await;
-        let started = tokio::time::Instant::now();
-        let done = loop {
-            tokio::select! {
-                done = &mut run => break done?,
-                _ = ticks.tick(), if self.events.is_listening() => {
-                    let seconds = started.elapsed().as_secs();
-                    self.events.emit(CallEvent::Progress {
-                        done: started.elapsed().as_secs_f64(),
-                        total,
-                        message: Some(format!("`{program}` has been running for {seconds} s")),
-                    });
+        let scratch = match self.scratch.take() {
+            Some(scratch) => scratch,
+            None => config.scratch()?,
+        };
+        let done = {
+            let run = config.run_in(&scratch, request);
+            tokio::pin!(run);
+            let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+            ticks.tick().await;
+            let started = tokio::time::Instant::now();
+            loop {
+                tokio::select! {
+                    done = &mut run => break done,
+                    _ = ticks.tick(), if self.events.is_listening() => {
+                        let seconds = started.elapsed().as_secs();
+                        self.events.emit(CallEvent::Progress {
+                            done: started.elapsed().as_secs_f64(),
+                            total,
+                            message: Some(format!("`{program}` has been running for {seconds} s")),
+                        });
+                    }
                 }
             }
         };
+        self.scratch = Some(scratch);
+        let done = done?;
         Ok(Output {
             exit_code: done.exit_code,
             signal: done.signal,

@@ -164,12 +164,6 @@ pub enum GrantError {
         /// Its path.
         path: PathBuf,
     },
-    /// The private scratch directory could not be made.
-    #[error("process grant: cannot create a scratch directory: {0}")]
-    Scratch(std::io::Error),
-    /// The Landlock ruleset could not be built.
-    #[error("process grant: {0}")]
-    Confine(#[from] confine::ConfineError),
 }
 
 /// A granted program.
@@ -181,15 +175,44 @@ struct Program {
     path: PathBuf,
 }
 
+/// How processes of a grant are confined, decided at load.
+#[derive(Debug, Clone)]
+enum Mode {
+    /// In a Landlock domain at this ABI, with the workspace writable or not.
+    Landlock {
+        abi: i32,
+        workspace_writable: bool,
+        network: bool,
+    },
+    /// Unconfined, as the policy allows where Landlock is missing.
+    Unconfined,
+}
+
 /// A component's resolved process grant.
 #[derive(Debug)]
 pub struct ProcessConfig {
     programs: Vec<Program>,
     env: Vec<String>,
     workspace: PathBuf,
-    confinement: Result<Confinement, String>,
+    mode: Result<Mode, String>,
+    rlimits: Rlimits,
     slots: Arc<Semaphore>,
-    scratch: tempfile::TempDir,
+}
+
+/// One call's private scratch directory (`HOME`, `TMPDIR`), made on its first process and
+/// removed with it, and the confinement that lets that call's processes, and no other's, reach
+/// it.
+#[derive(Debug)]
+pub struct Scratch {
+    dir: tempfile::TempDir,
+    confinement: Confinement,
+}
+
+impl Scratch {
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
 }
 
 impl ProcessConfig {
@@ -207,30 +230,19 @@ impl ProcessConfig {
         {
             return Err(GrantError::BadEnvKey(bad.clone()));
         }
-        let scratch = tempfile::Builder::new()
-            .prefix("chitin-process-")
-            .tempdir()
-            .map_err(GrantError::Scratch)?;
         // A workspace that exposes the data directory or a home refuses processes at run time
         // rather than failing the load: the component's other tools stay usable.
-        let confinement = match (
+        let mode = match (
             check_workspace(&host.workspace, &host.data_dir),
             host.support,
         ) {
             (Err(why), _) => Err(why.to_string()),
-            (Ok(()), Support::Landlock(abi)) => {
-                let plan = Plan {
-                    workspace: host.workspace.clone(),
-                    workspace_writable: !grant.read_only,
-                    scratch: scratch.path().to_owned(),
-                    programs: programs.iter().map(|p| p.path.clone()).collect(),
-                    network: grant.network,
-                };
-                Ok(Confinement::landlock(&plan, abi, host.rlimits)?)
-            }
-            (Ok(()), Support::Unavailable(_)) if host.allow_unconfined => {
-                Ok(Confinement::unconfined(host.rlimits))
-            }
+            (Ok(()), Support::Landlock(abi)) => Ok(Mode::Landlock {
+                abi,
+                workspace_writable: !grant.read_only,
+                network: grant.network,
+            }),
+            (Ok(()), Support::Unavailable(_)) if host.allow_unconfined => Ok(Mode::Unconfined),
             (Ok(()), Support::Unavailable(_)) => Err(format!(
                 "{}, and the policy does not allow unconfined processes (set \
                  `allow_unconfined_processes = true` to accept the risk)",
@@ -241,25 +253,64 @@ impl ProcessConfig {
             programs,
             env: grant.env.clone(),
             workspace: host.workspace.clone(),
-            confinement,
+            mode,
+            rlimits: host.rlimits,
             slots: host.slots.clone(),
-            scratch,
         })
     }
 
     /// Whether processes of this grant run inside a Landlock domain.
     pub fn is_confined(&self) -> bool {
-        self.confinement
-            .as_ref()
-            .is_ok_and(Confinement::is_confined)
+        matches!(self.mode, Ok(Mode::Landlock { .. }))
     }
 
-    /// Check and run one request.
-    pub async fn run(&self, request: Request) -> Result<run::Finished, RunError> {
-        let confinement = self
-            .confinement
+    /// A fresh scratch directory for one call, and the confinement of that call's processes:
+    /// the workspace, the system directories and this scratch, and no other call's.
+    pub fn scratch(&self) -> Result<Scratch, RunError> {
+        let mode = self
+            .mode
             .as_ref()
             .map_err(|why| RunError::Unconfined(why.clone()))?;
+        let dir = tempfile::Builder::new()
+            .prefix("chitin-call-")
+            .tempdir()
+            .map_err(|e| {
+                RunError::SpawnFailed(format!("cannot create a scratch directory: {e}"))
+            })?;
+        let confinement = match *mode {
+            Mode::Landlock {
+                abi,
+                workspace_writable,
+                network,
+            } => {
+                let plan = Plan {
+                    workspace: self.workspace.clone(),
+                    workspace_writable,
+                    scratch: dir.path().to_owned(),
+                    programs: self.programs.iter().map(|p| p.path.clone()).collect(),
+                    network,
+                };
+                Confinement::landlock(&plan, abi, self.rlimits)
+                    .map_err(|e| RunError::SpawnFailed(e.to_string()))?
+            }
+            Mode::Unconfined => Confinement::unconfined(self.rlimits),
+        };
+        Ok(Scratch { dir, confinement })
+    }
+
+    /// Check and run one request in a scratch directory of its own, removed when it ends.
+    pub async fn run(&self, request: Request) -> Result<run::Finished, RunError> {
+        let scratch = self.scratch()?;
+        self.run_in(&scratch, request).await
+    }
+
+    /// Check and run one request of the call that owns `scratch`.
+    pub async fn run_in(
+        &self,
+        scratch: &Scratch,
+        request: Request,
+    ) -> Result<run::Finished, RunError> {
+        let confinement = &scratch.confinement;
         let program = self.program(&request.program)?;
         let cwd = self.cwd(request.cwd.as_deref())?;
         if let Some((key, _)) = request.env.iter().find(|(k, _)| !self.env.contains(k)) {
@@ -286,7 +337,7 @@ impl ProcessConfig {
             program: program.path.clone(),
             args: request.args,
             cwd,
-            env: env::build(self.scratch.path(), &request.env),
+            env: env::build(scratch.path(), &request.env),
             stdin: request.stdin,
             timeout,
         };
@@ -448,6 +499,8 @@ pub struct ProcessCtx {
     /// Where the call's progress goes: a running process is reported every
     /// [`PROGRESS_EVERY`], so a long command shows it is alive.
     pub events: CallEvents,
+    /// This call's scratch directory, made on its first process and removed with the call.
+    pub scratch: Option<Scratch>,
 }
 
 /// How often a running process is reported as progress.
