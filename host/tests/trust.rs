@@ -448,7 +448,7 @@ async fn a_corrupted_pin_record_refuses_the_load_naming_the_fix() {
         other => panic!("expected a corrupt-pin refusal, got {:?}", other.err()),
     }
     assert!(
-        chitin_host::pins::PinStore::new(db)
+        chitin_host::pins::PinStore::new(env.services.state().clone())
             .forget("chitin/echo")
             .expect("forget")
     );
