@@ -14,11 +14,12 @@ use crate::error::{LoadError, ToolError};
 use crate::grant::Grant;
 use crate::installed::Installed;
 use crate::library::LoadedLibrary;
-use crate::pins::PinStore;
+use crate::pins::{PinError, PinStore};
 use crate::policy::Policy;
 use crate::runtime::{CallReport, Loaded, LoadedComponent, Runtime};
 use crate::services::Services;
 use crate::spec::ToolSpec;
+use crate::state_db::StateError;
 
 /// Loaded components and their tools, served through one runtime.
 pub struct Host {
@@ -419,9 +420,28 @@ impl Inner {
             path: path.to_owned(),
             cause,
         };
-        PinStore::new(self.services.state().clone())
-            .check_and_pin(manifest, &hash.to_string(), signer)
-            .map_err(pin)
+        match PinStore::new(self.services.state().clone()).check_and_pin(
+            manifest,
+            &hash.to_string(),
+            signer,
+        ) {
+            // A database file that is not a database, or that cannot be opened at all, holds no
+            // pin to check against (as if it were absent, which whoever could break it could
+            // also arrange): the component loads unpinned, so a broken database fails only the
+            // calls that need it. A pin record that does not parse, or a database busy with
+            // another process, still refuses the load.
+            Err(PinError::Database(
+                e @ (StateError::Corrupt { .. } | StateError::Unreachable { .. }),
+            )) => {
+                tracing::warn!(
+                    component = %manifest.id(),
+                    error = %e,
+                    "pins cannot be read: loading the component without checking its pin"
+                );
+                Ok(())
+            }
+            other => other.map_err(pin),
+        }
     }
 
     fn tools(&self) -> impl Iterator<Item = &ToolSpec> {

@@ -75,14 +75,17 @@ pub enum PinError {
         /// What is wrong with the record.
         reason: String,
     },
-    /// The database failed.
+    /// The database could not be used.
+    #[error("pins database: {0}")]
+    Database(StateError),
+    /// A pin could not be stored.
     #[error("pins database: {0}")]
     Store(String),
 }
 
 impl From<StateError> for PinError {
     fn from(e: StateError) -> Self {
-        Self::Store(e.to_string())
+        Self::Database(e)
     }
 }
 
