@@ -600,7 +600,7 @@ async fn concurrent_shell_calls_each_get_a_scratch_the_other_cannot_read_removed
     let script = |me: &str, other: &str| {
         format!(
             "echo secret-{me} > \"$HOME/secret-{me}\"; echo \"$HOME\" > home-{me}; i=0; \
-             while [ ! -s home-{other} ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; \
+             while ! test -s home-{other} && test $i -lt 100; do sleep 0.1; i=$((i+1)); done; \
              cat \"$(cat home-{other})/secret-{other}\"; echo \"home=$HOME\""
         )
     };
