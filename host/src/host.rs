@@ -430,9 +430,12 @@ impl Inner {
             // also arrange): the component loads unpinned, so a broken database fails only the
             // calls that need it. A pin record that does not parse, or a database busy with
             // another process, still refuses the load.
-            Err(PinError::Database(
-                e @ (StateError::Corrupt { .. } | StateError::Unreachable { .. }),
-            )) => {
+            Err(PinError::Database(e))
+                if matches!(
+                    *e,
+                    StateError::Corrupt { .. } | StateError::Unreachable { .. }
+                ) =>
+            {
                 tracing::warn!(
                     component = %manifest.id(),
                     error = %e,

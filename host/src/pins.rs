@@ -77,7 +77,7 @@ pub enum PinError {
     },
     /// The database could not be used.
     #[error("pins database: {0}")]
-    Database(StateError),
+    Database(Box<StateError>),
     /// A pin could not be stored.
     #[error("pins database: {0}")]
     Store(String),
@@ -85,7 +85,7 @@ pub enum PinError {
 
 impl From<StateError> for PinError {
     fn from(e: StateError) -> Self {
-        Self::Database(e)
+        Self::Database(Box::new(e))
     }
 }
 
