@@ -105,6 +105,7 @@ bench-detail: build-components build-fixtures
     cargo bench -p chitin-host --bench fs_memory
     cargo bench -p chitin-host --bench compose
     cargo bench -p chitin-host --bench http
+    cargo bench -p chitin-host --bench shared_state
 
 # MCP round trips (stdio and HTTP, p50/p99, calls/s with 8 HTTP clients), printed as a table.
 bench-mcp: build-components
