@@ -48,6 +48,9 @@ async fn calls_on_one_kept_alive_connection_never_wait_for_a_delayed_ack() {
 
 async fn run() {
     let data = tempfile::tempdir().expect("data dir");
+    // Beside the data directory, never holding it.
+    let workspace = data.path().join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
     let mut server = Command::new(env!("CARGO_BIN_EXE_chitin"))
         .args([
             "serve",
@@ -58,6 +61,7 @@ async fn run() {
         ])
         .arg(common::component("echo"))
         .env("CHITIN_DATA_DIR", data.path())
+        .env("CHITIN_WORKSPACE", &workspace)
         .env(
             "CHITIN_TRUSTED_KEYS",
             common::repo().join("build/trusted_keys"),

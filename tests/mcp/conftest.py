@@ -33,8 +33,13 @@ class HttpServer:
         self.data_dir = pathlib.Path(data_dir)
         self.stderr_path = self.data_dir / "serve.stderr"
         self.stderr = open(self.stderr_path, "w+")
+        # A workspace beside the data directory unless the test names one (`--workspace` wins
+        # over the variable): never the data directory, nor the repository holding the trust store.
+        workspace = self.data_dir / "workspace"
+        workspace.mkdir(exist_ok=True)
         env = {
             "CHITIN_DATA_DIR": str(self.data_dir),
+            "CHITIN_WORKSPACE": str(workspace),
             # The development key that signed the built components (`just build-components`).
             "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
             "PATH": os.environ.get("PATH", ""),

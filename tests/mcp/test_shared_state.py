@@ -22,8 +22,12 @@ ROUNDS = 4
 
 
 def env_for(data) -> dict:
+    # The workspace beside the data directory, never holding it (chitin refuses that).
+    workspace = pathlib.Path(data) / "workspace"
+    workspace.mkdir(exist_ok=True)
     return {
         "CHITIN_DATA_DIR": str(data),
+        "CHITIN_WORKSPACE": str(workspace),
         # The development key that signed the built components (`just build-components`).
         "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
         "PATH": os.environ.get("PATH", ""),

@@ -19,8 +19,13 @@ def server(*extra: str) -> StdioServerParameters:
     assert CHITIN.is_file(), f"{CHITIN} missing: cargo build --bin chitin (just test does)"
     assert COMPONENTS.is_dir(), f"{COMPONENTS} missing: just build-components"
     args = ["serve", "--components", str(COMPONENTS), "--components", str(HOSTILE), *extra]
+    # A workspace beside the data directory unless the test names one (`--workspace` wins over
+    # the variable): never the data directory, nor the repository holding the trust store.
+    workspace = pathlib.Path(DATA) / "workspace"
+    workspace.mkdir(exist_ok=True)
     env = {
         "CHITIN_DATA_DIR": DATA,
+        "CHITIN_WORKSPACE": str(workspace),
         # The development key that signed the built components (`just build-components`).
         "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
         "PATH": os.environ.get("PATH", ""),

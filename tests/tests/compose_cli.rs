@@ -73,7 +73,8 @@ fn an_author_composes_a_library_in_and_the_result_runs_alone() {
 #[test]
 fn the_audit_shows_the_composition_tree() {
     let data = tempfile::tempdir().expect("tempdir");
-    let ws = data.path();
+    // The workspace beside the data directory, never holding it (chitin refuses that).
+    let ws = &data.path().join("workspace");
     for dir in ["rootdir", "libdir"] {
         std::fs::create_dir_all(ws.join(dir)).expect("dir");
     }
