@@ -13,6 +13,7 @@ pub mod invoke;
 pub mod kv;
 pub mod process;
 pub mod secrets;
+pub mod tools;
 
 use std::collections::BTreeMap;
 
@@ -27,6 +28,7 @@ pub use invoke::InvokeGrant;
 pub use kv::KvGrant;
 pub use process::ProcessGrant;
 pub use secrets::SecretsGrant;
+pub use tools::{SpecMismatch, ToolAnnotations, ToolSpec};
 
 /// The manifest schema version this crate reads and writes.
 pub const MANIFEST_SCHEMA: u32 = 1;
@@ -39,7 +41,7 @@ pub struct Manifest {
     pub schema: u32,
     /// Who and what the component is.
     pub component: ComponentInfo,
-    /// Per-tool hints, keyed by tool name.
+    /// Per-tool hints and specs, keyed by tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolHints>,
     /// The capabilities asked for; an absent section grants nothing.
@@ -76,13 +78,25 @@ pub struct ComponentInfo {
     pub kind: ComponentKind,
 }
 
-/// Hints for one tool.
+/// One tool: its author's hints, and its spec as `chitin manifest embed` recorded it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolHints {
     /// Whether calls should be approved by a person; the policy has the last word.
     #[serde(default)]
     pub approval: ApprovalHint,
+    /// Description for the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments, as JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<String>,
+    /// JSON Schema of a successful result, as JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<String>,
+    /// Behaviour hints (MCP tool annotations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
 }
 
 /// When a tool's calls need a person's approval.
@@ -193,6 +207,42 @@ impl Manifest {
         format!("{}/{}", self.component.namespace, self.component.name)
     }
 
+    /// The tool specs the manifest records, by tool name.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .filter_map(|(name, hints)| hints.spec(name))
+            .collect()
+    }
+
+    /// Tools named in `[tools]` without a recorded spec.
+    pub fn tools_without_spec(&self) -> Vec<&str> {
+        self.tools
+            .iter()
+            .filter(|(_, hints)| hints.input_schema.is_none())
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+
+    /// Record `specs` (a tool component's own, in full) in `[tools]`, keeping each author's
+    /// approval hint; a hint for a tool the component does not offer is an error naming it.
+    pub fn record_specs(&mut self, specs: &[ToolSpec]) -> Result<(), ManifestError> {
+        if let Some(name) = self
+            .tools
+            .keys()
+            .find(|name| !specs.iter().any(|s| &s.name == *name))
+        {
+            return Err(ManifestError::invalid(
+                format!("tools.{name}"),
+                "the component offers no tool of this name",
+            ));
+        }
+        for spec in specs {
+            spec.record_in(self.tools.entry(spec.name.clone()).or_default());
+        }
+        self.validate()
+    }
+
     /// Check every value the types alone cannot.
     pub fn validate(&self) -> Result<(), ManifestError> {
         if self.schema != MANIFEST_SCHEMA {
@@ -206,7 +256,7 @@ impl Manifest {
                 "must not be empty",
             ));
         }
-        for name in self.tools.keys() {
+        for (name, hints) in &self.tools {
             if name.is_empty()
                 || name
                     .chars()
@@ -217,6 +267,7 @@ impl Manifest {
                     "a tool name uses only ASCII letters, digits, `_` and `-`",
                 ));
             }
+            hints.validate(name)?;
         }
         let c = &self.capabilities;
         if let Some(files) = &c.files {
