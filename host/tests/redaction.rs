@@ -15,8 +15,8 @@ use serde_json::json;
 /// The secret's value: long enough to be looked for, unlike any ordinary text.
 const VALUE: &str = "leak-VALUE-7c1e9b3a5d2f";
 
-/// Records every question put to it, and denies, naming the reason it was given (as a person's
-/// refusal might quote it back).
+/// Records every question put to it; denies the component's own requests, naming the reason it
+/// was given (as a person's refusal might quote it back), and approves the host's.
 #[derive(Default)]
 struct Recorder(Mutex<Vec<String>>);
 
@@ -25,7 +25,11 @@ impl Approver for Recorder {
     async fn approve(&self, request: &ApprovalRequest) -> Decision {
         let asked = format!("{} | {}", request.reason, request.args_json);
         self.0.lock().expect("lock").push(asked);
-        Decision::Denied(format!("no: {}", request.reason))
+        if request.reason.starts_with("the component asks") {
+            Decision::Denied(format!("no: {}", request.reason))
+        } else {
+            Decision::Approved
+        }
     }
 }
 

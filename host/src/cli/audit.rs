@@ -493,7 +493,7 @@ pub(super) async fn report(
     let uncovered = imports::uncovered(&import_list, manifest.as_ref());
     // Tools come from the manifest, which the signature covers: nothing of the component runs.
     let tools = recorded_tools(manifest.as_ref());
-    let composition = match &manifest {
+    let composition: Vec<Part> = match &manifest {
         Some(m) if verdict.is_ok() && !m.dependencies.is_empty() => {
             let libraries = load_libraries(cli, runtime, policy, services).await;
             library::resolve(m, &import_list, &libraries, m.capabilities.env.is_some())

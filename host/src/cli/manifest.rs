@@ -8,6 +8,7 @@ use chitin_registry::artifact;
 use chitin_registry::manifest::{ComponentKind, Manifest};
 
 use super::{Cli, Exit, open_runtime};
+use crate::error::LoadError;
 
 /// Manifest subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -70,13 +71,26 @@ pub(super) async fn run(cli: &Cli, cmd: &Command) -> anyhow::Result<Exit> {
                 text
             } else {
                 let (runtime, policy, services) = open_runtime(cli)?;
-                let specs = runtime
+                match runtime
                     .unprivileged_specs(component, &wasm, &policy, &services)
-                    .await?;
-                parsed
-                    .record_specs(&specs)
-                    .with_context(|| manifest.display().to_string())?;
-                parsed.to_toml()
+                    .await
+                {
+                    Ok(specs) => {
+                        parsed
+                            .record_specs(&specs)
+                            .with_context(|| manifest.display().to_string())?;
+                        parsed.to_toml()
+                    }
+                    // A contract this host does not run: no host of this version loads it
+                    // whatever its manifest says, so it is embedded as written.
+                    Err(e @ LoadError::Contract { .. }) => {
+                        eprintln!(
+                            "note: {e}; embedded without tool specs, so this host will not load it"
+                        );
+                        text
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             };
             // A new manifest voids every signature over the old one: drop them, and say so.
             let bare = chitin_registry::signature::strip(&wasm)

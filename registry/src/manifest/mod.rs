@@ -440,6 +440,62 @@ memory_bytes = 16777216
     }
 
     #[test]
+    fn recorded_tool_specs_round_trip_and_keep_the_approval_hint() {
+        let mut m = Manifest::parse(FS).expect("parses");
+        assert_eq!(m.tools_without_spec(), ["write_file"]);
+        let spec = ToolSpec {
+            name: "write_file".into(),
+            description: "Writes a file.".into(),
+            input_schema: r#"{"type":"object"}"#.into(),
+            output_schema: None,
+            annotations: ToolAnnotations {
+                destructive: true,
+                ..ToolAnnotations::default()
+            },
+        };
+        m.record_specs(std::slice::from_ref(&spec)).expect("records");
+        assert_eq!(m.tools["write_file"].approval, ApprovalHint::Ask);
+        let again = Manifest::parse(&m.to_toml()).expect("round trip");
+        assert_eq!(again.tool_specs(), [spec.clone()]);
+        assert!(again.tools_without_spec().is_empty());
+        let mut other = spec;
+        other.name = "read_file".into();
+        let err = Manifest::parse(FS)
+            .unwrap()
+            .record_specs(&[other])
+            .unwrap_err();
+        assert!(err.to_string().contains("tools.write_file"), "{err}");
+    }
+
+    #[test]
+    fn the_exact_tools_table_shape_parses_and_partial_specs_are_refused() {
+        let shape = FS.replace(
+            "approval = \"ask\"",
+            r#"approval = "ask"
+description = "Writes a file."
+input_schema = '{"type":"object","properties":{"path":{"type":"string"}}}'
+output_schema = '{"type":"object"}'
+annotations = { read_only = false, destructive = true, idempotent = false, open_world = false }"#,
+        );
+        let m = Manifest::parse(&shape).expect("the recorded shape parses");
+        let spec = &m.tool_specs()[0];
+        assert_eq!(spec.output_schema.as_deref(), Some(r#"{"type":"object"}"#));
+        assert!(spec.annotations.destructive && !spec.annotations.read_only);
+        let partial = FS.replace(
+            "approval = \"ask\"",
+            "approval = \"ask\"\ndescription = \"Writes.\"",
+        );
+        let err = Manifest::parse(&partial).unwrap_err().to_string();
+        assert!(err.contains("tools.write_file.input_schema"), "{err}");
+        let bad_json = shape.replace(r#"'{"type":"object"}'"#, "'{'");
+        let err = Manifest::parse(&bad_json).unwrap_err().to_string();
+        assert!(
+            err.contains("tools.write_file.output_schema: is not JSON"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn no_capabilities_means_none_granted() {
         let m = Manifest::parse(
             "schema = 1\n[component]\nname = \"echo\"\nnamespace = \"chitin\"\nversion = \"0.1.0\"\npublisher = \"chitin\"\n",

@@ -72,15 +72,16 @@ impl ToolSpec {
     /// The first field in which `found` differs from this spec. Schemas compare as JSON values,
     /// so formatting and key order do not count.
     pub fn difference(&self, found: &ToolSpec) -> Option<&'static str> {
+        let same_output = match (&self.output_schema, &found.output_schema) {
+            (None, None) => true,
+            (Some(a), Some(b)) => same_json(a, b),
+            _ => false,
+        };
         if self.description != found.description {
             Some("description")
         } else if !same_json(&self.input_schema, &found.input_schema) {
             Some("input_schema")
-        } else if !match (&self.output_schema, &found.output_schema) {
-            (None, None) => true,
-            (Some(a), Some(b)) => same_json(a, b),
-            _ => false,
-        } {
+        } else if !same_output {
             Some("output_schema")
         } else if self.annotations != found.annotations {
             Some("annotations")
