@@ -10,6 +10,7 @@ use chitin_registry::manifest::{ComponentKind, Manifest};
 use chitin_registry::signature;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
+use wasmtime::component::types::ComponentItem;
 
 use crate::approval::CallContext;
 use crate::bindings::ToolComponentPre;
@@ -445,7 +446,7 @@ impl Runtime {
 
     /// Run `specs()` of the component in `bytes` with no capability at all (no grant, no
     /// preopens, no network, no processes), for `chitin manifest embed` to record. Nothing is
-    /// verified: the bytes are an author's own build, not yet signed. An import only a library
+    /// verified: the bytes are an author's own build, not yet signed. A function only a library
     /// would provide traps if called.
     pub async fn unprivileged_specs(
         &self,
@@ -479,9 +480,27 @@ impl Runtime {
             reason: format!("{e:#}"),
         };
         let mut linker = self.linker.clone();
-        linker
-            .define_unknown_imports_as_traps(&component)
-            .map_err(instantiate)?;
+        for (name, item) in component.component_type().imports(&self.engine) {
+            let ComponentItem::ComponentInstance(instance) = item.ty else {
+                continue;
+            };
+            if !libraries.iter().any(|l| l == name) {
+                continue;
+            }
+            let mut stub = linker.instance(name).map_err(instantiate)?;
+            for (function, item) in instance.exports(&self.engine) {
+                if let ComponentItem::ComponentFunc(_) = item.ty {
+                    stub.func_new_async(function, |_, _, _, _| {
+                        Box::new(async {
+                            Err(wasmtime::format_err!(
+                                "specs() called a library, which describing tools may not do"
+                            ))
+                        })
+                    })
+                    .map_err(instantiate)?;
+                }
+            }
+        }
         let pre = sandbox::pre_instantiate(&linker, &component).map_err(instantiate)?;
         let specs = self
             .specs_without_grant(&pre, policy, services, &policy.limits)
