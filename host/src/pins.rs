@@ -200,8 +200,12 @@ mod tests {
         let process = |extra: &str| {
             format!("[capabilities.process]\nprograms = [\"git\"]\n{extra}[limits]\nfuel = 10\n")
         };
-        pins.check_and_pin(&manifest("1.0.0", &process("read_only = true\n")), "h1", "k")
-            .unwrap();
+        pins.check_and_pin(
+            &manifest("1.0.0", &process("read_only = true\n")),
+            "h1",
+            "k",
+        )
+        .unwrap();
         // read_only turned off, and a limit removed: each a widening the TOML diff missed.
         let err = pins
             .check_and_pin(&manifest("1.1.0", &process("")), "h2", "k")
@@ -213,7 +217,8 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("limits.fuel: removed"), "{err}");
         // A narrowing (a lower limit) is pinned without asking.
-        let lower = "[capabilities.process]\nprograms = [\"git\"]\nread_only = true\n[limits]\nfuel = 5\n";
+        let lower =
+            "[capabilities.process]\nprograms = [\"git\"]\nread_only = true\n[limits]\nfuel = 5\n";
         pins.check_and_pin(&manifest("1.2.0", lower), "h3", "k")
             .unwrap();
     }

@@ -45,10 +45,7 @@ async fn leak(env: &TestEnv, channel: &str, text: &str) -> String {
     let args = json!({"channel": channel, "text": text}).to_string();
     let report: CallReport = env.host.call_in("leak", &args, &ctx).await;
     drop(ctx);
-    let mut seen = vec![
-        format!("{:?}", report.result),
-        format!("{:?}", report.log),
-    ];
+    let mut seen = vec![format!("{:?}", report.result), format!("{:?}", report.log)];
     while let Ok(event) = rx.try_recv() {
         seen.push(match event {
             CallEvent::Progress { message, .. } => format!("progress {message:?}"),
@@ -80,7 +77,10 @@ async fn env() -> TestEnv {
 async fn assert_redacted(channel: &str, marker: &str) {
     let env = env().await;
     let seen = leak(&env, channel, &format!("token={VALUE}")).await;
-    assert!(!seen.contains(VALUE), "{channel} leaked the secret:\n{seen}");
+    assert!(
+        !seen.contains(VALUE),
+        "{channel} leaked the secret:\n{seen}"
+    );
     assert!(
         seen.contains(marker),
         "{channel}: expected {marker} in what the call produced:\n{seen}"

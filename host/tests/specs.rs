@@ -4,7 +4,7 @@
 
 mod common;
 
-use chitin_host::{LoadError, Limits, Runtime};
+use chitin_host::{Limits, LoadError, Runtime};
 use chitin_registry::artifact;
 use chitin_registry::manifest::Manifest;
 use common::{TestEnv, component, fixture, policy, resign, services, test_engine};
@@ -74,7 +74,8 @@ async fn changed_annotations_or_schemas_refuse_the_load() {
     hints.annotations = Some(annotations);
     let err = load(&resign(&wasm, &m.to_toml())).await.unwrap_err();
     assert!(
-        err.to_string().contains("tool `echo`: its annotations differ"),
+        err.to_string()
+            .contains("tool `echo`: its annotations differ"),
         "{err}"
     );
     let mut m = manifest_of(&wasm);

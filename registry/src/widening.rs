@@ -128,7 +128,9 @@ fn secrets(old: Option<&SecretsGrant>, new: &SecretsGrant, out: &mut Vec<String>
         let plain = !name.contains(['*', '?', '[', '{']);
         let matched = plain && globs.as_ref().is_some_and(|g| g.is_match(name));
         if !names.contains(name) && !matched {
-            out.push(format!("capabilities.secrets.names: adds secret glob `{name}`"));
+            out.push(format!(
+                "capabilities.secrets.names: adds secret glob `{name}`"
+            ));
         }
     }
 }
@@ -152,7 +154,13 @@ fn process(old: Option<&ProcessGrant>, new: &ProcessGrant, out: &mut Vec<String>
         &new.programs,
         out,
     );
-    added("capabilities.process.env", "env key", &old.env, &new.env, out);
+    added(
+        "capabilities.process.env",
+        "env key",
+        &old.env,
+        &new.env,
+        out,
+    );
     if new.network && !old.network {
         out.push("capabilities.process.network: turned on".into());
     }
@@ -376,7 +384,10 @@ mod tests {
     fn both_ways(old: &str, new: &str) -> Vec<String> {
         let (o, n) = (manifest(old), manifest(new));
         let back = widenings(&n, &o);
-        assert!(back.is_empty(), "narrowing {new:?} -> {old:?} widens: {back:?}");
+        assert!(
+            back.is_empty(),
+            "narrowing {new:?} -> {old:?} widens: {back:?}"
+        );
         widenings(&o, &n)
     }
 
@@ -403,10 +414,14 @@ mod tests {
     #[test]
     fn files_paths_and_access() {
         let ro = |p: &str| {
-            format!("[capabilities.files]\npaths = [{{ path = \"{p}\", access = \"read-only\" }}]\n")
+            format!(
+                "[capabilities.files]\npaths = [{{ path = \"{p}\", access = \"read-only\" }}]\n"
+            )
         };
         let rw = |p: &str| {
-            format!("[capabilities.files]\npaths = [{{ path = \"{p}\", access = \"read-write\" }}]\n")
+            format!(
+                "[capabilities.files]\npaths = [{{ path = \"{p}\", access = \"read-write\" }}]\n"
+            )
         };
         assert_widens("", &ro("docs"), "adds read-only `docs`");
         assert_widens(&ro("docs/a"), &ro("docs"), "adds read-only `docs`");
@@ -427,9 +442,12 @@ mod tests {
 
     #[test]
     fn http_hosts_ports_prefixes_schemes_and_methods() {
-        let allow =
-            |entry: &str| format!("[capabilities.http]\nallow = [{{ host = {entry} }}]\n");
-        assert_widens("", &allow("\"api.example.com\""), "adds https://api.example.com");
+        let allow = |entry: &str| format!("[capabilities.http]\nallow = [{{ host = {entry} }}]\n");
+        assert_widens(
+            "",
+            &allow("\"api.example.com\""),
+            "adds https://api.example.com",
+        );
         assert_widens(
             &allow("\"api.example.com\""),
             &allow("\"*.example.com\""),
@@ -440,7 +458,11 @@ mod tests {
             &allow("\"*.example.com\""),
             "adds",
         );
-        assert_widens(&allow("\"api.example.com\""), &allow("\"*\""), "adds https://*");
+        assert_widens(
+            &allow("\"api.example.com\""),
+            &allow("\"*\""),
+            "adds https://*",
+        );
         let w = widenings(
             &manifest(&allow("\"a.example.com\", port = 8443")),
             &manifest(&allow("\"a.example.com\", port = 9000")),
@@ -482,9 +504,8 @@ mod tests {
 
     #[test]
     fn http_rate_limits_and_credentials() {
-        let rate = |r: &str| {
-            format!("[capabilities.http]\nallow = [{{ host = \"a.example.com\" }}]\n{r}")
-        };
+        let rate =
+            |r: &str| format!("[capabilities.http]\nallow = [{{ host = \"a.example.com\" }}]\n{r}");
         assert_widens(
             &rate("rate_limit = { per_minute = 10 }\n"),
             &rate(""),
@@ -501,7 +522,11 @@ mod tests {
                  inject = \"bearer\"\n"
             ))
         };
-        assert_widens(&rate(""), &cred("\"a.example.com\""), "injects secret `tok_a`");
+        assert_widens(
+            &rate(""),
+            &cred("\"a.example.com\""),
+            "injects secret `tok_a`",
+        );
         assert_widens(
             &cred("\"a.example.com\""),
             &cred("\"a.example.com\", \"b.example.com\""),
@@ -559,7 +584,10 @@ mod tests {
             &manifest(&i("fmt = \"json_format\"")),
             &manifest(&i("fmt = \"shell\"")),
         );
-        assert!(w[0].contains("now calls `shell` instead of `json_format`"), "{w:?}");
+        assert!(
+            w[0].contains("now calls `shell` instead of `json_format`"),
+            "{w:?}"
+        );
     }
 
     #[test]

@@ -72,21 +72,35 @@ fn embed_audit_publish_and_install_run_nothing_with_rights() {
         ],
     );
     assert_untouched(&ws, "manifest embed");
-    let recorded = ok(&data, &ws, &["manifest", "check", embedded.to_str().unwrap()]);
+    let recorded = ok(
+        &data,
+        &ws,
+        &["manifest", "check", embedded.to_str().unwrap()],
+    );
     assert!(recorded.contains("chitin/test-specs"), "{recorded}");
 
     let audit = ok(&data, &ws, &["audit", file]);
     assert_untouched(&ws, "audit");
     assert!(audit.contains("  ping: Answers pong."), "{audit}");
 
-    ok(&data, &ws, &["publish", file, "--registry", "local", "--replace"]);
+    ok(
+        &data,
+        &ws,
+        &["publish", file, "--registry", "local", "--replace"],
+    );
     assert_untouched(&ws, "publish");
     let found = ok(&data, &ws, &["search", "test-specs", "--registry", "local"]);
     assert!(found.contains("ping"), "{found}");
     let installed = ok(
         &data,
         &ws,
-        &["install", "chitin/test-specs", "--registry", "local", "--yes"],
+        &[
+            "install",
+            "chitin/test-specs",
+            "--registry",
+            "local",
+            "--yes",
+        ],
     );
     assert_untouched(&ws, "install");
     assert!(installed.contains("tools: ping"), "{installed}");

@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 
 use super::{Cli, Exit, component_sources, open_runtime};
 use crate::grant::Grant;
+use crate::library;
 use crate::library::LoadedLibrary;
 use crate::policy::Policy;
-use crate::library;
 use crate::runtime::{LibraryUse, Loaded};
 
 /// Arguments of `chitin audit`.
@@ -501,7 +501,11 @@ pub(super) async fn report(
                     r.composed
                         .iter()
                         .map(|l| Part::of(l, LibraryUse::Composed))
-                        .chain(r.linked.iter().map(|(_, l)| Part::of(l, LibraryUse::Linked)))
+                        .chain(
+                            r.linked
+                                .iter()
+                                .map(|(_, l)| Part::of(l, LibraryUse::Linked)),
+                        )
                         .collect()
                 })
                 .unwrap_or_default()

@@ -453,7 +453,8 @@ memory_bytes = 16777216
                 ..ToolAnnotations::default()
             },
         };
-        m.record_specs(std::slice::from_ref(&spec)).expect("records");
+        m.record_specs(std::slice::from_ref(&spec))
+            .expect("records");
         assert_eq!(m.tools["write_file"].approval, ApprovalHint::Ask);
         let again = Manifest::parse(&m.to_toml()).expect("round trip");
         assert_eq!(again.tool_specs(), [spec.clone()]);

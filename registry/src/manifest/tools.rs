@@ -222,6 +222,9 @@ mod tests {
             compare(&signed, &extra),
             Err(SpecMismatch::Unsigned("b".into()))
         );
-        assert_eq!(compare(&signed, &[]), Err(SpecMismatch::Missing("a".into())));
+        assert_eq!(
+            compare(&signed, &[]),
+            Err(SpecMismatch::Missing("a".into()))
+        );
     }
 }
