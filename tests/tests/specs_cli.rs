@@ -81,7 +81,10 @@ fn embed_audit_publish_and_install_run_nothing_with_rights() {
 
     let audit = ok(&data, &ws, &["audit", file]);
     assert_untouched(&ws, "audit");
-    assert!(audit.contains("  ping: Answers pong."), "{audit}");
+    assert!(
+        audit.contains("  ping [approval: never]: Answers pong."),
+        "{audit}"
+    );
 
     ok(
         &data,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use chitin_registry::artifact::{self, ContentHash, WitWorld};
 use chitin_registry::imports;
-use chitin_registry::manifest::{Capabilities, ComponentKind, FileAccess, Manifest};
+use chitin_registry::manifest::{ApprovalHint, Capabilities, ComponentKind, FileAccess, Manifest};
 use chitin_registry::signature;
 use chitin_registry::widening::widenings;
 use serde_json::{Value, json};
@@ -397,8 +397,9 @@ fn manifest_part_verdict(
         .ok_or_else(|| format!("no trusted signer of the manifest part may sign {}", m.id()))
 }
 
-/// The tools `manifest` records (name as agents see it, description), or why none are listed.
-fn recorded_tools(manifest: Option<&Manifest>) -> Result<Vec<(String, String)>, String> {
+/// The tools `manifest` records (name as agents see it, description, the author's approval
+/// hint), or why none are listed.
+fn recorded_tools(manifest: Option<&Manifest>) -> Result<Vec<RecordedTool>, String> {
     let Some(m) = manifest else {
         return Err("no manifest, so no recorded tools".to_owned());
     };
@@ -415,13 +416,20 @@ fn recorded_tools(manifest: Option<&Manifest>) -> Result<Vec<(String, String)>, 
     }
     Ok(specs
         .into_iter()
-        .map(|s| {
-            (
-                crate::spec::exposed_name(&m.component.namespace, &s.name),
-                s.description,
-            )
+        .map(|s| RecordedTool {
+            name: crate::spec::exposed_name(&m.component.namespace, &s.name),
+            approval: m.tools.get(&s.name).map(|h| h.approval).unwrap_or_default(),
+            description: s.description,
         })
         .collect())
+}
+
+/// A tool as the signed manifest records it, for the report.
+struct RecordedTool {
+    /// The name agents see.
+    name: String,
+    description: String,
+    approval: ApprovalHint,
 }
 
 fn manifest_of(bytes: &[u8]) -> anyhow::Result<Option<Manifest>> {
@@ -549,7 +557,7 @@ pub(super) async fn report(
             "trusted": verdict.is_ok(),
             "refusal": verdict.as_ref().err(),
             "tools": match &tools {
-                Ok(list) => json!(list.iter().map(|(n, d)| json!({"name": n, "description": d})).collect::<Vec<_>>()),
+                Ok(list) => json!(list.iter().map(|t| json!({"name": t.name, "description": t.description})).collect::<Vec<_>>()),
                 Err(why) => json!({"not_listed": why}),
             },
             "capabilities": caps.iter().map(|c| json!({"capability": c.name, "scope": c.scope, "risk": c.risk})).collect::<Vec<_>>(),
@@ -650,7 +658,7 @@ fn print_human(
     size: usize,
     report: &Result<signature::SignatureReport, signature::SignatureError>,
     verdict: &Result<String, String>,
-    tools: &Result<Vec<(String, String)>, String>,
+    tools: &Result<Vec<RecordedTool>, String>,
     caps: &[CapabilityLine],
     policy: &Policy,
     grant: Option<&Grant>,
@@ -691,14 +699,12 @@ fn print_human(
     println!("tools:");
     match tools {
         Ok(list) => {
-            for (name, description) in list {
-                let approval = manifest
-                    .and_then(|m| m.tools.get(name))
-                    .map(|h| format!(" [approval: {:?}]", h.approval).to_lowercase())
-                    .unwrap_or_default();
+            for t in list {
                 println!(
-                    "  {name}{approval}: {}",
-                    description.lines().next().unwrap_or_default()
+                    "  {} [approval: {}]: {}",
+                    t.name,
+                    format!("{:?}", t.approval).to_lowercase(),
+                    t.description.lines().next().unwrap_or_default()
                 );
             }
         }
