@@ -556,7 +556,7 @@ mod tests {
         assert_widens("", &p(""), "capabilities.process: added: may run `git`");
         assert_widens(
             &p(""),
-            &"[capabilities.process]\nprograms = [\"git\", \"sh\"]\n".to_owned(),
+            "[capabilities.process]\nprograms = [\"git\", \"sh\"]\n",
             "adds program `sh`",
         );
         assert_widens(&p(""), &p("env = [\"LANG\"]\n"), "adds env key `LANG`");

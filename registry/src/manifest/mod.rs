@@ -457,7 +457,7 @@ memory_bytes = 16777216
             .expect("records");
         assert_eq!(m.tools["write_file"].approval, ApprovalHint::Ask);
         let again = Manifest::parse(&m.to_toml()).expect("round trip");
-        assert_eq!(again.tool_specs(), [spec.clone()]);
+        assert_eq!(again.tool_specs(), std::slice::from_ref(&spec));
         assert!(again.tools_without_spec().is_empty());
         let mut other = spec;
         other.name = "read_file".into();
