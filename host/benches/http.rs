@@ -47,7 +47,9 @@ fn http_component(dir: &Path, port: u16, key: &SigningKey) -> std::path::PathBuf
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let wasm = std::fs::read(root.join("build/components/http.wasm"))
         .expect("build/components/http.wasm missing: run `just build-components`");
-    let manifest = std::fs::read_to_string(root.join("components/http/manifest.toml"))
+    // The built manifest, which records the tool specs the component must match at load.
+    let manifest = chitin_registry::artifact::manifest_text(&wasm)
+        .expect("artifact")
         .expect("manifest")
         .replace("host = \"*\"", &format!("host = \"*\", port = {port}"));
     let bare = chitin_registry::signature::strip(&wasm).expect("strip");

@@ -189,13 +189,24 @@ pub enum LoadError {
         /// What cannot be granted.
         cause: crate::grant::GrantError,
     },
-    /// A tool the manifest names is not one the component carries.
-    #[error("{path}: the manifest names tool `{tool}`, which the component does not carry")]
-    UnknownManifestTool {
+    /// The signed manifest of a tool component does not record its tool specs.
+    #[error(
+        "{path}: its signed manifest records no spec for {tools}; re-run `chitin manifest embed` \
+         (it records the component's specs) and sign the result again"
+    )]
+    UnrecordedSpecs {
         /// The component file.
         path: PathBuf,
-        /// The tool name.
-        tool: String,
+        /// Which tools lack a spec, in words.
+        tools: String,
+    },
+    /// The component's own `specs()` differs from the specs its signed manifest records.
+    #[error("{path}: refused: {cause} (the signed specs are what an auditor approved)")]
+    SpecMismatch {
+        /// The component file.
+        path: PathBuf,
+        /// Which tool differs, and how.
+        cause: chitin_registry::manifest::SpecMismatch,
     },
     /// wasmtime refused to compile the component (malformed, truncated, invalid).
     #[error("{path}: not a valid component: {reason}")]

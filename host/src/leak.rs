@@ -5,7 +5,8 @@
 //! [`Action`], and the exact values of the secrets the call could reach. Outbound requests are
 //! checked with [`LeakScanner::scan_outbound`] before the host injects credentials (any hit
 //! refuses the request); results are passed through [`LeakScanner::scrub`], which replaces each
-//! hit with `[REDACTED:name]` or blocks the whole text.
+//! hit with `[REDACTED:name]` or blocks the whole text. Every other string a component sends
+//! out (log entries, progress messages, approval reasons) passes [`LeakScanner::redact`].
 //!
 //! Obfuscation is looked through: the text is also scanned with invisible Unicode characters
 //! removed and percent-escapes decoded, and every base64, base64url or hex run of at least 16
@@ -271,6 +272,19 @@ impl LeakScanner {
                 Needle::Pattern(i) => Leak::Pattern(PATTERNS[i].name),
                 Needle::Secret(i) => Leak::Secret(self.secret_names[i].clone()),
             }),
+        }
+    }
+
+    /// The one redactor for text a component sends out besides its result (log entries,
+    /// progress messages, approval reasons, the arguments of a call it makes): every hit
+    /// redacted, or, when a blocking pattern matched, a marker saying `what` was withheld.
+    pub fn redact(&self, text: &str, what: &str) -> String {
+        match self.scrub(text) {
+            Scrubbed::Clean => text.to_owned(),
+            Scrubbed::Redacted(redacted, _) => redacted,
+            Scrubbed::Blocked(pattern) => {
+                format!("[chitin: {what} withheld: it contained {pattern}]")
+            }
         }
     }
 

@@ -231,4 +231,35 @@ mod tests {
         pins.check_and_pin(&manifest("1.0.0", ""), "h1", "k")
             .unwrap();
     }
+
+    #[test]
+    fn pins_use_the_typed_comparison_of_widening() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
+        let pins = PinStore::new(db);
+        let process = |extra: &str| {
+            format!("[capabilities.process]\nprograms = [\"git\"]\n{extra}[limits]\nfuel = 10\n")
+        };
+        pins.check_and_pin(
+            &manifest("1.0.0", &process("read_only = true\n")),
+            "h1",
+            "k",
+        )
+        .unwrap();
+        // read_only turned off, and a limit removed: each a widening the TOML diff missed.
+        let err = pins
+            .check_and_pin(&manifest("1.1.0", &process("")), "h2", "k")
+            .unwrap_err();
+        assert!(err.to_string().contains("read_only: turned off"), "{err}");
+        let no_limit = "[capabilities.process]\nprograms = [\"git\"]\nread_only = true\n";
+        let err = pins
+            .check_and_pin(&manifest("1.1.0", no_limit), "h2", "k")
+            .unwrap_err();
+        assert!(err.to_string().contains("limits.fuel: removed"), "{err}");
+        // A narrowing (a lower limit) is pinned without asking.
+        let lower =
+            "[capabilities.process]\nprograms = [\"git\"]\nread_only = true\n[limits]\nfuel = 5\n";
+        pins.check_and_pin(&manifest("1.2.0", lower), "h3", "k")
+            .unwrap();
+    }
 }

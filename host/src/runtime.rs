@@ -10,6 +10,7 @@ use chitin_registry::manifest::{ComponentKind, Manifest};
 use chitin_registry::signature;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
+use wasmtime::component::types::ComponentItem;
 
 use crate::approval::CallContext;
 use crate::bindings::ToolComponentPre;
@@ -379,21 +380,18 @@ impl Runtime {
                 path: path.to_owned(),
                 reason: format!("{e:#}"),
             })?;
-        let env = CallEnv {
-            grant: &grant,
-            services,
-            ctx: &CallContext::default(),
-            invoke: None,
-        };
-        let state = HostState::new(&env).map_err(|e| LoadError::Instantiate {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        })?;
-        let report = sandbox::specs(&self.engine, &pre, state, &grant.limits).await;
-        let specs = report.result.map_err(|e| LoadError::Instantiate {
-            path: path.to_owned(),
-            reason: format!("specs() failed: {e}"),
-        })?;
+        // The component describes its tools with no capability at all: whatever its `specs()`
+        // does, it does with nothing granted. What it says must match what its signature covers.
+        let specs = self
+            .specs_without_grant(&pre, policy, services, &grant.limits)
+            .await
+            .map_err(|reason| LoadError::Instantiate {
+                path: path.to_owned(),
+                reason,
+            })?;
+        if let Some(m) = grant.manifest.as_ref() {
+            check_signed_specs(path, m, &specs)?;
+        }
         let tools = specs
             .into_iter()
             .map(CheckedSpec::from_wit)
@@ -403,16 +401,6 @@ impl Runtime {
                 tool,
                 reason,
             })?;
-        if let Some(tool) = grant
-            .approvals
-            .keys()
-            .find(|name| !tools.iter().any(|t| &t.own_name == *name))
-        {
-            return Err(LoadError::UnknownManifestTool {
-                path: path.to_owned(),
-                tool: tool.clone(),
-            });
-        }
         let mut tools = tools;
         if let Some(m) = grant.manifest.as_ref()
             && m.component.namespace != crate::policy::FIRST_PARTY
@@ -436,6 +424,107 @@ impl Runtime {
             libraries: used,
             pre,
         }))
+    }
+
+    /// Run `specs()` of the component in `bytes` with no capability at all (no grant, no
+    /// preopens, no network, no processes), for `chitin manifest embed` to record. Nothing is
+    /// verified: the bytes are an author's own build, not yet signed. A function only a library
+    /// would provide traps if called.
+    pub async fn unprivileged_specs(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        policy: &Policy,
+        services: &Arc<Services>,
+    ) -> Result<Vec<chitin_registry::manifest::ToolSpec>, LoadError> {
+        let hash = ContentHash::of(bytes);
+        let (component, _) = self
+            .cache
+            .load_or_compile(&self.engine, &hash, bytes)
+            .map_err(|LoadOrCompileError::Compile(reason)| LoadError::Compile {
+                path: path.to_owned(),
+                reason,
+            })?;
+        let libraries: Vec<String> = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .filter(|name| !name.starts_with("wasi:") && !name.starts_with("chitin:host/"))
+            .collect();
+        crate::contract::check(&self.engine, &component, &libraries).map_err(|cause| {
+            LoadError::Contract {
+                path: path.to_owned(),
+                cause,
+            }
+        })?;
+        let instantiate = |e: wasmtime::Error| LoadError::Instantiate {
+            path: path.to_owned(),
+            reason: format!("{e:#}"),
+        };
+        let mut linker = self.linker.clone();
+        for (name, item) in component.component_type().imports(&self.engine) {
+            let ComponentItem::ComponentInstance(instance) = item.ty else {
+                continue;
+            };
+            if !libraries.iter().any(|l| l == name) {
+                continue;
+            }
+            let mut stub = linker.instance(name).map_err(instantiate)?;
+            for (function, item) in instance.exports(&self.engine) {
+                if let ComponentItem::ComponentFunc(_) = item.ty {
+                    stub.func_new_async(function, |_, _, _, _| {
+                        Box::new(async {
+                            Err(wasmtime::format_err!(
+                                "specs() called a library, which describing tools may not do"
+                            ))
+                        })
+                    })
+                    .map_err(instantiate)?;
+                }
+            }
+        }
+        let pre = sandbox::pre_instantiate(&linker, &component).map_err(instantiate)?;
+        let specs = self
+            .specs_without_grant(&pre, policy, services, &policy.limits)
+            .await
+            .map_err(|reason| LoadError::Instantiate {
+                path: path.to_owned(),
+                reason,
+            })?;
+        for spec in &specs {
+            // The same checks a load makes, so a spec the host would refuse is never signed.
+            CheckedSpec::from_wit(spec.clone()).map_err(|(tool, reason)| LoadError::BadSpec {
+                path: path.to_owned(),
+                tool,
+                reason,
+            })?;
+        }
+        Ok(specs.iter().map(crate::spec::recorded).collect())
+    }
+
+    /// Call `specs()` in a fresh instance of `pre` whose state grants nothing, under `limits`.
+    async fn specs_without_grant(
+        &self,
+        pre: &ToolComponentPre<HostState>,
+        policy: &Policy,
+        services: &Arc<Services>,
+        limits: &crate::limits::Limits,
+    ) -> Result<Vec<crate::bindings::exports::chitin::tool::tool::ToolSpec>, String> {
+        let nothing = Grant {
+            limits: *limits,
+            ..Grant::none(policy)
+        };
+        let env = CallEnv {
+            grant: &nothing,
+            services,
+            ctx: &CallContext::default(),
+            invoke: None,
+        };
+        let state = HostState::new(&env).map_err(|e| e.to_string())?;
+        sandbox::specs(&self.engine, pre, state, limits)
+            .await
+            .result
+            .map_err(|e| format!("specs() failed: {e}"))
     }
 
     /// Instantiate `component` and keep the instance alive without calling it: what one
@@ -506,9 +595,7 @@ impl Runtime {
         let scanner = http_call.scanner();
         let mut log = report.log;
         for entry in &mut log.entries {
-            entry.message = scrub(scanner, &entry.message).unwrap_or_else(|| {
-                "[chitin: log entry withheld: it contained a private key]".into()
-            });
+            entry.message = scanner.redact(&entry.message, "log entry");
         }
         CallReport {
             result: guard(scanner, report.result).map(|text| cap_output(text, limits.output_bytes)),
@@ -519,12 +606,37 @@ impl Runtime {
     }
 }
 
-/// `text` with the secrets `scanner` knows redacted; `None` when a blocking pattern matched.
-fn scrub(scanner: &LeakScanner, text: &str) -> Option<String> {
-    scanner
-        .scrub(text)
-        .text(text)
-        .map(std::borrow::Cow::into_owned)
+/// Refuse a tool component whose manifest records no specs, or whose own `specs()` differ from
+/// the recorded ones; each refusal names the tool.
+fn check_signed_specs(
+    path: &Path,
+    manifest: &Manifest,
+    specs: &[crate::bindings::exports::chitin::tool::tool::ToolSpec],
+) -> Result<(), LoadError> {
+    let found: Vec<_> = specs.iter().map(crate::spec::recorded).collect();
+    let signed = manifest.tool_specs();
+    let unrecorded = manifest.tools_without_spec();
+    if !unrecorded.is_empty() || (signed.is_empty() && !found.is_empty()) {
+        let names = if unrecorded.is_empty() {
+            found.iter().map(|s| s.name.as_str()).collect()
+        } else {
+            unrecorded
+        };
+        return Err(LoadError::UnrecordedSpecs {
+            path: path.to_owned(),
+            tools: names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    chitin_registry::manifest::tools::compare(&signed, &found).map_err(|cause| {
+        LoadError::SpecMismatch {
+            path: path.to_owned(),
+            cause,
+        }
+    })
 }
 
 /// What a call returns, result or error, with secrets redacted before it reaches the agent; a

@@ -64,6 +64,23 @@ pub fn exposed_name(namespace: &str, tool: &str) -> String {
 
 pub use chitin_registry::manifest::MAX_TOOL_NAME;
 
+/// A spec as the component returned it, in the form the signed manifest records.
+pub fn recorded(wit: &WitToolSpec) -> chitin_registry::manifest::ToolSpec {
+    let a = &wit.annotations;
+    chitin_registry::manifest::ToolSpec {
+        name: wit.name.clone(),
+        description: wit.description.clone(),
+        input_schema: wit.input_schema.clone(),
+        output_schema: wit.output_schema.clone(),
+        annotations: chitin_registry::manifest::ToolAnnotations {
+            read_only: a.read_only,
+            destructive: a.destructive,
+            idempotent: a.idempotent,
+            open_world: a.open_world,
+        },
+    }
+}
+
 impl CheckedSpec {
     /// Check a spec a component returned and compile its schema; the error says what is wrong.
     pub fn from_wit(wit: WitToolSpec) -> Result<Self, (String, String)> {

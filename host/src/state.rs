@@ -87,7 +87,7 @@ impl HostState {
             log: LogCtx {
                 log,
                 events: env.ctx.events.clone(),
-                scanner,
+                scanner: scanner.clone(),
             },
             process: ProcessCtx {
                 config: env.grant.process.clone(),
@@ -96,11 +96,13 @@ impl HostState {
             },
             approval: ApprovalCtx::new(
                 env.ctx.approver.clone(),
+                scanner.clone(),
                 env.grant.id().unwrap_or_else(|| "(no manifest)".into()),
             ),
             limiter: MemoryLimiter::new(limits.memory_bytes),
             progress: ProgressCtx {
                 events: env.ctx.events.clone(),
+                scanner: scanner.clone(),
             },
             kv: KvCtx::new(&env.grant.kv),
             invoke: InvokeCtx {

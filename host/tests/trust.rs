@@ -48,6 +48,7 @@ fn trusted(scope: &str) -> (SigningKey, TrustStore) {
 fn echo_with(manifest: &str, key: &SigningKey) -> Vec<u8> {
     let built = std::fs::read(component("echo")).expect("echo");
     let bare = signature::strip(&built).expect("strip");
+    let manifest = &common::with_recorded_specs(&built, manifest);
     let embedded = artifact::embed_manifest(&bare, manifest).expect("embed");
     signature::sign(&embedded, key).expect("sign")
 }

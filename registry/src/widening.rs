@@ -1,25 +1,21 @@
 //! What a new version of a manifest asks for beyond the old one: every widening of a capability
-//! or a limit. Compared structurally on the TOML form, so a capability section gaining new keys
-//! is covered without this module knowing them: a new key, a new list entry, a `false` turned
-//! `true`, a larger number or a changed string is a widening.
+//! or a limit, compared per capability on the typed grant with each default made explicit (an
+//! absent limit is the policy's ceiling, empty HTTP methods are GET and HEAD, an absent port is
+//! the scheme's). Anything the old grant does not cover is a widening; a narrowing is none.
 
-use toml::Value;
+use std::collections::BTreeSet;
 
-use crate::manifest::Manifest;
+use crate::manifest::http::{HostPattern, HttpAllow, RateLimitRequest};
+use crate::manifest::{
+    Capabilities, EnvGrant, FileAccess, FilesGrant, HttpGrant, InvokeGrant, KvGrant, LimitRequest,
+    Manifest, ProcessGrant, SecretsGrant,
+};
 
 /// Each widening from `old` to `new`, as `key: what changed`.
 pub fn widenings(old: &Manifest, new: &Manifest) -> Vec<String> {
     let mut out = Vec::new();
-    let as_value = |m: &Manifest| {
-        let caps = Value::try_from(&m.capabilities).unwrap_or(Value::Table(Default::default()));
-        let limits = Value::try_from(m.limits).unwrap_or(Value::Table(Default::default()));
-        (caps, limits)
-    };
-    let (old_caps, old_limits) = as_value(old);
-    let (new_caps, new_limits) = as_value(new);
-    compare("capabilities", Some(&old_caps), &new_caps, true, &mut out);
-    // An absent limit means the policy's ceiling, so a limit newly asked for only narrows.
-    compare("limits", Some(&old_limits), &new_limits, false, &mut out);
+    capabilities(&old.capabilities, &new.capabilities, &mut out);
+    limits(&old.limits, &new.limits, &mut out);
     for (tool, hints) in &new.tools {
         if let Some(before) = old.tools.get(tool)
             && hints.approval < before.approval
@@ -33,40 +29,341 @@ pub fn widenings(old: &Manifest, new: &Manifest) -> Vec<String> {
     out
 }
 
-fn compare(
+fn capabilities(old: &Capabilities, new: &Capabilities, out: &mut Vec<String>) {
+    if let Some(n) = &new.files {
+        files(old.files.as_ref(), n, out);
+    }
+    if let Some(n) = &new.kv {
+        kv(old.kv.as_ref(), n, out);
+    }
+    if let Some(n) = &new.http {
+        http(old.http.as_ref(), n, out);
+    }
+    if let Some(n) = &new.secrets {
+        secrets(old.secrets.as_ref(), n, out);
+    }
+    if let Some(n) = &new.process {
+        process(old.process.as_ref(), n, out);
+    }
+    if let Some(n) = &new.env {
+        env(old.env.as_ref(), n, out);
+    }
+    if let Some(n) = &new.invoke {
+        invoke(old.invoke.as_ref(), n, out);
+    }
+}
+
+/// A workspace path as segments (`.` and empty segments dropped), so `./a/` is `a`.
+fn path_segments(path: &str) -> Vec<&str> {
+    path.split(['/', '\\'])
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect()
+}
+
+fn access_name(access: FileAccess) -> &'static str {
+    match access {
+        FileAccess::ReadOnly => "read-only",
+        FileAccess::ReadWrite => "read-write",
+    }
+}
+
+fn files(old: Option<&FilesGrant>, new: &FilesGrant, out: &mut Vec<String>) {
+    let old = old.map(|g| g.paths.as_slice()).unwrap_or_default();
+    for grant in &new.paths {
+        let want = path_segments(&grant.path);
+        let covered = old
+            .iter()
+            .any(|o| want.starts_with(&path_segments(&o.path)) && o.access >= grant.access);
+        if covered {
+            continue;
+        }
+        let same = old.iter().find(|o| path_segments(&o.path) == want);
+        out.push(match same {
+            Some(o) => format!(
+                "capabilities.files.paths: `{}` goes from {} to {}",
+                grant.path,
+                access_name(o.access),
+                access_name(grant.access)
+            ),
+            None => format!(
+                "capabilities.files.paths: adds {} `{}`",
+                access_name(grant.access),
+                grant.path
+            ),
+        });
+    }
+}
+
+/// Each item of `new` not in `old`, reported under `key` as `adds what `item``.
+fn added<'a>(
     key: &str,
-    old: Option<&Value>,
-    new: &Value,
-    absent_is_narrower: bool,
+    what: &str,
+    old: impl IntoIterator<Item = &'a String>,
+    new: impl IntoIterator<Item = &'a String>,
     out: &mut Vec<String>,
 ) {
-    let Some(old) = old else {
-        if absent_is_narrower {
-            out.push(format!("{key}: added {new}"));
+    let old: BTreeSet<&String> = old.into_iter().collect();
+    for item in new {
+        if !old.contains(item) {
+            out.push(format!("{key}: adds {what} `{item}`"));
         }
+    }
+}
+
+fn kv(old: Option<&KvGrant>, new: &KvGrant, out: &mut Vec<String>) {
+    let old = old.map(|g| g.buckets.as_slice()).unwrap_or_default();
+    added("capabilities.kv.buckets", "bucket", old, &new.buckets, out);
+}
+
+fn env(old: Option<&EnvGrant>, new: &EnvGrant, out: &mut Vec<String>) {
+    let old = old.map(|g| g.keys.as_slice()).unwrap_or_default();
+    added("capabilities.env.keys", "env key", old, &new.keys, out);
+}
+
+fn secrets(old: Option<&SecretsGrant>, new: &SecretsGrant, out: &mut Vec<String>) {
+    let names = old.map(|g| g.names.as_slice()).unwrap_or_default();
+    // A plain name an old glob already matched is no wider; any other new glob is.
+    let globs = old.and_then(|g| g.glob_set().ok());
+    for name in &new.names {
+        let plain = !name.contains(['*', '?', '[', '{']);
+        let matched = plain && globs.as_ref().is_some_and(|g| g.is_match(name));
+        if !names.contains(name) && !matched {
+            out.push(format!(
+                "capabilities.secrets.names: adds secret glob `{name}`"
+            ));
+        }
+    }
+}
+
+fn process(old: Option<&ProcessGrant>, new: &ProcessGrant, out: &mut Vec<String>) {
+    let Some(old) = old else {
+        out.push(format!(
+            "capabilities.process: added: may run {}",
+            new.programs
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
         return;
     };
+    added(
+        "capabilities.process.programs",
+        "program",
+        &old.programs,
+        &new.programs,
+        out,
+    );
+    added(
+        "capabilities.process.env",
+        "env key",
+        &old.env,
+        &new.env,
+        out,
+    );
+    if new.network && !old.network {
+        out.push("capabilities.process.network: turned on".into());
+    }
+    if old.read_only && !new.read_only {
+        out.push("capabilities.process.read_only: turned off (may now write)".into());
+    }
+}
+
+fn invoke(old: Option<&InvokeGrant>, new: &InvokeGrant, out: &mut Vec<String>) {
+    for (alias, tool) in &new.tools {
+        match old.and_then(|o| o.tools.get(alias)) {
+            Some(before) if before == tool => {}
+            Some(before) => out.push(format!(
+                "capabilities.invoke.tools.{alias}: now calls `{tool}` instead of `{before}`"
+            )),
+            None => out.push(format!(
+                "capabilities.invoke.tools: adds alias `{alias}` for `{tool}`"
+            )),
+        }
+    }
+}
+
+/// An HTTP allow entry with its defaults made explicit.
+struct Destination {
+    host: Option<HostPattern>,
+    plain_http: bool,
+    ports: BTreeSet<u16>,
+    prefix: Vec<String>,
+    methods: BTreeSet<String>,
+}
+
+impl Destination {
+    fn of(a: &HttpAllow) -> Self {
+        let plain_http = a.scheme.as_deref() == Some("http");
+        let ports = match (a.port, plain_http) {
+            (Some(p), _) => BTreeSet::from([p]),
+            (None, false) => BTreeSet::from([443]),
+            (None, true) => BTreeSet::from([443, 80]),
+        };
+        let methods = if a.methods.is_empty() {
+            BTreeSet::from(["GET".to_owned(), "HEAD".to_owned()])
+        } else {
+            a.methods.iter().map(|m| m.to_ascii_uppercase()).collect()
+        };
+        Self {
+            host: HostPattern::parse(&a.host).ok(),
+            plain_http,
+            ports,
+            prefix: a
+                .path_prefix
+                .as_deref()
+                .unwrap_or_default()
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            methods,
+        }
+    }
+
+    /// Whether every request `other` admits, this admits too, methods aside.
+    fn covers_place(&self, other: &Destination) -> bool {
+        let host = match (&self.host, &other.host) {
+            (Some(a), Some(b)) => host_covers(a, b),
+            _ => false,
+        };
+        host && (self.plain_http || !other.plain_http)
+            && other.ports.is_subset(&self.ports)
+            && other.prefix.starts_with(&self.prefix)
+    }
+}
+
+/// Whether host pattern `a` matches every host `b` does.
+fn host_covers(a: &HostPattern, b: &HostPattern) -> bool {
+    let under = |d: &str, suffix: &str| {
+        d.len() > suffix.len()
+            && d.to_ascii_lowercase()
+                .ends_with(&format!(".{}", suffix.to_ascii_lowercase()))
+    };
+    match (a, b) {
+        (HostPattern::Any, _) => true,
+        (_, HostPattern::Any) => false,
+        (HostPattern::Domain(x), HostPattern::Domain(y)) => x.eq_ignore_ascii_case(y),
+        (HostPattern::Ip(x), HostPattern::Ip(y)) => x == y,
+        (HostPattern::Subdomains(s), HostPattern::Domain(d)) => under(d, s),
+        (HostPattern::Subdomains(s), HostPattern::Subdomains(t)) => {
+            s.eq_ignore_ascii_case(t) || under(t, s)
+        }
+        _ => false,
+    }
+}
+
+fn http(old: Option<&HttpGrant>, new: &HttpGrant, out: &mut Vec<String>) {
+    let before: Vec<Destination> = old
+        .map(|g| g.allow.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(Destination::of)
+        .collect();
+    for entry in &new.allow {
+        let want = Destination::of(entry);
+        let places: Vec<&Destination> = before.iter().filter(|d| d.covers_place(&want)).collect();
+        let methods: BTreeSet<&String> = places.iter().flat_map(|d| &d.methods).collect();
+        let extra: Vec<&String> = want
+            .methods
+            .iter()
+            .filter(|m| !methods.contains(m))
+            .collect();
+        let target = format!(
+            "{}://{}{}{}",
+            entry.scheme.as_deref().unwrap_or("https"),
+            entry.host,
+            entry.port.map(|p| format!(":{p}")).unwrap_or_default(),
+            entry.path_prefix.as_deref().unwrap_or_default()
+        );
+        if places.is_empty() {
+            out.push(format!("capabilities.http.allow: adds {target}"));
+        } else if !extra.is_empty() {
+            out.push(format!(
+                "capabilities.http.allow: {target} adds method{} {}{}",
+                if extra.len() == 1 { "" } else { "s" },
+                extra
+                    .iter()
+                    .map(|m| m.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if entry.methods.is_empty() {
+                    " (empty methods mean GET and HEAD)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    let none = RateLimitRequest {
+        per_minute: None,
+        per_hour: None,
+    };
+    let old_rate = old.and_then(|g| g.rate_limit).unwrap_or(none);
+    let new_rate = new.rate_limit.unwrap_or(none);
+    limit(
+        "capabilities.http.rate_limit.per_minute",
+        old_rate.per_minute.map(u64::from),
+        new_rate.per_minute.map(u64::from),
+        old.is_some(),
+        out,
+    );
+    limit(
+        "capabilities.http.rate_limit.per_hour",
+        old_rate.per_hour.map(u64::from),
+        new_rate.per_hour.map(u64::from),
+        old.is_some(),
+        out,
+    );
+    let mappings = old.map(|g| g.credentials.as_slice()).unwrap_or_default();
+    for mapping in &new.credentials {
+        // Covered by an old mapping that injects the same way into at least these hosts.
+        let covered = mappings.iter().any(|o| {
+            let mut same = mapping.clone();
+            same.hosts.clone_from(&o.hosts);
+            same == *o && mapping.hosts.iter().all(|h| o.hosts.contains(h))
+        });
+        if !covered {
+            out.push(format!(
+                "capabilities.http.credentials: injects secret `{}` into requests to {} ({})",
+                mapping.secret,
+                mapping.hosts.join(", "),
+                mapping.inject.as_str()
+            ));
+        }
+    }
+}
+
+/// A limit where absent means the policy's ceiling: removing it or raising it widens.
+/// `existed`: whether the section holding it was there before (a new section's limits are
+/// part of what it adds, reported with it).
+fn limit(key: &str, old: Option<u64>, new: Option<u64>, existed: bool, out: &mut Vec<String>) {
     match (old, new) {
-        (Value::Table(o), Value::Table(n)) => {
-            for (k, v) in n {
-                compare(&format!("{key}.{k}"), o.get(k), v, absent_is_narrower, out);
-            }
-        }
-        (Value::Array(o), Value::Array(n)) => {
-            for item in n.iter().filter(|item| !o.contains(item)) {
-                out.push(format!("{key}: adds {item}"));
-            }
-        }
-        (Value::Boolean(false), Value::Boolean(true)) => {
-            out.push(format!("{key}: turned on"));
-        }
-        (Value::Integer(o), Value::Integer(n)) if n > o => {
-            out.push(format!("{key}: raised from {o} to {n}"));
-        }
-        (Value::String(o), Value::String(n)) if o != n => {
-            out.push(format!("{key}: changed from {o:?} to {n:?}"));
-        }
+        (Some(o), None) if existed => out.push(format!(
+            "{key}: removed (was {o}; now the policy's ceiling)"
+        )),
+        (Some(o), Some(n)) if n > o => out.push(format!("{key}: raised from {o} to {n}")),
         _ => {}
+    }
+}
+
+fn limits(old: &LimitRequest, new: &LimitRequest, out: &mut Vec<String>) {
+    let rows = [
+        (
+            "limits.memory_bytes",
+            old.memory_bytes.map(|v| v as u64),
+            new.memory_bytes.map(|v| v as u64),
+        ),
+        ("limits.fuel", old.fuel, new.fuel),
+        ("limits.timeout_ms", old.timeout_ms, new.timeout_ms),
+        (
+            "limits.output_bytes",
+            old.output_bytes.map(|v| v as u64),
+            new.output_bytes.map(|v| v as u64),
+        ),
+    ];
+    for (key, o, n) in rows {
+        limit(key, o, n, true, out);
     }
 }
 
@@ -77,37 +374,247 @@ mod tests {
     fn manifest(extra: &str) -> Manifest {
         Manifest::parse(&format!(
             "schema = 1\n[component]\nname = \"w\"\nnamespace = \"acme\"\nversion = \"1.0.0\"\n\
-             publisher = \"acme\"\n{extra}"
+             publisher = \"acme\"\n[capabilities.secrets]\nnames = [\"tok_*\", \"key\"]\n{extra}"
         ))
         .unwrap()
     }
 
-    #[test]
-    fn narrowing_or_equal_is_not_a_widening() {
-        let files = "[capabilities.files]\npaths = [{ path = \"docs\", access = \"read-only\" }]\n";
-        assert!(widenings(&manifest(files), &manifest(files)).is_empty());
-        assert!(widenings(&manifest(files), &manifest("")).is_empty());
-        assert!(widenings(&manifest(""), &manifest("[limits]\nfuel = 5\n")).is_empty());
+    /// The widenings from `old` to `new` (manifest sections), and those back from `new` to
+    /// `old`, which must be none: each case is a widening one way and a narrowing the other.
+    fn both_ways(old: &str, new: &str) -> Vec<String> {
+        let (o, n) = (manifest(old), manifest(new));
+        let back = widenings(&n, &o);
+        assert!(
+            back.is_empty(),
+            "narrowing {new:?} -> {old:?} widens: {back:?}"
+        );
+        widenings(&o, &n)
+    }
+
+    fn assert_widens(old: &str, new: &str, expect: &str) {
+        let w = both_ways(old, new);
+        assert!(
+            w.iter().any(|x| x.contains(expect)),
+            "{old:?} -> {new:?}: expected `{expect}` among {w:?}"
+        );
     }
 
     #[test]
-    fn every_widening_is_named() {
-        let old = manifest(
-            "[capabilities.files]\npaths = [{ path = \"docs\", access = \"read-only\" }]\n\
-             [limits]\ntimeout_ms = 1000\n",
+    fn the_same_manifest_widens_nothing() {
+        let all = "[capabilities.files]\npaths = [{ path = \"docs\", access = \"read-only\" }]\n\
+                   [capabilities.kv]\nbuckets = [\"b\"]\n\
+                   [capabilities.http]\nallow = [{ host = \"*.example.com\", methods = [\"POST\"] }]\n\
+                   [capabilities.process]\nprograms = [\"git\"]\nread_only = true\n\
+                   [capabilities.env]\nkeys = [\"LANG\"]\n\
+                   [capabilities.invoke]\ntools = { fmt = \"json_format\" }\n\
+                   [limits]\nfuel = 10\n";
+        assert!(widenings(&manifest(all), &manifest(all)).is_empty());
+    }
+
+    #[test]
+    fn files_paths_and_access() {
+        let ro = |p: &str| {
+            format!(
+                "[capabilities.files]\npaths = [{{ path = \"{p}\", access = \"read-only\" }}]\n"
+            )
+        };
+        let rw = |p: &str| {
+            format!(
+                "[capabilities.files]\npaths = [{{ path = \"{p}\", access = \"read-write\" }}]\n"
+            )
+        };
+        assert_widens("", &ro("docs"), "adds read-only `docs`");
+        assert_widens(&ro("docs/a"), &ro("docs"), "adds read-only `docs`");
+        assert_widens(&ro("docs"), &ro("."), "adds read-only `.`");
+        assert_widens(&ro("docs"), &rw("docs"), "from read-only to read-write");
+        // A different path is a widening both ways.
+        let w = widenings(&manifest(&rw("docs")), &manifest(&rw("src")));
+        assert!(w[0].contains("adds read-write `src`"), "{w:?}");
+        assert!(widenings(&manifest(&ro(".")), &manifest(&ro("./docs/"))).is_empty());
+    }
+
+    #[test]
+    fn kv_buckets() {
+        let b = |list: &str| format!("[capabilities.kv]\nbuckets = [{list}]\n");
+        assert_widens("", &b("\"a\""), "adds bucket `a`");
+        assert_widens(&b("\"a\""), &b("\"a\", \"b\""), "adds bucket `b`");
+    }
+
+    #[test]
+    fn http_hosts_ports_prefixes_schemes_and_methods() {
+        let allow = |entry: &str| format!("[capabilities.http]\nallow = [{{ host = {entry} }}]\n");
+        assert_widens(
+            "",
+            &allow("\"api.example.com\""),
+            "adds https://api.example.com",
         );
-        let new = manifest(
-            "[capabilities.files]\npaths = [{ path = \"docs\", access = \"read-write\" }]\n\
-             [capabilities.env]\nkeys = [\"HOME\"]\n[limits]\ntimeout_ms = 5000\n",
+        assert_widens(
+            &allow("\"api.example.com\""),
+            &allow("\"*.example.com\""),
+            "adds https://*.example.com",
         );
-        let list = widenings(&old, &new);
-        let text = list.join("\n");
-        assert!(text.contains("capabilities.files.paths: adds"), "{text}");
-        assert!(text.contains("capabilities.env: added"), "{text}");
+        assert_widens(
+            &allow("\"*.api.example.com\""),
+            &allow("\"*.example.com\""),
+            "adds",
+        );
+        assert_widens(
+            &allow("\"api.example.com\""),
+            &allow("\"*\""),
+            "adds https://*",
+        );
+        let w = widenings(
+            &manifest(&allow("\"a.example.com\", port = 8443")),
+            &manifest(&allow("\"a.example.com\", port = 9000")),
+        );
+        assert!(w[0].contains("adds https://a.example.com:9000"), "{w:?}");
+        assert_widens(
+            &allow("\"a.example.com\""),
+            &allow("\"a.example.com\", scheme = \"http\""),
+            "adds http://a.example.com",
+        );
+        assert_widens(
+            &allow("\"a.example.com\", path_prefix = \"/v1/repos\""),
+            &allow("\"a.example.com\", path_prefix = \"/v1\""),
+            "adds https://a.example.com/v1",
+        );
+        assert_widens(
+            &allow("\"a.example.com\", path_prefix = \"/v1\""),
+            &allow("\"a.example.com\""),
+            "adds https://a.example.com",
+        );
+        assert_widens(
+            &allow("\"a.example.com\", methods = [\"GET\"]"),
+            &allow("\"a.example.com\", methods = [\"GET\", \"POST\"]"),
+            "adds method POST",
+        );
+        assert_widens(
+            &allow("\"a.example.com\", methods = [\"GET\"]"),
+            &allow("\"a.example.com\""),
+            "adds method HEAD (empty methods mean GET and HEAD)",
+        );
         assert!(
-            text.contains("limits.timeout_ms: raised from 1000 to 5000"),
-            "{text}"
+            both_ways(
+                &allow("\"a.example.com\", methods = [\"get\", \"head\"]"),
+                &allow("\"a.example.com\", port = 443"),
+            )
+            .is_empty()
         );
-        assert_eq!(list.len(), 3, "{text}");
+    }
+
+    #[test]
+    fn http_rate_limits_and_credentials() {
+        let rate =
+            |r: &str| format!("[capabilities.http]\nallow = [{{ host = \"a.example.com\" }}]\n{r}");
+        assert_widens(
+            &rate("rate_limit = { per_minute = 10 }\n"),
+            &rate(""),
+            "per_minute: removed",
+        );
+        assert_widens(
+            &rate("rate_limit = { per_hour = 10 }\n"),
+            &rate("rate_limit = { per_hour = 20 }\n"),
+            "per_hour: raised from 10 to 20",
+        );
+        let cred = |hosts: &str| {
+            rate(&format!(
+                "[[capabilities.http.credentials]]\nsecret = \"tok_a\"\nhosts = [{hosts}]\n\
+                 inject = \"bearer\"\n"
+            ))
+        };
+        assert_widens(
+            &rate(""),
+            &cred("\"a.example.com\""),
+            "injects secret `tok_a`",
+        );
+        assert_widens(
+            &cred("\"a.example.com\""),
+            &cred("\"a.example.com\", \"b.example.com\""),
+            "into requests to a.example.com, b.example.com",
+        );
+    }
+
+    #[test]
+    fn secret_globs() {
+        let s = |names: &str| {
+            format!(
+                "schema = 1\n[component]\nname = \"w\"\nnamespace = \"acme\"\n\
+                 version = \"1.0.0\"\npublisher = \"acme\"\n[capabilities.secrets]\nnames = [{names}]\n"
+            )
+        };
+        let m = |t: String| Manifest::parse(&t).unwrap();
+        let w = widenings(&m(s("\"tok_a\"")), &m(s("\"tok_*\"")));
+        assert!(w[0].contains("adds secret glob `tok_*`"), "{w:?}");
+        assert!(widenings(&m(s("\"tok_*\"")), &m(s("\"tok_a\""))).is_empty());
+        let w = widenings(&m(s("\"tok_a\"")), &m(s("\"tok_a\", \"key_b\"")));
+        assert!(w[0].contains("`key_b`"), "{w:?}");
+    }
+
+    #[test]
+    fn process_programs_env_and_switches() {
+        let p = |extra: &str| format!("[capabilities.process]\nprograms = [\"git\"]\n{extra}");
+        assert_widens("", &p(""), "capabilities.process: added: may run `git`");
+        assert_widens(
+            &p(""),
+            "[capabilities.process]\nprograms = [\"git\", \"sh\"]\n",
+            "adds program `sh`",
+        );
+        assert_widens(&p(""), &p("env = [\"LANG\"]\n"), "adds env key `LANG`");
+        assert_widens(&p(""), &p("network = true\n"), "network: turned on");
+        assert_widens(&p("read_only = true\n"), &p(""), "read_only: turned off");
+    }
+
+    #[test]
+    fn env_keys() {
+        let e = |keys: &str| format!("[capabilities.env]\nkeys = [{keys}]\n");
+        assert_widens("", &e("\"LANG\""), "adds env key `LANG`");
+        assert_widens(&e("\"LANG\""), &e("\"LANG\", \"TZ\""), "adds env key `TZ`");
+    }
+
+    #[test]
+    fn invoke_aliases() {
+        let i = |tools: &str| format!("[capabilities.invoke]\ntools = {{ {tools} }}\n");
+        assert_widens("", &i("fmt = \"json_format\""), "adds alias `fmt`");
+        assert_widens(
+            &i("fmt = \"json_format\""),
+            &i("fmt = \"json_format\", sh = \"shell\""),
+            "adds alias `sh`",
+        );
+        let w = widenings(
+            &manifest(&i("fmt = \"json_format\"")),
+            &manifest(&i("fmt = \"shell\"")),
+        );
+        assert!(
+            w[0].contains("now calls `shell` instead of `json_format`"),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn limits_removed_or_raised() {
+        let l = |v: &str| format!("[limits]\n{v}\n");
+        assert_widens(&l("timeout_ms = 1000"), "", "limits.timeout_ms: removed");
+        assert_widens(
+            &l("fuel = 5"),
+            &l("fuel = 50"),
+            "limits.fuel: raised from 5 to 50",
+        );
+        assert_widens(
+            &l("memory_bytes = 1024"),
+            &l("memory_bytes = 2048"),
+            "limits.memory_bytes",
+        );
+        assert_widens(
+            &l("output_bytes = 10"),
+            &l("output_bytes = 20"),
+            "limits.output_bytes",
+        );
+    }
+
+    #[test]
+    fn relaxed_approval_hints() {
+        let t = |a: &str| format!("[tools.run]\napproval = \"{a}\"\n");
+        assert_widens(&t("always"), &t("ask"), "tools.run.approval: relaxed");
+        assert_widens(&t("ask"), &t("never"), "tools.run.approval: relaxed");
     }
 }

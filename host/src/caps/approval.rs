@@ -1,13 +1,15 @@
 //! `chitin:host/approval`: a component asks, mid-call, for a person's approval of something the
 //! host's own rules would not ask about (the shell asks before irreversible commands even where
 //! the policy auto-approves it). The host passes the request to the call's [`Approver`]; a
-//! component can add requests but never answer them or skip the host's own.
+//! component can add requests but never answer them or skip the host's own. The component's
+//! reason passes the call's redactor before anyone sees it: a question is a way out too.
 
 use std::sync::Arc;
 
 use wasmtime::component::{HasData, Linker};
 
 use crate::approval::{ApprovalRequest, Approver, Decision};
+use crate::leak::LeakScanner;
 use crate::limits::floor_char_boundary_len;
 use crate::state::HostState;
 
@@ -30,6 +32,7 @@ mod bindings {
 /// The per-call state of the approval capability.
 pub struct ApprovalCtx {
     approver: Arc<dyn Approver>,
+    scanner: Arc<LeakScanner>,
     component: String,
     tool: String,
     args_json: String,
@@ -37,10 +40,11 @@ pub struct ApprovalCtx {
 }
 
 impl ApprovalCtx {
-    /// Requests from `component` go to `approver`.
-    pub fn new(approver: Arc<dyn Approver>, component: String) -> Self {
+    /// Requests from `component` go to `approver`, redacted by `scanner`.
+    pub fn new(approver: Arc<dyn Approver>, scanner: Arc<LeakScanner>, component: String) -> Self {
         Self {
             approver,
+            scanner,
             component,
             tool: String::new(),
             args_json: String::new(),
@@ -63,12 +67,13 @@ impl ApprovalCtx {
             ));
         }
         self.asked += 1;
-        let reason = &reason[..floor_char_boundary_len(reason, MAX_REASON_BYTES)];
+        let mut reason = self.scanner.redact(reason, "reason");
+        reason.truncate(floor_char_boundary_len(&reason, MAX_REASON_BYTES));
         let request = ApprovalRequest {
             tool: self.tool.clone(),
             component: self.component.clone(),
             reason: format!("the component asks: {reason}"),
-            args_json: self.args_json.clone(),
+            args_json: self.scanner.redact(&self.args_json, "arguments"),
         };
         // A component's own request is about this call only: "always allow" is not remembered
         // for it, so it counts as a one-time approval.

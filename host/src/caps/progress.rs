@@ -1,10 +1,14 @@
 //! `chitin:host/progress`: a call reports how far it got; the reports go to the call's event
-//! sink (see [`crate::events`]) and from there, over MCP, to the agent.
+//! sink (see [`crate::events`]) and from there, over MCP, to the agent. Messages pass the
+//! call's redactor first, like everything else a component sends out.
+
+use std::sync::Arc;
 
 use wasmtime::component::{HasData, Linker};
 
 use crate::bindings::chitin::host::progress::Host;
 use crate::events::{CallEvent, CallEvents};
+use crate::leak::LeakScanner;
 use crate::state::HostState;
 
 /// Longest progress message forwarded, in bytes; longer ones are cut.
@@ -14,6 +18,8 @@ const MAX_MESSAGE_BYTES: usize = 1024;
 pub struct ProgressCtx {
     /// Where the call's reports go.
     pub events: CallEvents,
+    /// The call's redactor.
+    pub scanner: Arc<LeakScanner>,
 }
 
 impl Host for &mut ProgressCtx {
@@ -21,7 +27,8 @@ impl Host for &mut ProgressCtx {
         if !self.events.is_listening() {
             return;
         }
-        let message = message.map(|mut m| {
+        let message = message.map(|m| {
+            let mut m = self.scanner.redact(&m, "progress message");
             m.truncate(crate::limits::floor_char_boundary_len(
                 &m,
                 MAX_MESSAGE_BYTES,

@@ -3,21 +3,22 @@
 //! capability in plain words with a risk note, limits, uncovered imports, and against an
 //! installed (or `--against`) version, every widening.
 //!
-//! Nothing of the component runs unless its signature is trusted: only then are its tools
-//! listed (they come from its `specs()`, run in a sandbox with no capabilities).
+//! Nothing of the component runs: its tools, schemas and annotations come from its manifest,
+//! where `chitin manifest embed` recorded them and the signature covers them.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use chitin_registry::artifact::{self, ContentHash, WitWorld};
 use chitin_registry::imports;
-use chitin_registry::manifest::{Capabilities, ComponentKind, FileAccess, Manifest};
+use chitin_registry::manifest::{ApprovalHint, Capabilities, ComponentKind, FileAccess, Manifest};
 use chitin_registry::signature;
 use chitin_registry::widening::widenings;
 use serde_json::{Value, json};
 
 use super::{Cli, Exit, component_sources, open_runtime};
 use crate::grant::Grant;
+use crate::library;
 use crate::library::LoadedLibrary;
 use crate::policy::Policy;
 use crate::runtime::{LibraryUse, Loaded};
@@ -377,6 +378,60 @@ fn print_composition(
     }
 }
 
+/// Who vouches for the manifest part `bytes` alone, within its trust scope.
+fn manifest_part_verdict(
+    bytes: &[u8],
+    manifest: Option<&Manifest>,
+    trust: &chitin_registry::trust::TrustStore,
+) -> Result<String, String> {
+    let m = manifest.ok_or("the manifest part carries no manifest")?;
+    let keys = signature::verify_manifest_part(bytes, trust).map_err(|e| e.to_string())?;
+    keys.iter()
+        .find(|k| k.covers(&m.component.namespace, &m.component.name))
+        .map(|k| {
+            format!(
+                "{}, for the manifest part only: the binary is checked when downloaded",
+                k.publisher
+            )
+        })
+        .ok_or_else(|| format!("no trusted signer of the manifest part may sign {}", m.id()))
+}
+
+/// The tools `manifest` records (name as agents see it, description, the author's approval
+/// hint), or why none are listed.
+fn recorded_tools(manifest: Option<&Manifest>) -> Result<Vec<RecordedTool>, String> {
+    let Some(m) = manifest else {
+        return Err("no manifest, so no recorded tools".to_owned());
+    };
+    if m.component.kind == ComponentKind::Library {
+        return Err("a library: it carries no tools".to_owned());
+    }
+    let specs = m.tool_specs();
+    if specs.is_empty() || !m.tools_without_spec().is_empty() {
+        return Err(
+            "its manifest records no tool specs, so it will not load; its publisher re-runs \
+             `chitin manifest embed`"
+                .to_owned(),
+        );
+    }
+    Ok(specs
+        .into_iter()
+        .map(|s| RecordedTool {
+            name: crate::spec::exposed_name(&m.component.namespace, &s.name),
+            approval: m.tools.get(&s.name).map(|h| h.approval).unwrap_or_default(),
+            description: s.description,
+        })
+        .collect())
+}
+
+/// A tool as the signed manifest records it, for the report.
+struct RecordedTool {
+    /// The name agents see.
+    name: String,
+    description: String,
+    approval: ApprovalHint,
+}
+
 fn manifest_of(bytes: &[u8]) -> anyhow::Result<Option<Manifest>> {
     Ok(artifact::manifest_text(bytes)?
         .map(Manifest::parse)
@@ -420,8 +475,12 @@ pub(super) async fn report(
     artifact::check_header(&bytes).with_context(|| file.display().to_string())?;
     let hash = ContentHash::of(&bytes);
     let manifest = manifest_of(&bytes).with_context(|| file.display().to_string())?;
+    // The manifest part alone (what a registry can serve before the download) is audited by
+    // its own signature; its imports are checked once the whole file is there.
+    let prefix_only = signature::manifest_part(&bytes).is_some_and(|p| p.len() == bytes.len());
     let report = signature::inspect(&bytes, services.trust());
     let verdict = match (&report, &manifest) {
+        _ if prefix_only => manifest_part_verdict(&bytes, manifest.as_ref(), services.trust()),
         (Err(e), _) => Err(e.to_string()),
         (Ok(r), Some(m)) => r
             .authorize(&m.component.namespace, &m.component.name)
@@ -432,51 +491,34 @@ pub(super) async fn report(
             .map(|k| k.publisher.clone())
             .map_err(|e| e.to_string()),
     };
-    let world = WitWorld::decode(&bytes).with_context(|| file.display().to_string())?;
-    let import_list = world.imports();
-    let uncovered = imports::uncovered(&import_list, manifest.as_ref());
-    let (tools, composition) = if verdict.is_ok() {
-        let libraries = match &manifest {
-            Some(m) if !m.dependencies.is_empty() => {
-                load_libraries(cli, runtime, policy, services).await
-            }
-            _ => Vec::new(),
-        };
-        match runtime
-            .load_any(&file, &bytes, policy, services, &libraries)
-            .await
-        {
-            Ok(Loaded::Tool(loaded)) => (
-                Ok(loaded
-                    .tools
-                    .iter()
-                    .map(|t| (t.spec.name.clone(), t.spec.description.clone()))
-                    .collect::<Vec<_>>()),
-                loaded
-                    .libraries
-                    .iter()
-                    .map(|(l, u)| Part::of(l, *u))
-                    .collect(),
-            ),
-            Ok(Loaded::Library(library)) => (
-                Err(format!(
-                    "a library: it carries no tools and exports {}",
-                    library
-                        .exports
-                        .iter()
-                        .map(|e| e.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
-                Vec::new(),
-            ),
-            Err(e) => (Err(e.to_string()), Vec::new()),
-        }
+    let import_list = if prefix_only {
+        Vec::new()
     } else {
-        (
-            Err("not run: the component is not trusted".to_owned()),
-            Vec::new(),
-        )
+        WitWorld::decode(&bytes)
+            .with_context(|| file.display().to_string())?
+            .imports()
+    };
+    let uncovered = imports::uncovered(&import_list, manifest.as_ref());
+    // Tools come from the manifest, which the signature covers: nothing of the component runs.
+    let tools = recorded_tools(manifest.as_ref());
+    let composition: Vec<Part> = match &manifest {
+        Some(m) if verdict.is_ok() && !m.dependencies.is_empty() => {
+            let libraries = load_libraries(cli, runtime, policy, services).await;
+            library::resolve(m, &import_list, &libraries, m.capabilities.env.is_some())
+                .map(|r| {
+                    r.composed
+                        .iter()
+                        .map(|l| Part::of(l, LibraryUse::Composed))
+                        .chain(
+                            r.linked
+                                .iter()
+                                .map(|(_, l)| Part::of(l, LibraryUse::Linked)),
+                        )
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
     };
     let grant = Grant::resolve(manifest.clone(), policy, services);
     let previous = match against {
@@ -515,13 +557,13 @@ pub(super) async fn report(
             "trusted": verdict.is_ok(),
             "refusal": verdict.as_ref().err(),
             "tools": match &tools {
-                Ok(list) => json!(list.iter().map(|(n, d)| json!({"name": n, "description": d})).collect::<Vec<_>>()),
+                Ok(list) => json!(list.iter().map(|t| json!({"name": t.name, "description": t.description})).collect::<Vec<_>>()),
                 Err(why) => json!({"not_listed": why}),
             },
             "capabilities": caps.iter().map(|c| json!({"capability": c.name, "scope": c.scope, "risk": c.risk})).collect::<Vec<_>>(),
             "limits": limits_json(manifest.as_ref(), policy, grant.as_ref().ok()),
             "policy_cuts": grant.as_ref().map(|g| g.cuts.iter().map(|c| json!({"what": c.what, "reason": c.reason})).collect::<Vec<_>>()).unwrap_or_default(),
-            "imports": import_list,
+            "imports": (!prefix_only).then_some(&import_list),
             "uncovered_imports": uncovered.iter().map(|(i, _)| i).collect::<Vec<_>>(),
             "diff": diff.as_ref().map(|(path, version, w)| json!({"against": path, "version": version, "widenings": w})),
             "composition": composition.iter().map(Part::to_json).collect::<Vec<_>>(),
@@ -540,7 +582,7 @@ pub(super) async fn report(
             &caps,
             policy,
             grant.as_ref().ok(),
-            &uncovered,
+            (!prefix_only).then_some(uncovered.as_slice()),
             diff.as_ref(),
         );
         print_composition(manifest.as_ref(), &hash, &verdict, &composition);
@@ -616,11 +658,11 @@ fn print_human(
     size: usize,
     report: &Result<signature::SignatureReport, signature::SignatureError>,
     verdict: &Result<String, String>,
-    tools: &Result<Vec<(String, String)>, String>,
+    tools: &Result<Vec<RecordedTool>, String>,
     caps: &[CapabilityLine],
     policy: &Policy,
     grant: Option<&Grant>,
-    uncovered: &[(String, Option<&'static str>)],
+    uncovered: Option<&[(String, Option<&'static str>)]>,
     diff: Option<&(PathBuf, String, Vec<String>)>,
 ) {
     match manifest {
@@ -657,14 +699,12 @@ fn print_human(
     println!("tools:");
     match tools {
         Ok(list) => {
-            for (name, description) in list {
-                let approval = manifest
-                    .and_then(|m| m.tools.get(name))
-                    .map(|h| format!(" [approval: {:?}]", h.approval).to_lowercase())
-                    .unwrap_or_default();
+            for t in list {
                 println!(
-                    "  {name}{approval}: {}",
-                    description.lines().next().unwrap_or_default()
+                    "  {} [approval: {}]: {}",
+                    t.name,
+                    format!("{:?}", t.approval).to_lowercase(),
+                    t.description.lines().next().unwrap_or_default()
                 );
             }
         }
@@ -687,6 +727,10 @@ fn print_human(
     for (key, asked, effective) in limit_rows(manifest, grant, policy) {
         println!("  {key}: {asked} -> {effective}");
     }
+    let Some(uncovered) = uncovered else {
+        println!("imports:     not checked: the manifest part alone has no binary to read");
+        return print_diff(diff);
+    };
     if uncovered.is_empty() {
         println!("imports:     all covered by the WASI base or declared capabilities");
     } else {
@@ -695,6 +739,10 @@ fn print_human(
             imports::describe_uncovered(uncovered)
         );
     }
+    print_diff(diff);
+}
+
+fn print_diff(diff: Option<&(PathBuf, String, Vec<String>)>) {
     if let Some((path, version, wider)) = diff {
         println!("against {version} ({}):", path.display());
         if wider.is_empty() {

@@ -392,10 +392,10 @@ async fn finish(
         approved_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     };
     installed.commit(&bytes, locked)?;
-    let tools: Vec<String> = entry
-        .tools
+    let tools: Vec<String> = manifest
+        .tool_specs()
         .iter()
-        .map(|t| crate::spec::exposed_name(&manifest.component.namespace, t))
+        .map(|t| crate::spec::exposed_name(&manifest.component.namespace, &t.name))
         .collect();
     println!(
         "installed {} from {} (tools: {}); a running `chitin serve` picks it up",

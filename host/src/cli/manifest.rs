@@ -1,12 +1,14 @@
-//! `chitin manifest check|embed`: validate a manifest, and put one inside a component.
+//! `chitin manifest check|embed`: validate a manifest, and put one inside a component with the
+//! component's tool specs recorded in it, so the signature covers them.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use chitin_registry::artifact;
-use chitin_registry::manifest::Manifest;
+use chitin_registry::manifest::{ComponentKind, Manifest};
 
-use super::Exit;
+use super::{Cli, Exit, open_runtime};
+use crate::error::LoadError;
 
 /// Manifest subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -17,7 +19,8 @@ pub enum Command {
         file: PathBuf,
     },
     /// Embed a manifest into a component (replacing any it carries, and removing signatures it
-    /// voids) and write the result.
+    /// voids) and write the result. A tool component's specs are recorded in the manifest's
+    /// `[tools]`: its `specs()` runs with no capability at all.
     Embed {
         /// The component file.
         component: PathBuf,
@@ -29,7 +32,7 @@ pub enum Command {
     },
 }
 
-pub(super) fn run(cmd: &Command) -> anyhow::Result<Exit> {
+pub(super) async fn run(cli: &Cli, cmd: &Command) -> anyhow::Result<Exit> {
     match cmd {
         Command::Check { file } => {
             let bytes =
@@ -62,7 +65,33 @@ pub(super) fn run(cmd: &Command) -> anyhow::Result<Exit> {
                 .with_context(|| format!("{}: cannot read", component.display()))?;
             let text = std::fs::read_to_string(manifest)
                 .with_context(|| format!("{}: cannot read", manifest.display()))?;
-            Manifest::parse(&text).with_context(|| manifest.display().to_string())?;
+            let mut parsed =
+                Manifest::parse(&text).with_context(|| manifest.display().to_string())?;
+            let text = if parsed.component.kind == ComponentKind::Library {
+                text
+            } else {
+                let (runtime, policy, services) = open_runtime(cli)?;
+                match runtime
+                    .unprivileged_specs(component, &wasm, &policy, &services)
+                    .await
+                {
+                    Ok(specs) => {
+                        parsed
+                            .record_specs(&specs)
+                            .with_context(|| manifest.display().to_string())?;
+                        parsed.to_toml()
+                    }
+                    // A contract this host does not run: no host of this version loads it
+                    // whatever its manifest says, so it is embedded as written.
+                    Err(e @ LoadError::Contract { .. }) => {
+                        eprintln!(
+                            "note: {e}; embedded without tool specs, so this host will not load it"
+                        );
+                        text
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            };
             // A new manifest voids every signature over the old one: drop them, and say so.
             let bare = chitin_registry::signature::strip(&wasm)
                 .with_context(|| component.display().to_string())?;

@@ -230,7 +230,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Policy(args) => policy::run(&cli, args).await,
         Command::Approvals(args) => approvals::run(&cli, args).await,
         Command::Audit(args) => audit::run(&cli, args).await,
-        Command::Manifest(cmd) => manifest::run(cmd),
+        Command::Manifest(cmd) => manifest::run(&cli, cmd).await,
         Command::Compose(args) => compose::run(&cli, args).await,
         Command::Secret(args) => secret::run(&cli, args).await,
         Command::Publish(args) => publish::run(&cli, args).await,

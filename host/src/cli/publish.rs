@@ -5,12 +5,11 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use chitin_registry::artifact::{self, ContentHash, WitWorld};
-use chitin_registry::manifest::Manifest;
+use chitin_registry::manifest::{ComponentKind, Manifest};
 use chitin_registry::signature;
 use chitin_registry::store::{Entry, sha256_digest};
 
 use super::{Cli, Exit, open_runtime, registry};
-use crate::runtime::Loaded;
 
 /// Arguments of `chitin publish`.
 #[derive(Debug, clap::Args)]
@@ -28,7 +27,7 @@ pub struct Args {
 }
 
 pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
-    let (runtime, policy, services) = open_runtime(cli)?;
+    let (_, _, services) = open_runtime(cli)?;
     let file = &args.file;
     let shown = file.display().to_string();
     let bytes = std::fs::read(file).with_context(|| format!("{shown}: cannot read"))?;
@@ -65,18 +64,15 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             chitin_registry::imports::describe_uncovered(&uncovered),
         ));
     }
-    // The tool names search shows come from the component itself, run with no capabilities. A
-    // tool that needs libraries is listed without them (they load beside it when installed).
-    let tools = if manifest.dependencies.is_empty() {
-        match runtime
-            .load_any(file, &bytes, &policy, &services, &[])
-            .await?
-        {
-            Loaded::Tool(tool) => tool.tools.iter().map(|t| t.own_name.clone()).collect(),
-            Loaded::Library(_) => Vec::new(),
-        }
-    } else {
+    // The tool names search shows come from the signed manifest: publishing runs nothing.
+    let tools = if manifest.component.kind == ComponentKind::Library {
         Vec::new()
+    } else {
+        let specs = manifest.tool_specs();
+        if specs.is_empty() || !manifest.tools_without_spec().is_empty() {
+            return refuse(Refusal::NoSpecs(shown));
+        }
+        specs.into_iter().map(|s| s.name).collect()
     };
     let entry = Entry {
         name: manifest.id(),
@@ -116,6 +112,11 @@ enum Refusal {
     },
     #[error("{0} imports what its manifest does not declare: {1}")]
     Uncovered(String, String),
+    #[error(
+        "{0}: its manifest records no tool specs; re-run `chitin manifest embed` (it records them) \
+         and sign it again"
+    )]
+    NoSpecs(String),
 }
 
 fn refuse(refusal: Refusal) -> anyhow::Result<Exit> {

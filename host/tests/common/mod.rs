@@ -78,8 +78,30 @@ pub fn test_key() -> &'static chitin_registry::keys::SigningKey {
     KEY.get_or_init(chitin_registry::keys::SigningKey::generate)
 }
 
-/// `wasm` with `manifest` embedded in place of its own, signed by [`test_key`].
+/// `manifest` with the tool specs `wasm`'s own manifest records (as `chitin manifest embed`
+/// would record them) when it records none itself: hand-written test manifests name only grants.
+/// A manifest that does not parse is left as it is, for tests of bad manifests.
+pub fn with_recorded_specs(wasm: &[u8], manifest: &str) -> String {
+    use chitin_registry::manifest::Manifest;
+    let built = chitin_registry::artifact::manifest_text(wasm)
+        .ok()
+        .flatten()
+        .and_then(|t| Manifest::parse(t).ok());
+    match (built, Manifest::parse(manifest)) {
+        (Some(built), Ok(mut m)) if m.tool_specs().is_empty() => {
+            for spec in built.tool_specs() {
+                spec.record_in(m.tools.entry(spec.name.clone()).or_default());
+            }
+            m.to_toml()
+        }
+        _ => manifest.to_owned(),
+    }
+}
+
+/// `wasm` with `manifest` embedded in place of its own (keeping its recorded tool specs, see
+/// [`with_recorded_specs`]), signed by [`test_key`].
 pub fn resign(wasm: &[u8], manifest: &str) -> Vec<u8> {
+    let manifest = &with_recorded_specs(wasm, manifest);
     let bare = chitin_registry::signature::strip(wasm).expect("strip signatures");
     let embedded =
         chitin_registry::artifact::embed_manifest(&bare, manifest).expect("embed manifest");

@@ -13,6 +13,7 @@ pub mod invoke;
 pub mod kv;
 pub mod process;
 pub mod secrets;
+pub mod tools;
 
 use std::collections::BTreeMap;
 
@@ -27,6 +28,7 @@ pub use invoke::InvokeGrant;
 pub use kv::KvGrant;
 pub use process::ProcessGrant;
 pub use secrets::SecretsGrant;
+pub use tools::{SpecMismatch, ToolAnnotations, ToolSpec};
 
 /// The manifest schema version this crate reads and writes.
 pub const MANIFEST_SCHEMA: u32 = 1;
@@ -39,7 +41,7 @@ pub struct Manifest {
     pub schema: u32,
     /// Who and what the component is.
     pub component: ComponentInfo,
-    /// Per-tool hints, keyed by tool name.
+    /// Per-tool hints and specs, keyed by tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolHints>,
     /// The capabilities asked for; an absent section grants nothing.
@@ -76,13 +78,25 @@ pub struct ComponentInfo {
     pub kind: ComponentKind,
 }
 
-/// Hints for one tool.
+/// One tool: its author's hints, and its spec as `chitin manifest embed` recorded it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolHints {
     /// Whether calls should be approved by a person; the policy has the last word.
     #[serde(default)]
     pub approval: ApprovalHint,
+    /// Description for the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments, as JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<String>,
+    /// JSON Schema of a successful result, as JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<String>,
+    /// Behaviour hints (MCP tool annotations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
 }
 
 /// When a tool's calls need a person's approval.
@@ -193,6 +207,42 @@ impl Manifest {
         format!("{}/{}", self.component.namespace, self.component.name)
     }
 
+    /// The tool specs the manifest records, by tool name.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .filter_map(|(name, hints)| hints.spec(name))
+            .collect()
+    }
+
+    /// Tools named in `[tools]` without a recorded spec.
+    pub fn tools_without_spec(&self) -> Vec<&str> {
+        self.tools
+            .iter()
+            .filter(|(_, hints)| hints.input_schema.is_none())
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+
+    /// Record `specs` (a tool component's own, in full) in `[tools]`, keeping each author's
+    /// approval hint; a hint for a tool the component does not offer is an error naming it.
+    pub fn record_specs(&mut self, specs: &[ToolSpec]) -> Result<(), ManifestError> {
+        if let Some(name) = self
+            .tools
+            .keys()
+            .find(|name| !specs.iter().any(|s| &s.name == *name))
+        {
+            return Err(ManifestError::invalid(
+                format!("tools.{name}"),
+                "the component offers no tool of this name",
+            ));
+        }
+        for spec in specs {
+            spec.record_in(self.tools.entry(spec.name.clone()).or_default());
+        }
+        self.validate()
+    }
+
     /// Check every value the types alone cannot.
     pub fn validate(&self) -> Result<(), ManifestError> {
         if self.schema != MANIFEST_SCHEMA {
@@ -206,10 +256,11 @@ impl Manifest {
                 "must not be empty",
             ));
         }
-        for name in self.tools.keys() {
+        for (name, hints) in &self.tools {
             if let Some(problem) = tool_name_problem(name) {
                 return Err(ManifestError::invalid(format!("tools.{name}"), problem));
             }
+            hints.validate(name)?;
         }
         let c = &self.capabilities;
         if let Some(files) = &c.files {
@@ -425,6 +476,63 @@ memory_bytes = 16777216
         let bad_glob = format!("{base}[capabilities.secrets]\nnames = [\"github_[\"]\n");
         let err = Manifest::parse(&bad_glob).unwrap_err().to_string();
         assert!(err.contains("capabilities.secrets.names[0]"), "{err}");
+    }
+
+    #[test]
+    fn recorded_tool_specs_round_trip_and_keep_the_approval_hint() {
+        let mut m = Manifest::parse(FS).expect("parses");
+        assert_eq!(m.tools_without_spec(), ["write_file"]);
+        let spec = ToolSpec {
+            name: "write_file".into(),
+            description: "Writes a file.".into(),
+            input_schema: r#"{"type":"object"}"#.into(),
+            output_schema: None,
+            annotations: ToolAnnotations {
+                destructive: true,
+                ..ToolAnnotations::default()
+            },
+        };
+        m.record_specs(std::slice::from_ref(&spec))
+            .expect("records");
+        assert_eq!(m.tools["write_file"].approval, ApprovalHint::Ask);
+        let again = Manifest::parse(&m.to_toml()).expect("round trip");
+        assert_eq!(again.tool_specs(), std::slice::from_ref(&spec));
+        assert!(again.tools_without_spec().is_empty());
+        let mut other = spec;
+        other.name = "read_file".into();
+        let err = Manifest::parse(FS)
+            .unwrap()
+            .record_specs(&[other])
+            .unwrap_err();
+        assert!(err.to_string().contains("tools.write_file"), "{err}");
+    }
+
+    #[test]
+    fn the_exact_tools_table_shape_parses_and_partial_specs_are_refused() {
+        let shape = FS.replace(
+            "approval = \"ask\"",
+            r#"approval = "ask"
+description = "Writes a file."
+input_schema = '{"type":"object","properties":{"path":{"type":"string"}}}'
+output_schema = '{"type":"object"}'
+annotations = { read_only = false, destructive = true, idempotent = false, open_world = false }"#,
+        );
+        let m = Manifest::parse(&shape).expect("the recorded shape parses");
+        let spec = &m.tool_specs()[0];
+        assert_eq!(spec.output_schema.as_deref(), Some(r#"{"type":"object"}"#));
+        assert!(spec.annotations.destructive && !spec.annotations.read_only);
+        let partial = FS.replace(
+            "approval = \"ask\"",
+            "approval = \"ask\"\ndescription = \"Writes.\"",
+        );
+        let err = Manifest::parse(&partial).unwrap_err().to_string();
+        assert!(err.contains("tools.write_file.input_schema"), "{err}");
+        let bad_json = shape.replace(r#"'{"type":"object"}'"#, "'{'");
+        let err = Manifest::parse(&bad_json).unwrap_err().to_string();
+        assert!(
+            err.contains("tools.write_file.output_schema: is not JSON"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -19,10 +19,7 @@ impl From<Level> for LogLevel {
 impl Host for &mut LogCtx {
     fn log(&mut self, level: Level, message: String) {
         // Secrets are redacted before the entry is kept or streamed to a client.
-        let message = match self.scanner.scrub(&message).text(&message) {
-            Some(text) => text.into_owned(),
-            None => "[chitin: log entry withheld: it contained a private key]".to_owned(),
-        };
+        let message = self.scanner.redact(&message, "log entry");
         let mut log = self.log.lock();
         let kept = log.push(LogSource::Log, level.into(), &message);
         if let Some(entry) = kept
