@@ -183,8 +183,8 @@ async fn an_import_not_covered_by_the_manifest_is_refused_naming_it() {
     let (key, trust) = trusted("*");
     let env = env(trust);
     let wat = r#"(component
-        (import "wasi:filesystem/preopens@0.2.6" (instance))
-        (import "wasi:sockets/tcp@0.2.6" (instance)))"#;
+        (import "chitin:host/process@0.1.0" (instance))
+        (import "wasi:sockets/tcp@0.3.0" (instance)))"#;
     let raw = wat::parse_str(wat).expect("wat");
     let bytes = signature::sign(
         &artifact::embed_manifest(&raw, ECHO_MANIFEST).expect("embed"),
@@ -194,11 +194,11 @@ async fn an_import_not_covered_by_the_manifest_is_refused_naming_it() {
     match load(&env, &bytes, &builtin()).await {
         Err(LoadError::UncoveredImports { imports, .. }) => {
             assert!(
-                imports.contains("wasi:filesystem/preopens@0.2.6 (needs a [capabilities.files]"),
+                imports.contains("chitin:host/process@0.1.0 (needs a [capabilities.process]"),
                 "{imports}"
             );
             assert!(
-                imports.contains("wasi:sockets/tcp@0.2.6 (chitin never grants it)"),
+                imports.contains("wasi:sockets/tcp@0.3.0 (only WASI 0.2.x is linked)"),
                 "{imports}"
             );
         }
