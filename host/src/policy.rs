@@ -633,7 +633,7 @@ mod tests {
 
     #[test]
     fn a_default_above_its_ceiling_or_memory_past_4_gib_is_refused() {
-        let text = DEFAULT_POLICY.replace("timeout_ms = 30000", "timeout_ms = 900000");
+        let text = DEFAULT_POLICY.replace("timeout_ms = 30000\n", "timeout_ms = 900000\n");
         let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
         assert!(
             err.to_string()
