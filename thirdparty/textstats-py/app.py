@@ -101,8 +101,10 @@ def attempt(action) -> str:
 
 
 def open_socket():
-    with socket.create_connection(("127.0.0.1", 80), timeout=2):
-        pass
+    # An address, not a name: the attempt must reach the socket layer, not the resolver.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(2)
+        s.connect(("127.0.0.1", 80))
 
 
 def read_passwd():
@@ -115,7 +117,8 @@ def sandbox_probe(args: dict) -> dict:
         raise invalid(f"unknown field `{sorted(args)[0]}`")
     return {
         "connect": attempt(open_socket),
-        "lookup": attempt(lambda: socket.getaddrinfo("example.com", 443)),
+        # Bytes, so the name goes to the resolver as is (the idna codec is not bundled).
+        "lookup": attempt(lambda: socket.getaddrinfo(b"example.com", 443)),
         "open_passwd": attempt(read_passwd),
     }
 
