@@ -334,7 +334,9 @@ async fn no_files_grant_reaches_nothing() {
             assert!(
                 matches!(
                     e,
-                    ToolError::PermissionDenied(_) | ToolError::NotFound(_) | ToolError::InvalidPath(_)
+                    ToolError::PermissionDenied(_)
+                        | ToolError::NotFound(_)
+                        | ToolError::InvalidPath(_)
                 ),
                 "{}: {tool}: {e}",
                 path.display()

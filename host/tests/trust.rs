@@ -266,7 +266,10 @@ async fn a_denied_capability_is_cut_and_limits_are_clamped() {
         "{:?}",
         grant.cuts
     );
-    assert_eq!(grant.limits.memory_bytes, policy.limits.ceiling.memory_bytes);
+    assert_eq!(
+        grant.limits.memory_bytes,
+        policy.limits.ceiling.memory_bytes
+    );
     assert_eq!(grant.limits.timeout_ms, 1000);
     assert!(
         grant.cuts.iter().any(|c| c.what == "limits.memory_bytes"),

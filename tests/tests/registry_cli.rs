@@ -539,16 +539,25 @@ fn a_python_third_party_tool_runs_under_the_default_policy_and_reaches_nothing()
     let (operator, audit) = publish_and_install(root.path(), "textstats-py", "acme/textstats");
     // The install approval shows the memory asked (above the default, within the ceiling) and
     // the standard WASI imports linked with every use refused.
-    assert!(audit.contains("memory_bytes: 67108864 -> 67108864"), "{audit}");
     assert!(
-        audit.contains("wasi:sockets/tcp@") && audit.contains("linked, every use refused (no grant"),
+        audit.contains("memory_bytes: 67108864 -> 67108864"),
+        "{audit}"
+    );
+    assert!(
+        audit.contains("wasi:sockets/tcp@")
+            && audit.contains("linked, every use refused (no grant"),
         "{audit}"
     );
     // Compiled at install, before any call, so the first call finds it in the cache.
     let cache = std::fs::read_dir(operator.data.join("cache"))
         .expect("cache dir")
         .flatten()
-        .flat_map(|engine| std::fs::read_dir(engine.path()).into_iter().flatten().flatten())
+        .flat_map(|engine| {
+            std::fs::read_dir(engine.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
         .filter(|entry| entry.path().extension().is_some_and(|e| e == "cwasm"))
         .count();
     assert!(cache >= 1, "nothing compiled at install");
@@ -557,7 +566,11 @@ fn a_python_third_party_tool_runs_under_the_default_policy_and_reaches_nothing()
     assert_eq!(result["count"], 4, "{out}");
     assert_eq!(result["median"], 2.5, "{out}");
     let out = operator.run(&["call", "acme__describe_numbers", r#"{"numbers":"x"}"#]);
-    assert!(stderr(&out).contains("numbers: expected a non-empty array"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("numbers: expected a non-empty array"),
+        "{}",
+        stderr(&out)
+    );
 
     // A socket, a name lookup and /etc/passwd: each refused, and the call returns cleanly.
     let out = operator.ok(&["call", "acme__sandbox_probe", "{}"]);
@@ -579,7 +592,10 @@ fn a_manifest_asking_above_the_ceiling_is_clamped_and_the_audit_says_so() {
         "[limits]\nmemory_bytes = 1073741824\ntimeout_ms = 1000\n",
     );
     let out = operator.ok(&["audit", file.to_str().expect("utf-8")]);
-    assert!(out.contains("memory_bytes: 1073741824 -> 268435456"), "{out}");
+    assert!(
+        out.contains("memory_bytes: 1073741824 -> 268435456"),
+        "{out}"
+    );
     assert!(
         out.contains(
             "policy cuts limits.memory_bytes: asked 1073741824, clamped to the policy's ceiling \

@@ -4,8 +4,8 @@
 //! the audit, keeps it off the first call.
 
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chitin_registry::artifact::ContentHash;
