@@ -303,7 +303,6 @@ async fn no_files_grant_reaches_nothing() {
     std::fs::create_dir_all(&ws).expect("ws");
     std::fs::write(ws.join("f.txt"), "x").expect("f");
     let bytes = std::fs::read(component("fs")).expect("fs.wasm");
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
 
     // A manifest without a files section: the file imports are linked with no preopens, and a
     // policy that does not allow files cuts the grant the same way. Either way nothing is reached.
