@@ -623,7 +623,7 @@ mod tests {
 
     #[test]
     fn a_zero_limit_is_refused() {
-        let text = DEFAULT_POLICY.replace("timeout_ms = 30000", "timeout_ms = 0");
+        let text = DEFAULT_POLICY.replace("timeout_ms = 30000\n", "timeout_ms = 0\n");
         let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
         assert!(
             err.to_string().contains("limits.default.timeout_ms"),
