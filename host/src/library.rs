@@ -188,18 +188,19 @@ impl LoadedLibrary {
             .collect();
         // Composed statically, a library's file or HTTP imports would be the tool's and reach
         // the tool's grant; in a store of its own they reach only its own (perhaps nothing).
-        let linking = if manifest.is_some_and(|m| asks_capabilities(m))
-            || imports.iter().any(|i| reaches_grant(i))
-        {
-            Linking::Host(linker.instantiate_pre(component).map_err(|e| {
-                DependencyError::Link {
-                    library: name,
-                    reason: format!("{e:#}"),
-                }
-            })?)
-        } else {
-            Linking::Static
-        };
+        let linking =
+            if manifest.is_some_and(|m| asks_capabilities(m))
+                || imports.iter().any(|i| reaches_grant(i))
+            {
+                Linking::Host(linker.instantiate_pre(component).map_err(|e| {
+                    DependencyError::Link {
+                        library: name,
+                        reason: format!("{e:#}"),
+                    }
+                })?)
+            } else {
+                Linking::Static
+            };
         Ok(Self {
             path: path.to_owned(),
             hash,
