@@ -43,19 +43,27 @@ build-fixtures: wasm-target
     "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
     for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/fixtures/$c.wasm" --key dev; done
 
-# Build the third-party JavaScript example thirdparty/wordcount-js (acme/wordcount) with jco and
-# componentize-js from npm — pinned by its package-lock.json, installed under target/ only when
-# the lock changed — into build/thirdparty/wordcount-js.wasm with its manifest embedded, unsigned
-# (whoever uses it signs it with a third-party key of their own).
+# Build the third-party examples into build/thirdparty/, each with its manifest embedded and
+# unsigned (whoever uses one signs it with a third-party key of their own):
+# - thirdparty/wordcount-js (acme/wordcount), JavaScript, by plain `jco componentize` (WASI left
+#   on) with jco and componentize-js from npm, pinned by its package-lock.json;
+# - thirdparty/textstats-py (acme/textstats), Python, by plain `componentize-py componentize`,
+#   pinned by its requirements.txt, in a venv under target/.
+# Every step is cached: a tool set is installed only when its pin changed, and a component is
+# rebuilt only when its sources, the WIT contracts or the pin changed (a stamp holds their hash).
 build-thirdparty:
     {{ chitin_build }}
+    mkdir -p build/thirdparty
     # `npm install` with the lock beside it installs exactly the locked tree (`npm ci` would refuse
     # the lock when the registry lacks other platforms' optional binaries); the stamp is the lock.
     js="${CARGO_TARGET_DIR:-target}/thirdparty-js"; if ! cmp -s thirdparty/wordcount-js/package-lock.json "$js/installed.lock"; then mkdir -p "$js" && cp thirdparty/wordcount-js/package.json thirdparty/wordcount-js/package-lock.json "$js/" && npm install --prefix "$js" --no-audit --no-fund --loglevel=error && cp thirdparty/wordcount-js/package-lock.json "$js/installed.lock"; fi
-    # --disable all: no console, clocks, randomness or fetch, so the component imports no WASI.
-    "${CARGO_TARGET_DIR:-target}/thirdparty-js/node_modules/.bin/jco" componentize "$PWD/thirdparty/wordcount-js/wordcount.js" --wit "$PWD/wit" --world-name tool-component --disable all -o "${CARGO_TARGET_DIR:-target}/thirdparty-js/wordcount-js.wasm"
-    mkdir -p build/thirdparty
+    js="${CARGO_TARGET_DIR:-target}/thirdparty-js"; sum="$(cat thirdparty/wordcount-js/wordcount.js thirdparty/wordcount-js/package-lock.json $(find wit -name '*.wit' | sort) | sha256sum)"; if [ "$sum" != "$(cat "$js/built.sum" 2>/dev/null)" ] || [ ! -e "$js/wordcount-js.wasm" ]; then "$js/node_modules/.bin/jco" componentize "$PWD/thirdparty/wordcount-js/wordcount.js" --wit "$PWD/wit" --world-name tool-component -o "$js/wordcount-js.wasm" && echo "$sum" > "$js/built.sum"; fi
     "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/thirdparty-js/wordcount-js.wasm" thirdparty/wordcount-js/manifest.toml -o build/thirdparty/wordcount-js.wasm
+    # componentize-py is one pip wheel (its own CPython inside): a venv, reinstalled when the pin changes.
+    py="${CARGO_TARGET_DIR:-target}/thirdparty-py"; if ! cmp -s thirdparty/textstats-py/requirements.txt "$py/installed.txt"; then rm -rf "$py/venv" && mkdir -p "$py" && python3 -m venv "$py/venv" && "$py/venv/bin/pip" install --quiet --disable-pip-version-check -r thirdparty/textstats-py/requirements.txt && cp thirdparty/textstats-py/requirements.txt "$py/installed.txt"; fi
+    py="${CARGO_TARGET_DIR:-target}/thirdparty-py"; sum="$(cat thirdparty/textstats-py/app.py thirdparty/textstats-py/requirements.txt $(find wit -name '*.wit' | sort) | sha256sum)"; if [ "$sum" != "$(cat "$py/built.sum" 2>/dev/null)" ] || [ ! -e "$py/textstats-py.wasm" ]; then "$py/venv/bin/componentize-py" -d wit -w tool-component componentize -p thirdparty/textstats-py app -o "$py/textstats-py.wasm" && echo "$sum" > "$py/built.sum"; fi
+    "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/thirdparty-py/textstats-py.wasm" thirdparty/textstats-py/manifest.toml -o build/thirdparty/textstats-py.wasm
+    @ls -l build/thirdparty
 
 # Build what is needed and run chitin's main job: serve the built-in components over MCP on
 # stdio (connect an MCP client to it; see the README). The banner on stderr lists the tools.

@@ -38,7 +38,7 @@ async fn host(data: &Path, limits: Limits, name: &str) -> Host {
     let runtime = Runtime::new(&data.join("cache"), &EngineOptions::default()).expect("runtime");
     let services = common::services(data);
     let mut policy = Policy::builtin().expect("policy");
-    policy.limits = limits;
+    policy.limits = chitin_host::PolicyLimits::fixed(limits);
     let mut host = Host::new(runtime, policy, services);
     host.load_path(&component(name)).await.expect("load");
     host

@@ -49,7 +49,7 @@ async fn host(
     let runtime = Runtime::new(&data.join("cache"), &options).expect("runtime");
     let services = common::services(data);
     let mut policy = Policy::builtin().expect("policy");
-    policy.limits = Limits::default();
+    policy.limits = chitin_host::PolicyLimits::fixed(Limits::default());
     let mut host = Host::new(runtime, policy, services);
     for p in paths {
         host.load_path(p).await.expect("load");

@@ -93,14 +93,6 @@ pub fn check(
         if let Some(version) = chitin_version(name)? {
             check_version(name, version)?;
         }
-        if name.starts_with("wasi:sockets/") {
-            return Err(ContractError::UnsupportedImport {
-                import: name.to_owned(),
-                reason: "but chitin never grants raw sockets; outbound network goes through an \
-                         HTTP grant"
-                    .into(),
-            });
-        }
         if !crate::caps::is_linked(name) {
             return Err(ContractError::UnsupportedImport {
                 import: name.to_owned(),

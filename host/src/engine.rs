@@ -125,7 +125,10 @@ fn pooling(options: &EngineOptions, tuned: Option<(usize, bool)>) -> PoolingAllo
         .total_core_instances(n.saturating_mul(4))
         .total_memories(n.saturating_mul(2))
         .total_tables(n.saturating_mul(4))
-        .total_stacks(n);
+        .total_stacks(n)
+        // Every slot can hold the largest memory a policy's ceiling can allow; the reservation
+        // is address space, not memory, and the per-call cap is the store's limiter.
+        .max_memory_size(crate::limits::MAX_MEMORY_BYTES);
     if let Some((keep_resident, pagemap)) = tuned {
         pool.linear_memory_keep_resident(keep_resident)
             .table_keep_resident(keep_resident)

@@ -13,7 +13,7 @@ use crate::caps::http::{self, HttpConfig, credentials};
 use crate::caps::kv::{self, KvConfig};
 use crate::caps::process::{self, ProcessConfig};
 use crate::caps::secrets::{self, SecretsConfig};
-use crate::limits::Limits;
+use crate::limits::{LimitCeiling, Limits, PolicyLimits};
 use crate::policy::Policy;
 use crate::services::Services;
 
@@ -75,11 +75,11 @@ pub struct Grant {
 }
 
 impl Grant {
-    /// The grant of a component without a manifest: nothing but the policy's limits.
+    /// The grant of a component without a manifest: nothing but the policy's default limits.
     pub fn none(policy: &Policy) -> Self {
         Self {
             manifest: None,
-            limits: policy.limits,
+            limits: policy.limits.default,
             approvals: BTreeMap::new(),
             cuts: Vec::new(),
             files: FilesConfig::default(),
@@ -113,7 +113,7 @@ impl Grant {
                 reason: "the policy does not allow this capability (capabilities.allow)".into(),
             })
             .collect();
-        cuts.extend(limit_cuts(&manifest.limits, &policy.limits));
+        cuts.extend(limit_cuts(&manifest.limits, &policy.limits.ceiling));
         let secrets = secrets::configure(caps.secrets.as_ref(), services)?;
         let (credentials, credential_cuts) = credentials::configure(caps.http.as_ref(), &secrets);
         cuts.extend(credential_cuts);
@@ -200,7 +200,7 @@ pub struct Cut {
 }
 
 /// A cut for each requested limit above the policy's ceiling.
-fn limit_cuts(asked: &LimitRequest, policy: &Limits) -> Vec<Cut> {
+fn limit_cuts(asked: &LimitRequest, policy: &LimitCeiling) -> Vec<Cut> {
     let pairs = [
         (
             "memory_bytes",
@@ -221,26 +221,28 @@ fn limit_cuts(asked: &LimitRequest, policy: &Limits) -> Vec<Cut> {
             let asked = asked?;
             (asked > ceiling).then(|| Cut {
                 what: format!("limits.{key}"),
-                reason: format!("asked {asked}, clamped to the policy's {ceiling}"),
+                reason: format!("asked {asked}, clamped to the policy's ceiling {ceiling}"),
             })
         })
         .collect()
 }
 
-/// Each requested limit, capped at the policy's; an absent request takes the policy's value.
-fn clamp(asked: &LimitRequest, policy: &Limits) -> Limits {
+/// Each requested limit, capped at the policy's ceiling; an absent request takes the policy's
+/// default.
+fn clamp(asked: &LimitRequest, policy: &PolicyLimits) -> Limits {
+    let (default, ceiling) = (&policy.default, &policy.ceiling);
     Limits {
         memory_bytes: asked
             .memory_bytes
-            .map_or(policy.memory_bytes, |v| v.min(policy.memory_bytes)),
-        fuel: asked.fuel.map_or(policy.fuel, |v| v.min(policy.fuel)),
+            .map_or(default.memory_bytes, |v| v.min(ceiling.memory_bytes)),
+        fuel: asked.fuel.map_or(default.fuel, |v| v.min(ceiling.fuel)),
         timeout_ms: asked
             .timeout_ms
-            .map_or(policy.timeout_ms, |v| v.min(policy.timeout_ms)),
+            .map_or(default.timeout_ms, |v| v.min(ceiling.timeout_ms)),
         output_bytes: asked
             .output_bytes
-            .map_or(policy.output_bytes, |v| v.min(policy.output_bytes)),
-        ..*policy
+            .map_or(default.output_bytes, |v| v.min(ceiling.output_bytes)),
+        ..*default
     }
 }
 
@@ -249,20 +251,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn requests_are_clamped_by_the_policy() {
-        let policy = Limits::default();
+    fn requests_are_clamped_by_the_ceiling_and_absent_ones_take_the_default() {
+        let policy = PolicyLimits::default();
         let asked = LimitRequest {
-            memory_bytes: Some(policy.memory_bytes * 4),
+            memory_bytes: Some(policy.ceiling.memory_bytes * 4),
             timeout_ms: Some(1000),
+            fuel: Some(policy.default.fuel * 2),
             ..LimitRequest::default()
         };
         let got = clamp(&asked, &policy);
-        assert_eq!(got.memory_bytes, policy.memory_bytes);
+        assert_eq!(got.memory_bytes, policy.ceiling.memory_bytes);
         assert_eq!(got.timeout_ms, 1000);
-        assert_eq!(got.fuel, policy.fuel);
-        let cuts = limit_cuts(&asked, &policy);
+        assert_eq!(got.fuel, policy.default.fuel * 2);
+        assert_eq!(got.output_bytes, policy.default.output_bytes);
+        let cuts = limit_cuts(&asked, &policy.ceiling);
         assert_eq!(cuts.len(), 1);
         assert_eq!(cuts[0].what, "limits.memory_bytes");
+        assert_eq!(
+            cuts[0].reason,
+            format!(
+                "asked {}, clamped to the policy's ceiling {}",
+                policy.ceiling.memory_bytes * 4,
+                policy.ceiling.memory_bytes
+            )
+        );
+        assert_eq!(clamp(&LimitRequest::default(), &policy), policy.default);
     }
 
     #[test]

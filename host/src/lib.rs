@@ -39,6 +39,6 @@ pub mod workspace;
 pub use approval::CallContext;
 pub use error::{LoadError, ToolError};
 pub use host::Host;
-pub use limits::Limits;
+pub use limits::{LimitCeiling, Limits, PolicyLimits};
 pub use runtime::{CallOutput, CallReport, LoadedComponent, Runtime};
 pub use services::Services;

@@ -1,9 +1,9 @@
 //! Library components: components that export interfaces (not tools) for tool components to
 //! import, and the resolution of a tool's `[[dependencies]]` at load.
 //!
-//! A library whose manifest asks for no capability is composed into the tool statically
-//! (`wac-graph`); the composite's imports are the tool's. A library with a grant of its own is
-//! linked through the host instead: each call into it runs in a fresh store of its own, under
+//! A library whose manifest asks for no capability, and which imports neither files nor HTTP,
+//! is composed into the tool statically (`wac-graph`); the composite's imports are the tool's.
+//! Any other library is linked through the host instead: each call into it runs in a fresh store of its own, under
 //! its own grant and limits, so neither side gains the other's rights.
 
 use std::sync::Arc;
@@ -53,9 +53,10 @@ pub struct Export {
 
 /// How a library reaches the tools that import it.
 pub enum Linking {
-    /// Capability-free: composed into each tool statically.
+    /// Capability-free and importing neither files nor HTTP: composed into each tool statically.
     Static,
-    /// With a grant of its own: called through the host, in its own store.
+    /// With a grant of its own, or importing files or HTTP: called through the host, in its own
+    /// store.
     Host(InstancePre<HostState>),
 }
 
@@ -180,8 +181,17 @@ impl LoadedLibrary {
                 _ => None,
             })
             .collect();
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        // Composed statically, a library's file or HTTP imports would be the tool's and reach
+        // the tool's grant; in a store of its own they reach only its own (perhaps nothing).
         let linking =
-            if manifest.is_some_and(|m| asks_capabilities(m)) {
+            if manifest.is_some_and(|m| asks_capabilities(m))
+                || imports.iter().any(|i| reaches_grant(i))
+            {
                 Linking::Host(linker.instantiate_pre(component).map_err(|e| {
                     DependencyError::Link {
                         library: name,
@@ -191,11 +201,6 @@ impl LoadedLibrary {
             } else {
                 Linking::Static
             };
-        let imports = component
-            .component_type()
-            .imports(engine)
-            .map(|(name, _)| name.to_owned())
-            .collect();
         Ok(Self {
             path: path.to_owned(),
             hash,
@@ -227,6 +232,12 @@ impl LoadedLibrary {
     fn export_for(&self, import: &str) -> Option<&Export> {
         self.exports.iter().find(|e| compatible(&e.name, import))
     }
+}
+
+/// Whether `import` is linked WASI that reaches a component's grant (its directories, its HTTP
+/// allowlist) even when the manifest asks for nothing.
+fn reaches_grant(import: &str) -> bool {
+    import.starts_with("wasi:filesystem/") || import.starts_with("wasi:http/")
 }
 
 /// Whether a manifest asks for any capability.

@@ -7,8 +7,71 @@ use serde::Deserialize;
 /// One MiB, for readable limits.
 pub const MIB: usize = 1024 * 1024;
 
-/// What one call may use. Defaults come from the operator's policy (`policies/default.toml`);
-/// later a component's manifest asks for its own, clamped by the policy.
+/// The most linear memory any call can be given: a 32-bit linear memory cannot grow past 4 GiB,
+/// and the engine's pool reserves that much per memory (see `engine.rs`).
+pub const MAX_MEMORY_BYTES: usize = 4096 * MIB;
+
+/// The policy's `[limits]`: what a component gets when its manifest asks nothing, and the most it
+/// may ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyLimits {
+    /// What a call gets for each limit its manifest does not ask for (`[limits.default]`).
+    pub default: Limits,
+    /// The most a manifest may ask for; larger requests are clamped (`[limits.ceiling]`).
+    pub ceiling: LimitCeiling,
+}
+
+impl PolicyLimits {
+    /// Defaults and ceiling both `limits`: a manifest may ask for less, never more.
+    pub fn fixed(limits: Limits) -> Self {
+        Self {
+            default: limits,
+            ceiling: LimitCeiling::from(limits),
+        }
+    }
+}
+
+/// The most a manifest may ask for, per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitCeiling {
+    /// Linear memory, in bytes.
+    pub memory_bytes: usize,
+    /// Fuel.
+    pub fuel: u64,
+    /// Wall-clock time, in milliseconds.
+    pub timeout_ms: u64,
+    /// Bytes of result handed to the agent.
+    pub output_bytes: usize,
+}
+
+impl Default for LimitCeiling {
+    /// 256 MiB memory (a Python or JavaScript runtime needs tens of MiB), 5·10¹⁰ fuel, 5 min,
+    /// 1 MiB output.
+    fn default() -> Self {
+        Self {
+            memory_bytes: 256 * MIB,
+            fuel: 50_000_000_000,
+            timeout_ms: 300_000,
+            output_bytes: MIB,
+        }
+    }
+}
+
+impl From<Limits> for LimitCeiling {
+    fn from(l: Limits) -> Self {
+        Self {
+            memory_bytes: l.memory_bytes,
+            fuel: l.fuel,
+            timeout_ms: l.timeout_ms,
+            output_bytes: l.output_bytes,
+        }
+    }
+}
+
+/// What one call may use: the policy's defaults, or what the component's manifest asks for,
+/// clamped by the policy's ceiling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {

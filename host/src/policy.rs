@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::caps::http::address::AddressPolicy;
 use crate::caps::http::rate::RateLimits;
-use crate::limits::Limits;
+use crate::limits::{MAX_MEMORY_BYTES, PolicyLimits};
 
 /// The policy schema version this host reads.
 pub const POLICY_SCHEMA: u32 = 1;
@@ -38,7 +38,7 @@ pub struct Policy {
     /// Schema version; must be [`POLICY_SCHEMA`].
     pub schema: u32,
     /// Per-call limits: the defaults, and the ceiling a manifest's requests are clamped to.
-    pub limits: Limits,
+    pub limits: PolicyLimits,
     /// Whether granted programs may run without Landlock where the kernel lacks it (off: such
     /// a host refuses to start processes).
     #[serde(default)]
@@ -250,20 +250,36 @@ impl Policy {
     }
 
     fn validate(&self) -> Result<(), String> {
-        let l = &self.limits;
-        let zero = [
-            ("memory_bytes", l.memory_bytes as u64),
-            ("fuel", l.fuel),
-            ("timeout_ms", l.timeout_ms),
-            ("output_bytes", l.output_bytes as u64),
-            ("log_entry_bytes", l.log_entry_bytes as u64),
-        ]
-        .into_iter()
-        .map(|(k, v)| (format!("limits.{k}"), v))
-        .chain([("kv.max_bytes".to_owned(), self.kv.max_bytes)])
-        .find(|(_, v)| *v == 0);
-        if let Some((key, _)) = zero {
-            return Err(format!("{key} must be greater than zero"));
+        let (l, c) = (&self.limits.default, &self.limits.ceiling);
+        let pairs = [
+            ("memory_bytes", l.memory_bytes as u64, c.memory_bytes as u64),
+            ("fuel", l.fuel, c.fuel),
+            ("timeout_ms", l.timeout_ms, c.timeout_ms),
+            ("output_bytes", l.output_bytes as u64, c.output_bytes as u64),
+            ("log_entry_bytes", l.log_entry_bytes as u64, u64::MAX),
+        ];
+        if self.kv.max_bytes == 0 {
+            return Err("kv.max_bytes must be greater than zero".to_owned());
+        }
+        for (key, default, ceiling) in pairs {
+            for (part, value) in [("default", default), ("ceiling", ceiling)] {
+                if value == 0 {
+                    return Err(format!("limits.{part}.{key} must be greater than zero"));
+                }
+            }
+        }
+        if let Some((key, default, ceiling)) = pairs.into_iter().find(|(_, d, c)| d > c) {
+            return Err(format!(
+                "limits.default.{key} ({default}) is above limits.ceiling.{key} ({ceiling}); a \
+                 default must be within the ceiling"
+            ));
+        }
+        if c.memory_bytes > MAX_MEMORY_BYTES {
+            return Err(format!(
+                "limits.ceiling.memory_bytes ({}) is above {MAX_MEMORY_BYTES}: a 32-bit linear \
+                 memory cannot grow past 4 GiB",
+                c.memory_bytes
+            ));
         }
         if let Some(c) = self
             .capabilities
@@ -466,7 +482,7 @@ mod tests {
     #[test]
     fn the_shipped_policy_parses_to_the_documented_defaults() {
         let policy = Policy::builtin().expect("built-in policy");
-        assert_eq!(policy.limits, Limits::default());
+        assert_eq!(policy.limits, PolicyLimits::default());
         assert_eq!(policy.http, HttpPolicy::default());
         assert_eq!(policy.http_rate_ceiling(), RateLimits::default());
         assert_eq!(policy.kv_quota_ceiling(), 64 * 1024 * 1024);
@@ -656,8 +672,25 @@ mod tests {
 
     #[test]
     fn a_zero_limit_is_refused() {
-        let text = DEFAULT_POLICY.replace("timeout_ms = 30000", "timeout_ms = 0");
+        let text = DEFAULT_POLICY.replace("timeout_ms = 30000\n", "timeout_ms = 0\n");
         let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
-        assert!(err.to_string().contains("timeout_ms"), "{err}");
+        assert!(
+            err.to_string().contains("limits.default.timeout_ms"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_default_above_its_ceiling_or_memory_past_4_gib_is_refused() {
+        let text = DEFAULT_POLICY.replace("timeout_ms = 30000\n", "timeout_ms = 900000\n");
+        let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("limits.default.timeout_ms (900000) is above limits.ceiling.timeout_ms"),
+            "{err}"
+        );
+        let text = DEFAULT_POLICY.replace("memory_bytes = 268435456", "memory_bytes = 8589934592");
+        let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
+        assert!(err.to_string().contains("4 GiB"), "{err}");
     }
 }

@@ -484,8 +484,18 @@ impl Runtime {
             }
         }
         let pre = sandbox::pre_instantiate(&linker, &component).map_err(instantiate)?;
+        // An author's build is described under the most any load may grant: a Python or
+        // JavaScript runtime needs more memory than the default.
+        let c = &policy.limits.ceiling;
+        let ceiling = crate::limits::Limits {
+            memory_bytes: c.memory_bytes,
+            fuel: c.fuel,
+            timeout_ms: c.timeout_ms,
+            output_bytes: c.output_bytes,
+            ..policy.limits.default
+        };
         let specs = self
-            .specs_without_grant(&pre, policy, services, &policy.limits)
+            .specs_without_grant(&pre, policy, services, &ceiling)
             .await
             .map_err(|reason| LoadError::Instantiate {
                 path: path.to_owned(),

@@ -303,42 +303,44 @@ async fn no_files_grant_reaches_nothing() {
     std::fs::create_dir_all(&ws).expect("ws");
     std::fs::write(ws.join("f.txt"), "x").expect("f");
     let bytes = std::fs::read(component("fs")).expect("fs.wasm");
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
 
-    // A manifest without a files section cannot carry a component that imports file access.
+    // A manifest without a files section: the file imports are linked with no preopens, and a
+    // policy that does not allow files cuts the grant the same way. Either way nothing is reached.
     let undeclared = "schema = 1\n[component]\nname = \"fs\"\nnamespace = \"chitin\"\n\
                       version = \"0.1.0\"\npublisher = \"chitin\"\ndescription = \"no grant\"\n";
     let wasm = root.path().join("fs-undeclared.wasm");
     std::fs::write(&wasm, resign(&bytes, undeclared)).expect("write");
-    let mut host = Host::new(
-        runtime,
-        policy(Limits::default()),
-        services(&root.path().join("data"), &ws),
-    );
-    let err = host.load_path(&wasm).await.expect_err("uncovered import");
-    assert!(err.to_string().contains("wasi:filesystem"), "{err}");
-
-    // A policy that does not allow files cuts the grant: the component loads and reaches nothing.
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
     let mut no_files = policy(Limits::default());
     no_files.capabilities.allow.retain(|c| c != "files");
     no_files.approval.clear();
-    let mut host = Host::new(runtime, no_files, services(&root.path().join("data"), &ws));
-    host.load_path(&component("fs")).await.expect("load");
-    for (tool, args) in [
-        ("read_file", json!({"path": "f.txt"})),
-        ("write_file", json!({"path": "g.txt", "content": "x"})),
-        ("list_dir", json!({})),
-    ] {
-        let e = host
-            .call(tool, &args.to_string())
-            .await
-            .result
-            .expect_err(tool);
-        assert!(
-            matches!(e, ToolError::PermissionDenied(_) | ToolError::NotFound(_)),
-            "{tool}: {e}"
-        );
+    let mut open = policy(Limits::default());
+    open.approval.clear();
+    for (path, policy) in [(wasm, open), (component("fs"), no_files)] {
+        let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+        let mut host = Host::new(runtime, policy, services(&root.path().join("data"), &ws));
+        host.load_path(&path).await.expect("load");
+        for (tool, args) in [
+            ("read_file", json!({"path": "f.txt"})),
+            ("read_file", json!({"path": "/etc/passwd"})),
+            ("write_file", json!({"path": "g.txt", "content": "x"})),
+            ("list_dir", json!({})),
+        ] {
+            let e = host
+                .call(tool, &args.to_string())
+                .await
+                .result
+                .expect_err(tool);
+            assert!(
+                matches!(
+                    e,
+                    ToolError::PermissionDenied(_)
+                        | ToolError::NotFound(_)
+                        | ToolError::InvalidPath(_)
+                ),
+                "{}: {tool}: {e}",
+                path.display()
+            );
+        }
     }
     assert!(!ws.join("g.txt").exists());
 }

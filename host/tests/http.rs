@@ -96,7 +96,7 @@ async fn host(
 ) -> Host {
     let mut policy = policy;
     if let Some(limits) = limits {
-        policy.limits = limits;
+        policy.limits = chitin_host::PolicyLimits::fixed(limits);
     }
     let ws = data.join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");

@@ -177,3 +177,23 @@ async fn concurrent_calls_do_not_share_state() {
         );
     }
 }
+
+#[tokio::test]
+async fn sockets_names_and_files_are_refused_without_a_grant() {
+    // A real listener on loopback: the component must not reach it.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let address = listener.local_addr().expect("address").to_string();
+    let env = hostile(Limits::default()).await;
+    let out = env.ok("reach", json!({ "connect": address })).await;
+    for attempt in ["connect", "udp_bind", "lookup", "open_passwd"] {
+        let got = out[attempt].as_str().unwrap_or_default();
+        assert!(got.starts_with("error: "), "{attempt}: {out}");
+    }
+    assert_eq!(
+        listener.accept().map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::WouldBlock),
+        "the component connected"
+    );
+    still_works(&env).await;
+}

@@ -184,8 +184,8 @@ async fn an_import_not_covered_by_the_manifest_is_refused_naming_it() {
     let (key, trust) = trusted("*");
     let env = env(trust);
     let wat = r#"(component
-        (import "wasi:filesystem/preopens@0.2.6" (instance))
-        (import "wasi:sockets/tcp@0.2.6" (instance)))"#;
+        (import "chitin:host/process@0.1.0" (instance))
+        (import "wasi:sockets/tcp@0.3.0" (instance)))"#;
     let raw = wat::parse_str(wat).expect("wat");
     let bytes = signature::sign(
         &artifact::embed_manifest(&raw, ECHO_MANIFEST).expect("embed"),
@@ -195,11 +195,11 @@ async fn an_import_not_covered_by_the_manifest_is_refused_naming_it() {
     match load(&env, &bytes, &builtin()).await {
         Err(LoadError::UncoveredImports { imports, .. }) => {
             assert!(
-                imports.contains("wasi:filesystem/preopens@0.2.6 (needs a [capabilities.files]"),
+                imports.contains("chitin:host/process@0.1.0 (needs a [capabilities.process]"),
                 "{imports}"
             );
             assert!(
-                imports.contains("wasi:sockets/tcp@0.2.6 (chitin never grants it)"),
+                imports.contains("wasi:sockets/tcp@0.3.0 (only WASI 0.2.x is linked)"),
                 "{imports}"
             );
         }
@@ -267,7 +267,10 @@ async fn a_denied_capability_is_cut_and_limits_are_clamped() {
         "{:?}",
         grant.cuts
     );
-    assert_eq!(grant.limits.memory_bytes, policy.limits.memory_bytes);
+    assert_eq!(
+        grant.limits.memory_bytes,
+        policy.limits.ceiling.memory_bytes
+    );
     assert_eq!(grant.limits.timeout_ms, 1000);
     assert!(
         grant.cuts.iter().any(|c| c.what == "limits.memory_bytes"),

@@ -1,5 +1,6 @@
 //! Imports versus manifest: every WIT interface a component imports must be covered by the WASI
-//! base every component gets or by a capability its manifest declares.
+//! base every component gets, by a capability its manifest declares, or be a standard WASI 0.2
+//! interface the host links with every use refused.
 //!
 //! The base is what the Rust standard library imports for any program and what grants nothing
 //! by itself: `wasi:io`, `wasi:cli` (environment, exit, stdio, terminal), `wasi:clocks`,
@@ -8,10 +9,16 @@
 //! can add a question before a call goes on, never skip one). An empty
 //! environment is linked unless an `env` grant names keys.
 //!
-//! `wasi:filesystem` needs a `files` section: without one the host preopens nothing, but a
-//! component that imports file access while declaring none is hiding something from an auditor,
-//! so it is refused rather than silently given an empty file system. `wasi:sockets` is never
-//! covered: chitin grants network access only through `wasi:http` with an allowlist.
+//! Ordinary toolchains (componentize-py, jco, wasi-sdk, TinyGo) import the whole `wasi:cli`
+//! world, file access and sockets included, whether or not the tool uses them. Those standard
+//! interfaces are linked deny-by-default instead of refused ([`Coverage::NoGrant`]):
+//! `wasi:filesystem` without a `files` section gets no preopens, `wasi:http` without an `http`
+//! section gets every request refused, and `wasi:sockets` is never granted at all (no address
+//! passes, no name lookup), whatever else the manifest declares. An auditor sees them listed as
+//! "linked, every use refused (no grant)".
+//!
+//! Only WASI 0.2.x is linked: any other `wasi:` version is refused. `wasi:keyvalue` (a draft no
+//! toolchain emits by itself) and every `chitin:host` capability still need their section.
 //!
 //! Any other interface (neither `wasi:` nor `chitin:host`) can only come from a library
 //! component, so it is covered when the manifest declares `[[dependencies]]`; the host resolves
@@ -26,6 +33,9 @@ pub enum Coverage {
     Base,
     /// The named capability section, declared in the manifest.
     Capability(&'static str),
+    /// A standard WASI interface linked with every use refused, because the named capability
+    /// is not declared (`sockets`: never grantable).
+    NoGrant(&'static str),
     /// The named capability section would cover it, but the manifest does not declare it.
     Undeclared(&'static str),
     /// A library the manifest depends on must export it (checked when the host loads).
@@ -53,8 +63,12 @@ pub fn coverage(import: &str, manifest: Option<&Manifest>) -> Coverage {
 fn capability_coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
     let unversioned = import.split('@').next().unwrap_or(import);
     let (package, interface) = unversioned.split_once('/').unwrap_or((unversioned, ""));
+    if package.starts_with("wasi:") && !is_wasi_02(import) {
+        return Coverage::Never;
+    }
     let capability = match package {
         "wasi:io" | "wasi:clocks" | "wasi:random" | "chitin:tool" => return Coverage::Base,
+        "wasi:sockets" => return Coverage::NoGrant("sockets"),
         "wasi:cli" => return Coverage::Base,
         "chitin:host" if matches!(interface, "log" | "progress" | "approval") => {
             return Coverage::Base;
@@ -81,11 +95,19 @@ fn capability_coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
         "invoke" => c.invoke.is_some(),
         _ => false,
     });
-    if declared {
-        Coverage::Capability(capability)
-    } else {
-        Coverage::Undeclared(capability)
+    match (declared, package) {
+        (true, _) => Coverage::Capability(capability),
+        (false, "wasi:filesystem" | "wasi:http") => Coverage::NoGrant(capability),
+        (false, _) => Coverage::Undeclared(capability),
     }
+}
+
+/// Whether a `wasi:` import names WASI 0.2.x (`wasi:io/streams@0.2.6`), the only version linked.
+fn is_wasi_02(import: &str) -> bool {
+    import
+        .split_once('@')
+        .and_then(|(_, version)| semver::Version::parse(version).ok())
+        .is_some_and(|v| v.major == 0 && v.minor == 2)
 }
 
 /// The imports not covered, each with what would cover it (`None`: nothing can).
@@ -96,9 +118,42 @@ pub fn uncovered(
     imports
         .iter()
         .filter_map(|import| match coverage(import, manifest) {
-            Coverage::Base | Coverage::Capability(_) | Coverage::Dependency => None,
+            Coverage::Base
+            | Coverage::Capability(_)
+            | Coverage::NoGrant(_)
+            | Coverage::Dependency => None,
             Coverage::Undeclared(cap) => Some((import.clone(), Some(cap))),
             Coverage::Never => Some((import.clone(), None)),
+        })
+        .collect()
+}
+
+/// The standard WASI imports linked with every use refused because nothing grants them, each
+/// with the capability that would (`sockets`: none can).
+pub fn linked_without_grant(
+    imports: &[String],
+    manifest: Option<&Manifest>,
+) -> Vec<(String, &'static str)> {
+    imports
+        .iter()
+        .filter_map(|import| match coverage(import, manifest) {
+            Coverage::NoGrant(cap) => Some((import.clone(), cap)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One line per import linked without a grant, for audits and install approvals.
+pub fn describe_linked_without_grant(list: &[(String, &'static str)]) -> Vec<String> {
+    list.iter()
+        .map(|(import, cap)| match *cap {
+            "sockets" => format!(
+                "{import}: linked, every use refused (no grant; chitin never grants raw sockets)"
+            ),
+            cap => format!(
+                "{import}: linked, every use refused (no grant; a [capabilities.{cap}] section \
+                 would grant it)"
+            ),
         })
         .collect()
 }
@@ -108,6 +163,9 @@ pub fn describe_uncovered(list: &[(String, Option<&'static str>)]) -> String {
     list.iter()
         .map(|(import, cap)| match cap {
             Some(cap) => format!("{import} (needs a [capabilities.{cap}] section)"),
+            None if import.starts_with("wasi:") && !is_wasi_02(import) => {
+                format!("{import} (only WASI 0.2.x is linked)")
+            }
             None if import.starts_with("wasi:") || import.starts_with("chitin:host/") => {
                 format!("{import} (chitin never grants it)")
             }
@@ -140,9 +198,9 @@ mod tests {
     }
 
     #[test]
-    fn capability_imports_need_their_section() {
+    fn standard_wasi_imports_without_a_section_are_linked_without_a_grant() {
         let import = "wasi:filesystem/preopens@0.2.6";
-        assert_eq!(coverage(import, None), Coverage::Undeclared("files"));
+        assert_eq!(coverage(import, None), Coverage::NoGrant("files"));
         let manifest = Manifest::parse(
             "schema = 1\n[component]\nname = \"a\"\nnamespace = \"b\"\nversion = \"1.0.0\"\n\
              publisher = \"b\"\n[capabilities.files]\npaths = [{ path = \".\", access = \"read-only\" }]\n",
@@ -154,7 +212,23 @@ mod tests {
         );
         assert_eq!(
             coverage("wasi:http/outgoing-handler@0.2.6", Some(&manifest)),
-            Coverage::Undeclared("http")
+            Coverage::NoGrant("http")
+        );
+        assert_eq!(
+            coverage("wasi:keyvalue/store@0.2.0-draft", Some(&manifest)),
+            Coverage::Undeclared("kv")
+        );
+        let imports = vec![import.to_owned(), "wasi:sockets/tcp@0.2.0".to_owned()];
+        assert!(uncovered(&imports, None).is_empty());
+        let lines = describe_linked_without_grant(&linked_without_grant(&imports, None));
+        assert_eq!(
+            lines,
+            [
+                "wasi:filesystem/preopens@0.2.6: linked, every use refused (no grant; a \
+                 [capabilities.files] section would grant it)",
+                "wasi:sockets/tcp@0.2.0: linked, every use refused (no grant; chitin never \
+                 grants raw sockets)"
+            ]
         );
     }
 
@@ -179,24 +253,34 @@ mod tests {
     }
 
     #[test]
-    fn sockets_and_unknown_interfaces_are_never_covered() {
+    fn other_wasi_versions_and_unknown_interfaces_are_never_covered() {
         let imports = vec![
-            "wasi:sockets/tcp@0.2.6".to_owned(),
+            "wasi:sockets/tcp@0.3.0-rc-2025-08-15".to_owned(),
+            "wasi:io/streams".to_owned(),
+            "wasi:nn/graph@0.2.0-rc-2024-10-28".to_owned(),
             "acme:evil/backdoor".to_owned(),
             "wasi:io/poll@0.2.6".to_owned(),
         ];
         let list = uncovered(&imports, None);
-        assert_eq!(list.len(), 2);
+        assert_eq!(list.len(), 4);
         let text = describe_uncovered(&list);
         assert!(
-            text.contains("wasi:sockets/tcp@0.2.6 (chitin never grants it)"),
+            text.contains("wasi:sockets/tcp@0.3.0-rc-2025-08-15 (only WASI 0.2.x is linked)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("wasi:io/streams (only WASI 0.2.x is linked)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("wasi:nn/graph@0.2.0-rc-2024-10-28 (chitin never grants it)"),
             "{text}"
         );
         assert!(text.contains("acme:evil/backdoor (no capability"), "{text}");
     }
 
     #[test]
-    fn library_interfaces_need_dependencies_and_sockets_stay_refused() {
+    fn library_interfaces_need_dependencies_and_sockets_stay_ungranted() {
         let manifest = Manifest::parse(
             "schema = 1\n[component]\nname = \"a\"\nnamespace = \"b\"\nversion = \"1.0.0\"\n\
              publisher = \"b\"\n[[dependencies]]\nname = \"b/lib\"\nversion = \"^1\"\n",
@@ -208,7 +292,7 @@ mod tests {
         );
         assert_eq!(
             coverage("wasi:sockets/tcp@0.2.6", Some(&manifest)),
-            Coverage::Never
+            Coverage::NoGrant("sockets")
         );
         assert_eq!(
             coverage("chitin:host/nope@0.1.0", Some(&manifest)),

@@ -507,15 +507,109 @@ fn local_registry_versions_side_by_side_pins_and_tampering() {
     assert!(stranger.installed().is_empty());
 }
 
-/// The JavaScript tool (componentize-js), built by `just build-thirdparty`.
-fn wordcount_js() -> PathBuf {
-    let file = chitin_e2e::repo().join("build/thirdparty/wordcount-js.wasm");
+/// A third-party example built by `just build-thirdparty` (`wordcount-js`, `textstats-py`).
+fn thirdparty(name: &str) -> PathBuf {
+    let file = chitin_e2e::repo().join(format!("build/thirdparty/{name}.wasm"));
     assert!(
         file.is_file(),
         "{} is missing: run `just build-thirdparty` (`just test` does)",
         file.display()
     );
     file
+}
+
+/// acme signs `example` with its own key and publishes it into a local registry under `root`,
+/// and the operator installs `id` from there under the default policy; returns the operator and
+/// what the install printed (the audit).
+fn publish_and_install(root: &Path, example: &str, id: &str) -> (Party, String) {
+    let (publisher, operator) = parties(root);
+    let registry = root.join("registry");
+    let reg = registry.to_str().expect("utf-8");
+    let file = publisher.data.join(format!("{example}.wasm"));
+    std::fs::copy(thirdparty(example), &file).expect("copy");
+    let file = file.to_str().expect("utf-8");
+    publisher.ok(&["sign", file, "--key", "acme"]);
+    let out = publisher.ok(&["publish", file, "--registry", reg]);
+    assert!(out.contains(&format!("published {id}@1.0.0")), "{out}");
+    let out = operator.run(&["install", id, "--registry", reg, "--yes"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    (operator, stdout(&out))
+}
+
+#[test]
+fn a_python_third_party_tool_runs_under_the_default_policy_and_reaches_nothing() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (operator, audit) = publish_and_install(root.path(), "textstats-py", "acme/textstats");
+    // The install approval shows the memory asked (above the default, within the ceiling) and
+    // the standard WASI imports linked with every use refused.
+    assert!(
+        audit.contains("memory_bytes: 67108864 -> 67108864"),
+        "{audit}"
+    );
+    assert!(
+        audit.contains("wasi:sockets/tcp@")
+            && audit.contains("linked, every use refused (no grant"),
+        "{audit}"
+    );
+    // Compiled at install, before any call, so the first call finds it in the cache.
+    let cache = std::fs::read_dir(operator.data.join("cache"))
+        .expect("cache dir")
+        .flatten()
+        .flat_map(|engine| {
+            std::fs::read_dir(engine.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter(|entry| entry.path().extension().is_some_and(|e| e == "cwasm"))
+        .count();
+    assert!(cache >= 1, "nothing compiled at install");
+    let out = operator.ok(&["call", "acme__describe_numbers", r#"{"numbers":[1,2,3,4]}"#]);
+    let result: Value = serde_json::from_str(out.trim()).expect("json result");
+    assert_eq!(result["count"], 4, "{out}");
+    assert_eq!(result["median"], 2.5, "{out}");
+    // Arguments outside the tool's input schema are refused by the host, naming the field.
+    let out = operator.run(&["call", "acme__describe_numbers", r#"{"numbers":"x"}"#]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("invalid arguments") && stderr(&out).contains("`/numbers`"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A socket, a name lookup and /etc/passwd: each refused, and the call returns cleanly.
+    let out = operator.ok(&["call", "acme__sandbox_probe", "{}"]);
+    let result: Value = serde_json::from_str(out.trim()).expect("json result");
+    for attempt in ["connect", "lookup", "open_passwd"] {
+        let got = result[attempt].as_str().unwrap_or_default();
+        assert!(got.starts_with("error: "), "{attempt}: {out}");
+    }
+}
+
+#[test]
+fn a_manifest_asking_above_the_ceiling_is_clamped_and_the_audit_says_so() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (publisher, operator) = parties(root.path());
+    let file = acme_echo(
+        &publisher,
+        "1.0.0",
+        "greedy",
+        "[limits]\nmemory_bytes = 1073741824\ntimeout_ms = 1000\n",
+    );
+    let out = operator.ok(&["audit", file.to_str().expect("utf-8")]);
+    assert!(
+        out.contains("memory_bytes: 1073741824 -> 268435456"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "policy cuts limits.memory_bytes: asked 1073741824, clamped to the policy's ceiling \
+             268435456"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("timeout_ms: 1000 -> 1000"), "{out}");
+    assert!(out.contains("fuel: policy default -> 5000000000"), "{out}");
 }
 
 #[test]
@@ -527,7 +621,7 @@ fn a_javascript_third_party_tool_is_published_trusted_installed_audited_and_call
 
     // acme signs its JavaScript component with its own key and publishes it.
     let file = publisher.data.join("wordcount.wasm");
-    std::fs::copy(wordcount_js(), &file).expect("copy");
+    std::fs::copy(thirdparty("wordcount-js"), &file).expect("copy");
     let file = file.to_str().expect("utf-8");
     publisher.ok(&["sign", file, "--key", "acme"]);
     let out = publisher.ok(&["publish", file, "--registry", reg]);

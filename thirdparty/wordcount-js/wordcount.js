@@ -8,8 +8,10 @@
 // a `payload` property sends that payload as the `err` case, here a `tool-error` variant
 // (`{ tag: 'invalid-args', val: '…' }`).
 //
-// Built with `jco componentize --disable all`, so the component imports no WASI at all: no
-// console, clocks or randomness, which this tool does not need anyway.
+// Built by plain `jco componentize` (see `just build-thirdparty`), WASI left on: the component
+// imports the standard WASI interfaces the JavaScript engine uses (clocks, randomness, stdio,
+// `fetch` over `wasi:http`). Its manifest asks for no capability, so chitin links them with
+// every use that would reach outside refused: `fetch` gets a refusal, there are no files.
 
 /** A `tool-error` to throw from `call`; componentize-js returns `payload` as the `err` case. */
 class ToolError extends Error {

@@ -1,5 +1,6 @@
 //! Test fixture: tools that misbehave on purpose (spin, exhaust memory or stack, flood output and
-//! logs, panic), so the host can prove its limits hold and that it carries on afterwards.
+//! logs, panic, reach for the network and the host's files), so the host can prove its limits
+//! hold and that it carries on afterwards.
 
 use std::hint::black_box;
 
@@ -128,6 +129,41 @@ fn stdout_flood(args: StdoutFloodArgs) -> Result<Printed, ToolError> {
     })
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct ReachArgs {
+    /// An address to connect to (`127.0.0.1:PORT`)
+    connect: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Reached {
+    /// What a TCP connect got: `ok` or the error
+    connect: String,
+    /// What binding a UDP socket got
+    udp_bind: String,
+    /// What a name lookup of `localhost` got
+    lookup: String,
+    /// What opening `/etc/passwd` got
+    open_passwd: String,
+}
+
+fn outcome<T>(result: std::io::Result<T>) -> String {
+    match result {
+        Ok(_) => "ok".to_owned(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+fn reach(args: ReachArgs) -> Result<Reached, ToolError> {
+    use std::net::ToSocketAddrs;
+    Ok(Reached {
+        connect: outcome(std::net::TcpStream::connect(&args.connect)),
+        udp_bind: outcome(std::net::UdpSocket::bind("0.0.0.0:0")),
+        lookup: outcome("localhost:80".to_socket_addrs()),
+        open_passwd: outcome(std::fs::File::open("/etc/passwd")),
+    })
+}
+
 fn panic(_: NoArgs) -> Result<OkOutput, ToolError> {
     panic!("deliberate panic");
 }
@@ -162,6 +198,12 @@ fn tools() -> Vec<Tool> {
         )
         .output_schema::<Printed>(),
         Tool::new("panic", "Panics.", panic),
+        Tool::new(
+            "reach",
+            "Tries a TCP connect, a UDP bind, a name lookup and opening /etc/passwd.",
+            reach,
+        )
+        .output_schema::<Reached>(),
     ]
 }
 

@@ -1,15 +1,18 @@
 //! The WASI base every component gets: clocks, random, stdio (captured into the call's log),
 //! environment (only granted keys), exit, and the filesystem interfaces with only the granted
 //! preopens — Rust's standard library imports those even when it never opens a file, and without
-//! a preopen they reach nothing. `wasi:sockets` is never linked: no grant gives raw network
-//! access.
+//! a preopen they reach nothing. `wasi:sockets` is linked because every ordinary toolchain
+//! (componentize-py, jco, wasi-sdk) imports it, but deny-all whatever the grant: no address
+//! passes the socket check, TCP, UDP and name lookup are off. Outbound network goes through
+//! `wasi:http` and its grant only.
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
 use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
 use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
-use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, io, random};
+use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, io, random, sockets};
 use wasmtime_wasi::random::WasiRandom;
+use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiView};
 
 use crate::caps::files;
@@ -25,16 +28,23 @@ pub const LINKED_PACKAGES: &[&str] = &[
     "wasi:random/",
     "wasi:cli/",
     "wasi:filesystem/",
+    "wasi:sockets/",
 ];
 
-/// Build the per-call WASI context: stdio into `log`, no args, and the environment variables and
-/// preopened directories `grant` allows.
+/// Build the per-call WASI context: stdio into `log`, no args, no network, and the environment
+/// variables and preopened directories `grant` allows.
 pub fn ctx(log: &SharedLog, grant: &Grant) -> Result<WasiCtx, std::io::Error> {
     let mut builder = WasiCtxBuilder::new();
     builder
         .stdout(CapturedOutput::new(log.clone(), LogSource::Stdout))
         .stderr(CapturedOutput::new(log.clone(), LogSource::Stderr))
-        .envs(&grant.env.vars);
+        .envs(&grant.env.vars)
+        // No grant opens raw sockets; set every switch even where wasmtime's default is off,
+        // so a change of default upstream cannot open them.
+        .socket_addr_check(|_, _| Box::pin(async { false }))
+        .allow_ip_name_lookup(false)
+        .allow_tcp(false)
+        .allow_udp(false);
     files::apply(&grant.files, &mut builder)?;
     Ok(builder.build())
 }
@@ -67,5 +77,13 @@ pub fn add_to_linker(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     cli::terminal_stderr::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
     filesystem::preopens::add_to_linker::<HostState, WasiFilesystem>(l, HostState::filesystem)?;
     filesystem::types::add_to_linker::<HostState, WasiFilesystem>(l, HostState::filesystem)?;
+    let no_options = sockets::network::LinkOptions::default();
+    sockets::network::add_to_linker::<HostState, WasiSockets>(l, &no_options, HostState::sockets)?;
+    sockets::instance_network::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
+    sockets::tcp::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
+    sockets::tcp_create_socket::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
+    sockets::udp::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
+    sockets::udp_create_socket::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
+    sockets::ip_name_lookup::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
     Ok(())
 }

@@ -499,6 +499,10 @@ pub(super) async fn report(
             .imports()
     };
     let uncovered = imports::uncovered(&import_list, manifest.as_ref());
+    let no_grant = imports::describe_linked_without_grant(&imports::linked_without_grant(
+        &import_list,
+        manifest.as_ref(),
+    ));
     // Tools come from the manifest, which the signature covers: nothing of the component runs.
     let tools = recorded_tools(manifest.as_ref());
     let composition: Vec<Part> = match &manifest {
@@ -565,6 +569,7 @@ pub(super) async fn report(
             "policy_cuts": grant.as_ref().map(|g| g.cuts.iter().map(|c| json!({"what": c.what, "reason": c.reason})).collect::<Vec<_>>()).unwrap_or_default(),
             "imports": (!prefix_only).then_some(&import_list),
             "uncovered_imports": uncovered.iter().map(|(i, _)| i).collect::<Vec<_>>(),
+            "linked_without_grant": no_grant,
             "diff": diff.as_ref().map(|(path, version, w)| json!({"against": path, "version": version, "widenings": w})),
             "composition": composition.iter().map(Part::to_json).collect::<Vec<_>>(),
             "composed_by_author": manifest.as_ref().map(|m| m.composed.iter().map(|p| json!({"component": p.name, "version": p.version.to_string(), "hash": p.hash})).collect::<Vec<_>>()).unwrap_or_default(),
@@ -583,6 +588,7 @@ pub(super) async fn report(
             policy,
             grant.as_ref().ok(),
             (!prefix_only).then_some(uncovered.as_slice()),
+            &no_grant,
             diff.as_ref(),
         );
         print_composition(manifest.as_ref(), &hash, &verdict, &composition);
@@ -619,7 +625,7 @@ fn limit_rows(
     policy: &Policy,
 ) -> Vec<(&'static str, String, u64)> {
     let asked = manifest.map(|m| m.limits).unwrap_or_default();
-    let effective = grant.map(|g| g.limits).unwrap_or(policy.limits);
+    let effective = grant.map(|g| g.limits).unwrap_or(policy.limits.default);
     let show = |v: Option<u64>| v.map_or_else(|| "policy default".to_owned(), |v| v.to_string());
     vec![
         (
@@ -663,6 +669,7 @@ fn print_human(
     policy: &Policy,
     grant: Option<&Grant>,
     uncovered: Option<&[(String, Option<&'static str>)]>,
+    no_grant: &[String],
     diff: Option<&(PathBuf, String, Vec<String>)>,
 ) {
     match manifest {
@@ -738,6 +745,9 @@ fn print_human(
             "imports:     NOT COVERED: {}",
             imports::describe_uncovered(uncovered)
         );
+    }
+    for line in no_grant {
+        println!("  {line}");
     }
     print_diff(diff);
 }

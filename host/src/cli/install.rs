@@ -346,6 +346,12 @@ async fn finish(
             .and_then(|t| Manifest::parse(&t).ok()),
         None => None,
     };
+    // Compiled now, while a person waits for the audit anyway, so the first call does not
+    // (the audit's own load then finds it in the cache). A component that does not compile is
+    // refused by the audit below, which names why.
+    if let Err(e) = super::precompile::precompile(open.runtime, &bytes, &entry.label()) {
+        tracing::debug!(error = %e, "precompile failed; the audit reports it");
+    }
     let audit_code = audit::report(cli, open, download.path(), previous, false).await?;
     if audit_code != Exit::Ok {
         return refuse(Refusal::Artifact(format!(

@@ -13,6 +13,7 @@ mod key;
 mod list;
 mod manifest;
 mod policy;
+mod precompile;
 mod publish;
 mod registry;
 mod schema;

@@ -55,7 +55,7 @@ fn shared_cache() -> &'static Path {
 /// The built-in policy with its limits replaced by `limits`.
 pub fn policy(limits: Limits) -> Policy {
     let mut policy = Policy::builtin().expect("built-in policy");
-    policy.limits = limits;
+    policy.limits = chitin_host::PolicyLimits::fixed(limits);
     policy
 }
 

@@ -1,6 +1,6 @@
 //! Outbound HTTP: `wasi:http/outgoing-handler` (wasmtime-wasi-http) with the host's send hook
 //! enforcing the component's grant (see [`outgoing`]). A grant of HTTP is never a grant of
-//! `wasi:sockets`, which is not linked at all.
+//! `wasi:sockets`, which is linked deny-all for every component (see `caps::wasi`).
 //!
 //! Config from the manifest ([`HttpConfig`], resolved once at load against the policy),
 //! per-call state ([`HttpCtx`]), linker wiring ([`add_to_linker`]).
