@@ -35,7 +35,7 @@ pub enum GrantError {
     #[error("secrets grant: {0}")]
     Secrets(String),
     /// The HTTP grant cannot be resolved (a CA file of the policy cannot be read).
-    #[error("http grant: {0}")]
+    #[error("http grant: policy http.ca_files: {0}")]
     Http(#[from] http::tls::TlsError),
     /// The process grant cannot be resolved (a program is missing, the workspace too wide).
     #[error(transparent)]

@@ -1,7 +1,8 @@
 //! The operator's policy: limit ceilings, which capabilities may be granted at all, which tools
 //! are offered (tool groups, a profile, allow and deny lists), protected built-in names, and
 //! approval rules per tool (parameter-aware), and outbound HTTP rules (plain-HTTP hosts, address
-//! exceptions to the SSRF rules, rate-limit ceilings). Strict TOML: an unknown key is an error that
+//! exceptions to the SSRF rules, rate-limit ceilings), and which tools an OAuth scope reaches on
+//! `chitin serve --http`. Strict TOML: an unknown key is an error that
 //! names it.
 //!
 //! The effective grant of a component is its manifest ∩ this policy (see `grant.rs`).
@@ -61,6 +62,19 @@ pub struct Policy {
     /// Key-value storage rules.
     #[serde(default)]
     pub kv: KvPolicy,
+    /// What OAuth access tokens may reach over `chitin serve --http`.
+    #[serde(default)]
+    pub oauth: OAuthPolicy,
+}
+
+/// The tools each OAuth scope reaches: a token's calls are limited to the tools its scopes
+/// cover, on top of `[tools]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthPolicy {
+    /// Scope → entries (tool names, `group:NAME` or "*"), e.g. `"tools:fs" = ["group:fs"]`.
+    #[serde(default)]
+    pub scopes: BTreeMap<String, Vec<String>>,
 }
 
 /// The operator's key-value storage rules.
@@ -298,16 +312,31 @@ impl Policy {
             ("tools.protected", &self.tools.protected),
         ];
         let rules = self.approval.iter().map(|r| ("approval.tool", &r.tool));
+        let scopes = self
+            .oauth
+            .scopes
+            .values()
+            .flat_map(|list| list.iter().map(|e| ("oauth.scopes", e)));
         let entries = lists
             .into_iter()
             .flat_map(|(key, list)| list.iter().map(move |e| (key, e)))
-            .chain(rules);
+            .chain(rules)
+            .chain(scopes);
         for (key, entry) in entries {
             if let Some(group) = entry.strip_prefix("group:")
                 && !self.groups.contains_key(group)
             {
                 return Err(format!("{key}: `{entry}` names no group in [groups]"));
             }
+        }
+        // A scope is one token of RFC 6749's `scope` grammar: printable ASCII but space, `"`, `\`.
+        if let Some(scope) = self.oauth.scopes.keys().find(|s| {
+            s.is_empty() || !s.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+        }) {
+            return Err(format!(
+                "oauth.scopes: `{scope}` is not a valid OAuth scope (printable ASCII without \
+                 spaces, quotes or backslashes)"
+            ));
         }
         for host in &self.http.plain_http_hosts {
             // Plain HTTP is an exception for named hosts, never a switch for all of them.
@@ -362,6 +391,16 @@ impl Policy {
             Some(entry) => ToolVerdict::Offered(entry.clone()),
             None => ToolVerdict::NotAllowed,
         }
+    }
+
+    /// The OAuth scopes (`[oauth] scopes`) that reach `tool`.
+    pub fn scopes_reaching(&self, tool: &str) -> Vec<&str> {
+        self.oauth
+            .scopes
+            .iter()
+            .filter(|(_, entries)| entries.iter().any(|e| self.entry_covers(e, tool)))
+            .map(|(scope, _)| scope.as_str())
+            .collect()
     }
 
     /// Whether `tool` is a protected built-in name, which only the first-party namespace may

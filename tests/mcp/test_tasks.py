@@ -1,18 +1,22 @@
 """Tasks (`io.modelcontextprotocol/tasks`) over stateless 2026-07-28 HTTP, spoken as raw JSON-RPC
 (the Python SDK has no tasks client): a long shell command runs as a task, asks its approval
-through the task, reports progress while it runs, and is cancelled with its processes gone."""
+through the task, reports progress while it runs, and is cancelled with its processes gone; one
+client's running tasks are bounded; a session over stdio is told each status change."""
 
 import json
 import os
 import pathlib
+import queue
 import shutil
+import subprocess
 import tempfile
+import threading
 import time
 
 import httpx2
 import pytest
 
-from conftest import COMPONENTS, REPO, HttpServer
+from conftest import CHITIN, COMPONENTS, REPO, HttpServer
 
 VERSION = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -152,3 +156,139 @@ def test_a_tool_without_a_long_time_limit_is_a_plain_call(long_server):
     )
     assert reply["result"].get("resultType", "complete") == "complete", reply
     assert reply["result"]["structuredContent"] == {"message": "sync"}
+
+
+def start_shell_task(server, command="sleep 60"):
+    reply = rpc(
+        server, "tools/call", {"name": "shell", "arguments": {"command": command, "timeout": 90}},
+        name="shell", capabilities=CAPS,
+    )
+    return reply
+
+
+def task_id_of(reply):
+    result = reply["result"]
+    return result["task"]["taskId"] if "task" in result else result["taskId"]
+
+
+def test_one_client_may_run_only_so_many_tasks_at_once(long_server):
+    server = long_server
+    started = []
+    try:
+        # Each shell task waits for its approval, so all four stay running.
+        for _ in range(4):
+            reply = start_shell_task(server)
+            assert reply.get("result", {}).get("resultType") == "task", reply
+            started.append(task_id_of(reply))
+        refused = start_shell_task(server)
+        assert "error" in refused, refused
+        assert "already has 4 tasks running" in refused["error"]["message"], refused
+    finally:
+        for task_id in started:
+            rpc(server, "tasks/cancel", {"taskId": task_id}, name=task_id, capabilities=CAPS)
+    for task_id in started:
+        wait_for(server, task_id, lambda t: t["status"] == "cancelled", timeout=10)
+    # A cancelled task frees its client's slot.
+    reply = start_shell_task(server)
+    assert reply.get("result", {}).get("resultType") == "task", reply
+    task_id = task_id_of(reply)
+    rpc(server, "tasks/cancel", {"taskId": task_id}, name=task_id, capabilities=CAPS)
+    wait_for(server, task_id, lambda t: t["status"] == "cancelled", timeout=10)
+
+
+class StdioSession:
+    """`chitin serve` on stdio, spoken as JSON lines; messages are read on a thread."""
+
+    def __init__(self, args, data):
+        workspace = pathlib.Path(data) / "workspace"
+        workspace.mkdir(exist_ok=True)
+        env = {
+            "CHITIN_DATA_DIR": str(data),
+            "CHITIN_WORKSPACE": str(workspace),
+            "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
+            "PATH": os.environ.get("PATH", ""),
+        }
+        self.process = subprocess.Popen(
+            [str(CHITIN), "serve", "--no-watch", *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        )
+        self.messages = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.messages.put(json.loads(line))
+
+    def send(self, message):
+        self.process.stdin.write((json.dumps(message) + "\n").encode())
+        self.process.stdin.flush()
+
+    def wait(self, matches, timeout=60):
+        """The first message from now on that `matches`; others are dropped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, "no matching message in time"
+            message = self.messages.get(timeout=remaining)
+            if matches(message):
+                return message
+
+    def stop(self):
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def test_a_session_is_told_each_status_change_of_its_task():
+    """Over stdio (a lasting channel) the server sends `notifications/tasks` as the task asks
+    its question, runs again once answered, and ends cancelled."""
+    data = tempfile.mkdtemp(prefix="chitin-mcp-task-status-")
+    policy = pathlib.Path(data) / "policy.toml"
+    text = (REPO / "policies" / "default.toml").read_text()
+    policy.write_text(text.replace("timeout_ms = 30000", "timeout_ms = 120000"))
+    session = StdioSession(
+        ["--policy", str(policy), "--components", str(COMPONENTS / "shell.wasm")], data
+    )
+    try:
+        session.send({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": CAPS,
+                "clientInfo": {"name": "chitin-task-status-test", "version": "1"},
+            },
+        })
+        session.wait(lambda m: m.get("id") == 1)
+        session.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        session.send({
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "shell", "arguments": {"command": "sleep 60", "timeout": 90}},
+        })
+        started = session.wait(lambda m: m.get("id") == 2)
+        task_id = task_id_of(started)
+
+        def status(wanted):
+            return lambda m: (
+                m.get("method") == "notifications/tasks"
+                and m["params"]["taskId"] == task_id
+                and m["params"]["status"] == wanted
+            )
+
+        asking = session.wait(status("input_required"))
+        (key, question), = asking["params"]["inputRequests"].items()
+        assert question["method"] == "elicitation/create"
+        session.send({
+            "jsonrpc": "2.0", "id": 3, "method": "tasks/update",
+            "params": {"taskId": task_id, "inputResponses": {
+                key: {"action": "accept", "content": {"approve": True}},
+            }},
+        })
+        session.wait(status("working"))
+        session.send({"jsonrpc": "2.0", "id": 4, "method": "tasks/cancel", "params": {"taskId": task_id}})
+        session.wait(status("cancelled"), timeout=15)
+    finally:
+        session.stop()
+        shutil.rmtree(data, ignore_errors=True)

@@ -9,11 +9,13 @@ use anyhow::Context;
 use rmcp::ServiceExt;
 use rmcp::service::ServerInitializeError;
 use tokio_util::sync::CancellationToken;
+use url::Url;
 
 use super::{Cli, Command, Exit, open_host, open_host_with};
 use crate::data_dir::DataDir;
 use crate::host::Host;
-use crate::mcp::http::{self, HttpOptions};
+use crate::mcp::http::{self, Auth, HttpOptions};
+use crate::mcp::oauth::{OAuthOptions, ResourceServer};
 use crate::mcp::token::BearerToken;
 use crate::mcp::{McpServer, Served, watch};
 
@@ -38,8 +40,29 @@ pub struct Args {
     /// With --http on a loopback address: accept requests without the bearer token. Only for
     /// test clients that cannot send one (the MCP conformance suite); any local process can
     /// then call the tools.
-    #[arg(long, requires = "http")]
+    #[arg(long, requires = "http", conflicts_with = "oauth_issuer")]
     pub insecure_no_token: bool,
+
+    /// With --http: also accept OAuth 2.1 access tokens (JWTs) from this authorization server
+    /// (an https:// issuer URL). A token reaches the tools its scopes cover (`[oauth] scopes` in
+    /// the policy); the bearer token in the data directory keeps working.
+    #[arg(long, value_name = "URL", requires = "http")]
+    pub oauth_issuer: Option<Url>,
+
+    /// With --oauth-issuer: this server's resource URI, the audience tokens must name (default:
+    /// http://ADDR/mcp for the bound address).
+    #[arg(long, value_name = "URI", requires = "oauth_issuer")]
+    pub oauth_resource: Option<Url>,
+
+    /// With --oauth-issuer: the issuer's JWK set URL (https://), when its metadata does not name
+    /// one (default: the `jwks_uri` of its RFC 8414 or OpenID Connect metadata).
+    #[arg(long, value_name = "URL", requires = "oauth_issuer")]
+    pub oauth_jwks_uri: Option<Url>,
+
+    /// With --oauth-issuer: a PEM file of CA certificates trusted for the issuer's HTTPS besides
+    /// the public roots; repeatable.
+    #[arg(long, value_name = "FILE", requires = "oauth_issuer")]
+    pub oauth_ca_file: Vec<PathBuf>,
 
     /// Tools per `tools/list` page.
     #[arg(long, value_name = "N", default_value_t = crate::mcp::PAGE_SIZE)]
@@ -162,6 +185,29 @@ async fn serve_http(
         }
         Some(loaded.token)
     };
+    let oauth = match &args.oauth_issuer {
+        Some(issuer) => {
+            let resource = match &args.oauth_resource {
+                Some(resource) => resource.clone(),
+                None => Url::parse(&format!("http://{bound}{}", http::MCP_PATH))
+                    .context("cannot make the default resource URI")?,
+            };
+            let server = ResourceServer::new(OAuthOptions {
+                issuer: issuer.clone(),
+                resource,
+                jwks_uri: args.oauth_jwks_uri.clone(),
+                ca_files: args.oauth_ca_file.clone(),
+            })?;
+            eprintln!(
+                "OAuth access tokens: from {} for the resource {} (metadata: {})",
+                server.issuer(),
+                server.resource(),
+                server.metadata_url()
+            );
+            Some(Arc::new(server))
+        }
+        None => None,
+    };
     eprintln!(
         "accepted Host headers: {}",
         http::allowed_hosts(bound, &args.allow_host).join(", ")
@@ -182,7 +228,7 @@ async fn serve_http(
             on_signal.cancel();
         }
     });
-    http::serve(listener, served, token, &options, shutdown).await?;
+    http::serve(listener, served, Auth { token, oauth }, &options, shutdown).await?;
     Ok(Exit::Ok)
 }
 

@@ -1,13 +1,15 @@
 //! `chitin serve --http`: MCP over Streamable HTTP (rmcp's service mounted in axum), guarded by
-//! a per-client rate limit and a bearer token, with Host/Origin checks against DNS rebinding and
-//! a cap on request bodies.
+//! a per-client rate limit and a bearer token (the static one, and OAuth access tokens when an
+//! issuer is configured, with their protected-resource metadata), with Host/Origin checks
+//! against DNS rebinding and a cap on request bodies.
 
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
+use axum::routing::get;
+use axum::{Json, Router};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -17,9 +19,12 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::mcp::access::{Access, ClientId};
+use crate::mcp::oauth::{ResourceServer, metadata};
 use crate::mcp::token::BearerToken;
 use crate::mcp::{McpServer, Served};
 
@@ -62,18 +67,26 @@ pub fn allowed_hosts(addr: SocketAddr, extra: &[String]) -> Vec<String> {
     hosts
 }
 
+/// How requests are authenticated. With neither, requests are not authenticated
+/// (`--insecure-no-token`, loopback only).
+pub struct Auth {
+    /// The static bearer token kept in the data directory; it reaches every offered tool.
+    pub token: Option<BearerToken>,
+    /// OAuth access tokens from an issuer, reaching the tools their scopes cover.
+    pub oauth: Option<Arc<ResourceServer>>,
+}
+
 struct Guard {
-    /// `None` only for `--insecure-no-token` on a loopback address (conformance testing).
-    token: Option<BearerToken>,
+    auth: Auth,
+    served: Arc<Served>,
     limiter: DefaultKeyedRateLimiter<IpAddr>,
 }
 
-/// Serve MCP on `listener` until `shutdown` is cancelled. Requests must carry `token` unless it
-/// is `None`.
+/// Serve MCP on `listener` until `shutdown` is cancelled, authenticating requests by `auth`.
 pub async fn serve(
     listener: TcpListener,
     served: Arc<Served>,
-    token: Option<BearerToken>,
+    auth: Auth,
     options: &HttpOptions,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
@@ -88,20 +101,32 @@ pub async fn serve(
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(shutdown.child_token());
     let page_size = options.page_size;
+    let for_sessions = served.clone();
     let service = StreamableHttpService::new(
-        move || Ok(McpServer::new(served.clone(), page_size)),
+        move || Ok(McpServer::new(for_sessions.clone(), page_size)),
         Arc::new(LocalSessionManager::default()),
         config,
     );
+    let metadata_paths = auth
+        .oauth
+        .as_ref()
+        .map(|oauth| metadata::paths(oauth.resource()))
+        .unwrap_or_default();
     let guard = Arc::new(Guard {
-        token,
+        auth,
+        served,
         limiter: RateLimiter::keyed(
             Quota::per_second(options.rate_per_second).allow_burst(options.burst),
         ),
     });
-    let app = Router::new()
+    let mut app = Router::new()
         .route_service(MCP_PATH, service)
-        .layer(middleware::from_fn_with_state(guard, check_request));
+        .layer(middleware::from_fn_with_state(guard.clone(), authenticate));
+    // The protected-resource metadata is what a client reads before it has a token.
+    for path in metadata_paths {
+        app = app.route(&path, get(resource_metadata).with_state(guard.clone()));
+    }
+    let app = app.layer(middleware::from_fn_with_state(guard, rate_limit));
     // Without TCP_NODELAY a response written in more than one segment waits for the client's
     // delayed ACK (~40 ms) on every call after the first on a kept-alive connection.
     let listener = listener.tap_io(|stream| {
@@ -117,8 +142,8 @@ pub async fn serve(
     .await
 }
 
-/// Rate limit first (so guessing tokens is throttled too), then the bearer token.
-async fn check_request(
+/// Every request is rate limited first, so guessing tokens is throttled too.
+async fn rate_limit(
     State(guard): State<Arc<Guard>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
@@ -144,28 +169,185 @@ async fn check_request(
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         return response;
     }
-    let Some(token) = &guard.token else {
-        return next.run(request).await;
-    };
-    let presented = request.headers().get(header::AUTHORIZATION);
-    let Some(presented) = presented else {
-        return unauthorized(
-            "missing bearer token: send `Authorization: Bearer <token>` (the token \
-                             file's path is printed when `chitin serve --http` starts)",
-        );
-    };
-    if !token.accepts(presented.as_bytes()) {
-        return unauthorized("wrong bearer token");
-    }
     next.run(request).await
 }
 
+/// The RFC 9728 protected-resource metadata, naming the scopes the policy defines.
+async fn resource_metadata(State(guard): State<Arc<Guard>>) -> Response {
+    let Some(oauth) = &guard.auth.oauth else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let host = guard.served.host();
+    let scopes: Vec<&str> = host.policy().oauth.scopes.keys().map(String::as_str).collect();
+    Json(metadata::document(oauth.resource(), oauth.issuer(), &scopes)).into_response()
+}
+
+/// The request's credentials decide its access (the static token: everything offered; an OAuth
+/// token: what its scopes reach); a tool call beyond the access is refused here with a scope
+/// challenge.
+async fn authenticate(
+    State(guard): State<Arc<Guard>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let (access, client) = match guard.credentials(&request, peer).await {
+        Ok(found) => found,
+        Err(refused) => return refused,
+    };
+    if let Access::Scopes(_) = &access {
+        request = match guard.within_scopes(request, &access).await {
+            Ok(request) => request,
+            Err(refused) => return refused,
+        };
+    }
+    request.extensions_mut().insert(access);
+    request.extensions_mut().insert(client);
+    next.run(request).await
+}
+
+impl Guard {
+    async fn credentials(
+        &self,
+        request: &Request,
+        peer: SocketAddr,
+    ) -> Result<(Access, ClientId), Response> {
+        let by_peer = ClientId(format!("peer:{}", peer.ip()));
+        let Auth { token, oauth } = &self.auth;
+        if token.is_none() && oauth.is_none() {
+            return Ok((Access::All, by_peer));
+        }
+        let Some(presented) = request.headers().get(header::AUTHORIZATION) else {
+            return Err(match oauth {
+                Some(oauth) => challenge(
+                    StatusCode::UNAUTHORIZED,
+                    metadata::missing_token(oauth.metadata_url()),
+                    format!(
+                        "missing access token: send `Authorization: Bearer <token>` with a token \
+                         from {} (its metadata: {})",
+                        oauth.issuer(),
+                        oauth.metadata_url()
+                    ),
+                ),
+                None => unauthorized(
+                    "missing bearer token: send `Authorization: Bearer <token>` (the token \
+                     file's path is printed when `chitin serve --http` starts)",
+                ),
+            });
+        };
+        if token
+            .as_ref()
+            .is_some_and(|t| t.accepts(presented.as_bytes()))
+        {
+            return Ok((Access::All, by_peer));
+        }
+        let Some(oauth) = oauth else {
+            return Err(unauthorized("wrong bearer token"));
+        };
+        let invalid = |message: String| {
+            challenge(
+                StatusCode::UNAUTHORIZED,
+                metadata::invalid_token(oauth.metadata_url(), &message),
+                message,
+            )
+        };
+        // RFC 6750 §2.1: the scheme name is case-insensitive.
+        let bearer = presented
+            .to_str()
+            .ok()
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim());
+        let Some(bearer) = bearer else {
+            return Err(invalid(
+                "the Authorization header is not `Bearer <token>`".into(),
+            ));
+        };
+        match oauth.check(bearer).await {
+            Ok(grant) => Ok((
+                Access::Scopes(Arc::new(grant.scopes)),
+                ClientId(format!("oauth:{}", grant.client)),
+            )),
+            // Fail closed: without the issuer's keys no token is taken.
+            Err(e) if e.is_unavailable() => Err(refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{e}; retry later"),
+            )),
+            Err(e) => Err(invalid(e.to_string())),
+        }
+    }
+
+    /// The request, when every tool it calls is within `access`; else a 403 naming the scopes
+    /// that would reach the tool.
+    async fn within_scopes(&self, request: Request, access: &Access) -> Result<Request, Response> {
+        let (parts, body) = request.into_parts();
+        let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+            .await
+            .map_err(|e| {
+                refusal(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("cannot read the request body (at most {MAX_BODY_BYTES} bytes): {e}"),
+                )
+            })?;
+        let host = self.served.host();
+        let policy = host.policy();
+        if let Some(tool) = called_tools(&bytes)
+            .into_iter()
+            .find(|tool| !access.reaches(policy, tool))
+        {
+            let scopes = policy.scopes_reaching(&tool);
+            let metadata_url = self.auth.oauth.as_ref().map_or("", |o| o.metadata_url());
+            let message = if scopes.is_empty() {
+                format!("insufficient scope: no scope of this server reaches `{tool}`")
+            } else {
+                format!(
+                    "insufficient scope: calling `{tool}` needs a token with the scope {}",
+                    scopes.join(" or ")
+                )
+            };
+            return Err(challenge(
+                StatusCode::FORBIDDEN,
+                metadata::insufficient_scope(metadata_url, &scopes),
+                message,
+            ));
+        }
+        Ok(Request::from_parts(parts, Body::from(bytes)))
+    }
+}
+
+/// The tools a JSON-RPC message (or batch) calls. Anything that does not parse calls none here;
+/// the MCP service refuses it.
+fn called_tools(body: &[u8]) -> Vec<String> {
+    let Ok(message) = serde_json::from_slice::<Value>(body) else {
+        return Vec::new();
+    };
+    let messages = match message {
+        Value::Array(batch) => batch,
+        single => vec![single],
+    };
+    messages
+        .iter()
+        .filter(|m| m.get("method").and_then(Value::as_str) == Some("tools/call"))
+        .filter_map(|m| m.pointer("/params/name").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect()
+}
+
 fn unauthorized(message: &str) -> Response {
-    let mut response = refusal(StatusCode::UNAUTHORIZED, message.to_owned());
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"chitin\""),
-    );
+    challenge(
+        StatusCode::UNAUTHORIZED,
+        "Bearer realm=\"chitin\"".to_owned(),
+        message.to_owned(),
+    )
+}
+
+fn challenge(status: StatusCode, www_authenticate: String, message: String) -> Response {
+    let mut response = refusal(status, message);
+    if let Ok(value) = HeaderValue::from_str(&www_authenticate) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
     response
 }
 
@@ -183,6 +365,15 @@ mod tests {
         assert_eq!(v4, ["127.0.0.1:8080", "localhost:8080"]);
         let v6 = allowed_hosts("[::1]:9000".parse().expect("addr"), &[]);
         assert_eq!(v6, ["[::1]:9000", "localhost:9000"]);
+    }
+
+    #[test]
+    fn the_tools_a_message_or_batch_calls_are_found() {
+        let one = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shell"}}"#;
+        assert_eq!(called_tools(one), ["shell"]);
+        let batch = br#"[{"method":"tools/list"},{"method":"tools/call","params":{"name":"a"}}]"#;
+        assert_eq!(called_tools(batch), ["a"]);
+        assert!(called_tools(b"not json").is_empty());
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! The MCP front: serves the loaded tools to agents over stdio or Streamable HTTP. The handler
 //! only dispatches to the host; no tool logic lives here.
 
+pub mod access;
 pub mod approver;
 pub mod content;
 pub mod http;
 pub mod input_required;
+pub mod oauth;
 pub mod served;
 mod server;
 pub mod tasks;

@@ -27,7 +27,8 @@ use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
 use crate::mcp::approver::ElicitationApprover;
 use crate::mcp::input_required::InputApprover;
-use crate::mcp::tasks;
+use crate::mcp::access;
+use crate::mcp::tasks::{self, TaskCall};
 use crate::mcp::{Served, content};
 use crate::spec::ToolSpec;
 
@@ -197,12 +198,19 @@ impl ServerHandler for McpServer {
         )
     }
 
+    /// The offered tools the request's access reaches (an OAuth token: those its scopes cover).
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools: Vec<Tool> = self.served.host().tools().map(to_mcp_tool).collect();
+        let (access, _) = access::of_request(&context);
+        let host = self.served.host();
+        let tools: Vec<Tool> = host
+            .tools()
+            .filter(|t| access.reaches(host.policy(), &t.name))
+            .map(to_mcp_tool)
+            .collect();
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let (items, next) =
             page(&tools, cursor, self.page_size).map_err(|e| ErrorData::invalid_params(e, None))?;
@@ -227,6 +235,17 @@ impl ServerHandler for McpServer {
             None => "{}".to_owned(),
         };
         let host = self.served.host();
+        let (access, client) = access::of_request(&context);
+        // The HTTP front refuses these with a scope challenge; this is the second line.
+        if !access.reaches(host.policy(), &request.name) {
+            return Err(ErrorData::invalid_request(
+                format!(
+                    "this request's access token has no scope that reaches `{}`",
+                    request.name
+                ),
+                None,
+            ));
+        }
         let can_elicit = context
             .client_capabilities()
             .and_then(|c| c.elicitation)
@@ -234,11 +253,24 @@ impl ServerHandler for McpServer {
         let wants_task = context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
+        let legacy_session = context
+            .protocol_version()
+            .is_some_and(|v| v.has_initialize());
         if let Some(limit) = host.asked_time_limit(&request.name)
             && wants_task
             && tasks::runs_as_task(limit)
         {
-            let task = tasks::start(host, request.name.to_string(), args, limit, can_elicit)
+            // Status notifications need a lasting channel: stdio, or a session.
+            let stdio = context.extensions.get::<http::request::Parts>().is_none();
+            let call = TaskCall {
+                tool: request.name.to_string(),
+                args_json: args,
+                time_limit: limit,
+                can_elicit,
+                client,
+                notify: (stdio || legacy_session).then(|| context.peer.clone()),
+            };
+            let task = tasks::start(host, call)
                 .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
             return Ok(CreateTaskResult::new(task).into());
         }
@@ -249,9 +281,6 @@ impl ServerHandler for McpServer {
             min_log: self.min_log_for(&context),
             peer: &context.peer,
         };
-        let legacy_session = context
-            .protocol_version()
-            .is_some_and(|v| v.has_initialize());
         // A session that began with `initialize` is asked mid-call; a 2026-07-28 request is
         // asked through an input-required result and answers in its retry.
         let asking = if legacy_session {

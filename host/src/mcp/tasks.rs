@@ -7,20 +7,33 @@
 //!
 //! A cancelled task's call is dropped, like a cancelled request: its instance stops within an
 //! epoch tick and its processes are killed with their process group. A task past its TTL is
-//! aborted the same way. Task state is bounded: at most [`MAX_RUNNING`] tasks run at once; a
-//! task's TTL is its time limit plus [`RESULT_TTL`], and its result is dropped one TTL after it
-//! finished.
+//! aborted the same way. Task state is bounded: at most [`MAX_RUNNING`] tasks run at once, and
+//! at most [`MAX_PER_CLIENT`] of one client (an OAuth client, else a peer address; over stdio
+//! the one client); a task's TTL is its time limit plus [`RESULT_TTL`], and its result is dropped
+//! one TTL after it finished.
+//!
+//! A client with a lasting channel (stdio, or an HTTP session begun with `initialize`) is also
+//! sent `notifications/tasks` (SEP-2663) on every status change: `input_required`, back to
+//! `working`, and the terminal status with its result. Stateless 2026-07-28 HTTP clients poll
+//! `tasks/get`: the SDK cannot yet route task notifications through `subscriptions/listen`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, ElicitRequest, InputRequest, Task};
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolResult, ElicitRequest, InputRequest, ServerNotification, Task, TaskStatus,
+    TaskStatusNotification, TaskStatusNotificationParams,
+};
+use rmcp::service::Peer;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 
 use crate::approval::{ApprovalRequest, Approver, CallContext, Decision};
 use crate::events::{CallEvent, CallEvents};
 use crate::host::Host;
+use crate::mcp::access::ClientId;
 use crate::mcp::approver::{decision, question};
 use crate::mcp::content;
 
@@ -28,10 +41,14 @@ use crate::mcp::content;
 pub const SYNC_CALL_LIMIT: Duration = Duration::from_secs(30);
 /// Tasks running at once in this server; more are refused until one ends.
 pub const MAX_RUNNING: usize = 8;
+/// Tasks one client may have running at once, so one client cannot take every slot.
+pub const MAX_PER_CLIENT: usize = 4;
 /// Added to a task's time limit to make its TTL.
 pub const RESULT_TTL: Duration = Duration::from_secs(600);
 /// The poll interval suggested to clients.
 const POLL_INTERVAL_MS: u64 = 500;
+/// How often a task's status is looked at for `notifications/tasks`.
+const STATUS_WATCH: Duration = Duration::from_millis(50);
 
 /// Why a task was not started.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +59,54 @@ pub enum TaskError {
          with tasks/cancel"
     )]
     TooMany(usize),
+    /// The client has [`MAX_PER_CLIENT`] tasks running.
+    #[error(
+        "this client ({client}) already has {running} tasks running, the most one client may; \
+         wait for one to finish or cancel one with tasks/cancel"
+    )]
+    TooManyForClient {
+        /// The client.
+        client: String,
+        /// Its running tasks.
+        running: usize,
+    },
+}
+
+/// Running tasks per client.
+fn per_client() -> &'static Mutex<HashMap<ClientId, usize>> {
+    static RUNNING: OnceLock<Mutex<HashMap<ClientId, usize>>> = OnceLock::new();
+    RUNNING.get_or_init(Mutex::default)
+}
+
+/// One running task of a client, counted until the task's call ends (or is dropped, when the
+/// task is aborted at its TTL).
+struct ClientSlot(ClientId);
+
+impl ClientSlot {
+    fn take(client: ClientId) -> Result<Self, TaskError> {
+        let mut running = per_client().lock().unwrap_or_else(PoisonError::into_inner);
+        let count = running.entry(client.clone()).or_default();
+        if *count >= MAX_PER_CLIENT {
+            return Err(TaskError::TooManyForClient {
+                client: client.0,
+                running: *count,
+            });
+        }
+        *count += 1;
+        Ok(Self(client))
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut running = per_client().lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = running.get_mut(&self.0) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                running.remove(&self.0);
+            }
+        }
+    }
 }
 
 /// The tasks of this process: they outlive the request (and, over HTTP, the session) that
@@ -56,28 +121,76 @@ pub fn runs_as_task(time_limit: Duration) -> bool {
     time_limit > SYNC_CALL_LIMIT
 }
 
-/// Start calling `tool` with `args_json` as a task; `can_elicit`: the client declared
-/// elicitation, so approval questions are asked through the task's `inputRequests`.
-pub fn start(
-    host: Arc<Host>,
-    tool: String,
-    args_json: String,
-    time_limit: Duration,
-    can_elicit: bool,
-) -> Result<Task, TaskError> {
+/// A task to start: which call, for whom.
+pub struct TaskCall {
+    /// The tool.
+    pub tool: String,
+    /// Its arguments, as JSON.
+    pub args_json: String,
+    /// The tool's time limit.
+    pub time_limit: Duration,
+    /// The client declared elicitation, so approval questions are asked through the task's
+    /// `inputRequests`.
+    pub can_elicit: bool,
+    /// Who asked.
+    pub client: ClientId,
+    /// Where to send `notifications/tasks`, for a client with a lasting channel.
+    pub notify: Option<Peer<RoleServer>>,
+}
+
+/// Start `call` as a task.
+pub fn start(host: Arc<Host>, call: TaskCall) -> Result<Task, TaskError> {
     let manager = tasks();
     let running = manager.running_task_count();
     if running >= MAX_RUNNING {
         return Err(TaskError::TooMany(running));
     }
-    let ttl = time_limit + RESULT_TTL;
+    let slot = ClientSlot::take(call.client)?;
+    let ttl = call.time_limit + RESULT_TTL;
     let options = TaskOptions::new()
         .with_ttl_ms(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
         .with_poll_interval_ms(POLL_INTERVAL_MS)
-        .with_status_message(format!("`{tool}` is running"));
-    Ok(manager.spawn(options, move |task| {
-        Box::pin(run(host, tool, args_json, can_elicit, task))
-    }))
+        .with_status_message(format!("`{}` is running", call.tool));
+    let (tool, args_json, can_elicit) = (call.tool, call.args_json, call.can_elicit);
+    let task = manager.spawn(options, move |task| {
+        Box::pin(async move {
+            let _slot = slot;
+            run(host, tool, args_json, can_elicit, task).await
+        })
+    });
+    if let Some(peer) = call.notify {
+        tokio::spawn(report_status(task.task_id.clone(), peer));
+    }
+    Ok(task)
+}
+
+/// Send `notifications/tasks` to `peer` on every status change of the task, until it ends (or
+/// is gone, or the client is).
+async fn report_status(task_id: String, peer: Peer<RoleServer>) {
+    // The client learnt `working` from the call's answer.
+    let mut last = TaskStatus::Working;
+    loop {
+        tokio::time::sleep(STATUS_WATCH).await;
+        let Ok(task) = tasks().get_task(&task_id) else {
+            return;
+        };
+        let status = task.task.status.clone();
+        if status == last {
+            continue;
+        }
+        let notification = TaskStatusNotification::new(TaskStatusNotificationParams::new(task));
+        if let Err(e) = peer
+            .send_notification(ServerNotification::TaskStatusNotification(notification))
+            .await
+        {
+            tracing::debug!(task = %task_id, error = %e, "cannot send a task status notification");
+            return;
+        }
+        if status.is_terminal() {
+            return;
+        }
+        last = status;
+    }
 }
 
 async fn run(

@@ -11,7 +11,7 @@ use rustls::pki_types::pem::PemObject;
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// The file cannot be read or holds no valid PEM certificate.
-    #[error("policy http.ca_files: {path}: {reason}")]
+    #[error("CA file {path}: {reason}")]
     CaFile {
         /// The file.
         path: PathBuf,

@@ -1,0 +1,58 @@
+//! What one MCP request may reach and who sent it, as the HTTP front decided from its
+//! credentials: the MCP handler lists and calls only what the request's access reaches, and
+//! bounds tasks per client.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::service::RequestContext;
+
+use crate::policy::Policy;
+
+/// The tools a request may reach.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// Every offered tool: stdio, the static bearer token, or an unauthenticated loopback test
+    /// server.
+    All,
+    /// The tools an OAuth token's scopes reach (`[oauth] scopes` in the policy).
+    Scopes(Arc<BTreeSet<String>>),
+}
+
+impl Access {
+    /// Whether this access reaches `tool`.
+    pub fn reaches(&self, policy: &Policy, tool: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Scopes(scopes) => policy
+                .scopes_reaching(tool)
+                .iter()
+                .any(|s| scopes.contains(*s)),
+        }
+    }
+}
+
+/// Who sent a request, for per-client bounds: the OAuth client, else the peer address; `stdio`
+/// for the one client on stdio.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientId(pub String);
+
+/// The access and client of a request. Over HTTP the front attached both; a request over HTTP
+/// without them reaches nothing (fail closed).
+pub fn of_request(context: &RequestContext<RoleServer>) -> (Access, ClientId) {
+    let Some(parts) = context.extensions.get::<http::request::Parts>() else {
+        return (Access::All, ClientId("stdio".into()));
+    };
+    let access = parts
+        .extensions
+        .get::<Access>()
+        .cloned()
+        .unwrap_or_else(|| Access::Scopes(Arc::default()));
+    let client = parts
+        .extensions
+        .get::<ClientId>()
+        .cloned()
+        .unwrap_or_else(|| ClientId("(unknown)".into()));
+    (access, client)
+}
