@@ -182,6 +182,18 @@ def post(server, token, method="tools/list", params=None):
     return httpx2.post(server.url, json=body, headers=headers, timeout=30)
 
 
+def reply_of(response) -> dict:
+    """The JSON-RPC reply in a response, plain JSON or an event stream."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in response.text.splitlines():
+            if line.startswith("data:") and line[5:].strip():
+                message = json.loads(line[5:])
+                if message.get("id") == 1:
+                    return message
+        raise AssertionError(f"no reply in the stream: {response.text}")
+    return response.json()
+
+
 def challenge(response) -> dict:
     """The parameters of a `WWW-Authenticate: Bearer k="v", ...` challenge."""
     header = response.headers.get("www-authenticate", "")
@@ -303,7 +315,7 @@ def test_the_static_bearer_token_still_reaches_every_tool(oauth):
     _, server = oauth
     response = post(server, server.token)
     assert response.status_code == 200, response.text
-    names = {t["name"] for t in response.json()["result"]["tools"]}
+    names = {t["name"] for t in reply_of(response)["result"]["tools"]}
     assert {"echo", "read_file"} <= names
 
 

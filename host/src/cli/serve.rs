@@ -47,12 +47,12 @@ pub struct Args {
     /// (an https:// issuer URL). A token reaches the tools its scopes cover (`[oauth] scopes` in
     /// the policy); the bearer token in the data directory keeps working.
     #[arg(long, value_name = "URL", requires = "http")]
-    pub oauth_issuer: Option<Url>,
+    pub oauth_issuer: Option<String>,
 
     /// With --oauth-issuer: this server's resource URI, the audience tokens must name (default:
     /// http://ADDR/mcp for the bound address).
     #[arg(long, value_name = "URI", requires = "oauth_issuer")]
-    pub oauth_resource: Option<Url>,
+    pub oauth_resource: Option<String>,
 
     /// With --oauth-issuer: the issuer's JWK set URL (https://), when its metadata does not name
     /// one (default: the `jwks_uri` of its RFC 8414 or OpenID Connect metadata).
@@ -189,8 +189,7 @@ async fn serve_http(
         Some(issuer) => {
             let resource = match &args.oauth_resource {
                 Some(resource) => resource.clone(),
-                None => Url::parse(&format!("http://{bound}{}", http::MCP_PATH))
-                    .context("cannot make the default resource URI")?,
+                None => format!("http://{bound}{}", http::MCP_PATH),
             };
             let server = ResourceServer::new(OAuthOptions {
                 issuer: issuer.clone(),

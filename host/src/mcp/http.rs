@@ -110,7 +110,7 @@ pub async fn serve(
     let metadata_paths = auth
         .oauth
         .as_ref()
-        .map(|oauth| metadata::paths(oauth.resource()))
+        .map(|oauth| metadata::paths(oauth.resource_url()))
         .unwrap_or_default();
     let guard = Arc::new(Guard {
         auth,

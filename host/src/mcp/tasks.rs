@@ -174,7 +174,7 @@ async fn report_status(task_id: String, peer: Peer<RoleServer>) {
         let Ok(task) = tasks().get_task(&task_id) else {
             return;
         };
-        let status = task.task.status.clone();
+        let status = task.task.status;
         if status == last {
             continue;
         }

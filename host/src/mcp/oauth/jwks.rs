@@ -58,6 +58,16 @@ pub enum JwksError {
 /// The key source cannot be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
+    /// A URL does not parse or is not the kind needed.
+    #[error("{what} `{url}`: {reason}")]
+    BadUrl {
+        /// Which URL.
+        what: &'static str,
+        /// The URL given.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The issuer or key-set URL is not `https://`.
     #[error("{what} must be an https:// URL (keys are never fetched in the clear): {url}")]
     NotHttps {
@@ -77,6 +87,8 @@ pub enum SetupError {
 /// The keys of one issuer, fetched and cached.
 pub struct KeySource {
     client: reqwest::Client,
+    /// The issuer identifier, as configured (its metadata must name exactly this).
+    issuer_id: String,
     issuer: Url,
     state: tokio::sync::Mutex<State>,
 }
@@ -106,10 +118,15 @@ impl KeySource {
     /// The keys of `issuer`, from `jwks_uri` or else from the issuer's metadata; `ca_files` are
     /// trusted for HTTPS besides the public roots.
     pub fn new(
-        issuer: Url,
+        issuer_id: &str,
         jwks_uri: Option<Url>,
         ca_files: &[PathBuf],
     ) -> Result<Self, SetupError> {
+        let issuer = Url::parse(issuer_id).map_err(|e| SetupError::BadUrl {
+            what: "--oauth-issuer",
+            url: issuer_id.to_owned(),
+            reason: e.to_string(),
+        })?;
         for (what, url) in std::iter::once(("--oauth-issuer", &issuer))
             .chain(jwks_uri.iter().map(|u| ("--oauth-jwks-uri", u)))
         {
@@ -132,6 +149,7 @@ impl KeySource {
             .map_err(|e| SetupError::Client(e.to_string()))?;
         Ok(Self {
             client,
+            issuer_id: issuer_id.to_owned(),
             issuer,
             state: tokio::sync::Mutex::new(State {
                 jwks_uri,
@@ -161,7 +179,7 @@ impl KeySource {
             }
             // Not fresh and fetched moments ago: that fetch failed.
             return Err(state.last_error.clone().unwrap_or_else(|| JwksError::Fetch {
-                url: self.issuer.to_string(),
+                url: self.issuer_id.clone(),
                 reason: "no keys fetched yet".into(),
             }));
         }
@@ -222,13 +240,11 @@ impl KeySource {
             },
         };
         let (url, metadata) = metadata;
-        if metadata.issuer != self.issuer.as_str()
-            && metadata.issuer != self.issuer.as_str().trim_end_matches('/')
-        {
+        if metadata.issuer != self.issuer_id {
             return Err(JwksError::IssuerMismatch {
                 url: url.to_string(),
                 found: metadata.issuer,
-                expected: self.issuer.to_string(),
+                expected: self.issuer_id.clone(),
             });
         }
         let document = |reason: String| JwksError::Document {
@@ -337,9 +353,8 @@ mod tests {
 
     #[test]
     fn an_issuer_in_the_clear_is_refused() {
-        let issuer = Url::parse("http://issuer.example").expect("url");
         assert!(matches!(
-            KeySource::new(issuer, None, &[]),
+            KeySource::new("http://issuer.example", None, &[]),
             Err(SetupError::NotHttps { .. })
         ));
     }

@@ -32,10 +32,10 @@ fn resource_path(resource: &Url) -> &str {
 }
 
 /// The metadata document.
-pub fn document(resource: &Url, issuer: &Url, scopes: &[&str]) -> Value {
+pub fn document(resource: &str, issuer: &str, scopes: &[&str]) -> Value {
     json!({
-        "resource": resource.as_str(),
-        "authorization_servers": [issuer.as_str()],
+        "resource": resource,
+        "authorization_servers": [issuer],
         "scopes_supported": scopes,
         "bearer_methods_supported": ["header"],
         "resource_name": "chitin",

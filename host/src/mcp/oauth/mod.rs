@@ -21,13 +21,14 @@ use self::jwks::{JwksError, KeySource, SetupError};
 /// Seconds of clock difference with the issuer tolerated on `exp` and `nbf`.
 const LEEWAY_SECONDS: u64 = 30;
 
-/// How the resource server is set up.
+/// How the resource server is set up. The issuer and resource are identifiers compared exactly
+/// as given (no URL normalisation: `https://a.example` and `https://a.example/` differ).
 #[derive(Debug, Clone)]
 pub struct OAuthOptions {
-    /// The authorization server whose tokens are accepted (`iss`).
-    pub issuer: Url,
+    /// The authorization server whose tokens are accepted (`iss`), an https:// URL.
+    pub issuer: String,
     /// This server's resource URI: the audience a token must name.
-    pub resource: Url,
+    pub resource: String,
     /// The issuer's key-set URL; found in the issuer's metadata when not given.
     pub jwks_uri: Option<Url>,
     /// CA certificates trusted for the issuer's HTTPS besides the public roots.
@@ -36,8 +37,9 @@ pub struct OAuthOptions {
 
 /// The resource server: checks access tokens and names itself in challenges.
 pub struct ResourceServer {
-    issuer: Url,
-    resource: Url,
+    issuer: String,
+    resource: String,
+    resource_url: Url,
     metadata_url: String,
     keys: KeySource,
 }
@@ -118,27 +120,42 @@ struct Claims {
 impl ResourceServer {
     /// A resource server for `options`.
     pub fn new(options: OAuthOptions) -> Result<Self, SetupError> {
-        let keys = KeySource::new(
-            options.issuer.clone(),
-            options.jwks_uri,
-            &options.ca_files,
-        )?;
+        let resource_url = Url::parse(&options.resource).map_err(|e| SetupError::BadUrl {
+            what: "--oauth-resource",
+            url: options.resource.clone(),
+            reason: e.to_string(),
+        })?;
+        if !matches!(resource_url.scheme(), "http" | "https") || resource_url.fragment().is_some()
+        {
+            return Err(SetupError::BadUrl {
+                what: "--oauth-resource",
+                url: options.resource,
+                reason: "a resource URI is an http(s) URL without a fragment".into(),
+            });
+        }
+        let keys = KeySource::new(&options.issuer, options.jwks_uri, &options.ca_files)?;
         Ok(Self {
-            metadata_url: metadata::url(&options.resource),
+            metadata_url: metadata::url(&resource_url),
             issuer: options.issuer,
             resource: options.resource,
+            resource_url,
             keys,
         })
     }
 
-    /// The issuer.
-    pub fn issuer(&self) -> &Url {
+    /// The issuer, as configured.
+    pub fn issuer(&self) -> &str {
         &self.issuer
     }
 
-    /// This server's resource URI.
-    pub fn resource(&self) -> &Url {
+    /// This server's resource URI, as configured.
+    pub fn resource(&self) -> &str {
         &self.resource
+    }
+
+    /// This server's resource URI, parsed.
+    pub fn resource_url(&self) -> &Url {
+        &self.resource_url
     }
 
     /// Where this server's protected-resource metadata is.
@@ -167,8 +184,8 @@ impl ResourceServer {
             reason: e.to_string(),
         })?;
         let mut validation = Validation::new(alg);
-        validation.set_issuer(&[self.issuer.as_str()]);
-        validation.set_audience(&[self.resource.as_str()]);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.resource]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation.validate_nbf = true;
         validation.leeway = LEEWAY_SECONDS;
@@ -193,8 +210,8 @@ impl ResourceServer {
         match error.kind() {
             ErrorKind::ExpiredSignature => TokenError::Expired,
             ErrorKind::ImmatureSignature => TokenError::NotYetValid,
-            ErrorKind::InvalidAudience => TokenError::Audience(self.resource.to_string()),
-            ErrorKind::InvalidIssuer => TokenError::Issuer(self.issuer.to_string()),
+            ErrorKind::InvalidAudience => TokenError::Audience(self.resource.clone()),
+            ErrorKind::InvalidIssuer => TokenError::Issuer(self.issuer.clone()),
             ErrorKind::MissingRequiredClaim(claim) => TokenError::MissingClaim(claim.clone()),
             ErrorKind::InvalidSignature => TokenError::Signature,
             _ => TokenError::Malformed(error.to_string()),
