@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Router;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -179,7 +179,12 @@ async fn resource_metadata(State(guard): State<Arc<Guard>>) -> Response {
     };
     let host = guard.served.host();
     let scopes: Vec<&str> = host.policy().oauth.scopes.keys().map(String::as_str).collect();
-    Json(metadata::document(oauth.resource(), oauth.issuer(), &scopes)).into_response()
+    let document = metadata::document(oauth.resource(), oauth.issuer(), &scopes);
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        document.to_string(),
+    )
+        .into_response()
 }
 
 /// The request's credentials decide its access (the static token: everything offered; an OAuth
@@ -191,7 +196,9 @@ async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let (access, client) = match guard.credentials(&request, peer).await {
+    // The header is taken out: a borrowed request cannot be held across the token check.
+    let presented = request.headers().get(header::AUTHORIZATION).cloned();
+    let (access, client) = match guard.credentials(presented, peer).await {
         Ok(found) => found,
         Err(refused) => return refused,
     };
@@ -209,7 +216,7 @@ async fn authenticate(
 impl Guard {
     async fn credentials(
         &self,
-        request: &Request,
+        presented: Option<HeaderValue>,
         peer: SocketAddr,
     ) -> Result<(Access, ClientId), Response> {
         let by_peer = ClientId(format!("peer:{}", peer.ip()));
@@ -217,7 +224,7 @@ impl Guard {
         if token.is_none() && oauth.is_none() {
             return Ok((Access::All, by_peer));
         }
-        let Some(presented) = request.headers().get(header::AUTHORIZATION) else {
+        let Some(presented) = presented else {
             return Err(match oauth {
                 Some(oauth) => challenge(
                     StatusCode::UNAUTHORIZED,
