@@ -283,7 +283,7 @@ mod tests {
         let base = Policy::builtin().unwrap();
         let digest = |policy: &Policy| Grant::none(policy).digest();
         type Widen = fn(&mut Policy);
-        let widened: [(&str, Widen); 6] = [
+        let widened: [(&str, Widen); 7] = [
             ("allow_addresses", |p| {
                 p.http.allow_addresses.push("127.0.0.1/32".parse().unwrap())
             }),
@@ -293,7 +293,8 @@ mod tests {
             ("allow_unconfined_processes", |p| {
                 p.allow_unconfined_processes = !p.allow_unconfined_processes
             }),
-            ("limits", |p| p.limits.timeout_ms += 1),
+            ("limits.default", |p| p.limits.default.timeout_ms += 1),
+            ("limits.ceiling", |p| p.limits.ceiling.timeout_ms += 1),
             ("capabilities.allow", |p| {
                 p.capabilities.allow.push("process".into())
             }),
