@@ -331,7 +331,10 @@ impl Policy {
         }
         // A scope is one token of RFC 6749's `scope` grammar: printable ASCII but space, `"`, `\`.
         if let Some(scope) = self.oauth.scopes.keys().find(|s| {
-            s.is_empty() || !s.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+            s.is_empty()
+                || !s
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
         }) {
             return Err(format!(
                 "oauth.scopes: `{scope}` is not a valid OAuth scope (printable ASCII without \

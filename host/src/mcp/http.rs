@@ -7,13 +7,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::routing::get;
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use axum::serve::ListenerExt;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -178,7 +178,13 @@ async fn resource_metadata(State(guard): State<Arc<Guard>>) -> Response {
         return StatusCode::NOT_FOUND.into_response();
     };
     let host = guard.served.host();
-    let scopes: Vec<&str> = host.policy().oauth.scopes.keys().map(String::as_str).collect();
+    let scopes: Vec<&str> = host
+        .policy()
+        .oauth
+        .scopes
+        .keys()
+        .map(String::as_str)
+        .collect();
     let document = metadata::document(oauth.resource(), oauth.issuer(), &scopes);
     (
         [(header::CONTENT_TYPE, "application/json")],

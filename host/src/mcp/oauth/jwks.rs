@@ -178,10 +178,13 @@ impl KeySource {
                 return Ok(None);
             }
             // Not fresh and fetched moments ago: that fetch failed.
-            return Err(state.last_error.clone().unwrap_or_else(|| JwksError::Fetch {
-                url: self.issuer_id.clone(),
-                reason: "no keys fetched yet".into(),
-            }));
+            return Err(state
+                .last_error
+                .clone()
+                .unwrap_or_else(|| JwksError::Fetch {
+                    url: self.issuer_id.clone(),
+                    reason: "no keys fetched yet".into(),
+                }));
         }
         state.last_attempt = Some(now);
         match self.fetch(&mut state).await {

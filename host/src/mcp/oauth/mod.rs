@@ -125,8 +125,7 @@ impl ResourceServer {
             url: options.resource.clone(),
             reason: e.to_string(),
         })?;
-        if !matches!(resource_url.scheme(), "http" | "https") || resource_url.fragment().is_some()
-        {
+        if !matches!(resource_url.scheme(), "http" | "https") || resource_url.fragment().is_some() {
             return Err(SetupError::BadUrl {
                 what: "--oauth-resource",
                 url: options.resource,
