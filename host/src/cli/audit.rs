@@ -627,7 +627,7 @@ fn limit_rows(
     let asked = manifest.map(|m| m.limits).unwrap_or_default();
     let effective = grant.map(|g| g.limits).unwrap_or(policy.limits.default);
     let show = |v: Option<u64>| v.map_or_else(|| "policy default".to_owned(), |v| v.to_string());
-    vec![
+    let mut rows = vec![
         (
             "memory_bytes",
             show(asked.memory_bytes.map(|v| v as u64)),
@@ -640,7 +640,21 @@ fn limit_rows(
             show(asked.output_bytes.map(|v| v as u64)),
             effective.output_bytes as u64,
         ),
-    ]
+    ];
+    // The key-value quota, for a component that keeps data: an absent one is the policy's
+    // ceiling (`[kv] max_bytes`), and a larger one is clamped to it.
+    if let Some(kv) = manifest
+        .and_then(|m| m.capabilities.kv.as_ref())
+        .filter(|kv| !kv.buckets.is_empty())
+    {
+        rows.push((
+            "kv_max_bytes",
+            kv.max_bytes
+                .map_or_else(|| "policy ceiling".to_owned(), |v| v.to_string()),
+            crate::caps::kv::quota(kv, policy.kv_quota_ceiling()),
+        ));
+    }
+    rows
 }
 
 fn limits_json(manifest: Option<&Manifest>, policy: &Policy, grant: Option<&Grant>) -> Value {
