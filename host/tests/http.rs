@@ -1,7 +1,8 @@
 //! Outbound HTTP end to end: the `http`, `web_fetch` and `html_to_markdown` components against a
 //! real HTTPS server on 127.0.0.1 (test CA), admitted by a test-only policy entry; the default
 //! policy refuses the same address. Redirects, size caps (honest, lying and missing lengths),
-//! deadlines, the per-call request cap, rate limits, leak scanning and credential injection.
+//! deadlines, the per-call request cap, rate limits, leak scanning, credential injection, and a
+//! certificate from a CA the policy does not trust.
 
 mod common;
 #[path = "https_server/mod.rs"]
@@ -186,6 +187,28 @@ async fn a_get_reaches_the_lab_server_and_the_default_policy_refuses_it() {
     let e = err(&default, "http", get(&server.url("/echo"))).await;
     assert!(matches!(e, ToolError::PermissionDenied(_)), "{e:?}");
     assert!(e.to_string().contains("loopback"), "{e}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), before);
+}
+
+#[tokio::test]
+async fn a_certificate_from_a_ca_the_policy_does_not_trust_is_refused() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    // The lab entry admits the address, but the policy trusts only the public roots, not the
+    // server's test CA: the handshake fails and no request reaches the server.
+    let untrusted = Policy::parse(
+        &DEFAULT_POLICY.replace("allow_addresses = []", "allow_addresses = [\"127.0.0.1\"]"),
+        Path::new("test-policy.toml"),
+    )
+    .expect("policy");
+    let h = host(data.path(), &server, untrusted, None, &[]).await;
+    let before = server.hits.load(Ordering::SeqCst);
+    let e = err(&h, "http", get(&server.url("/echo"))).await;
+    let text = e.to_string().to_lowercase();
+    assert!(
+        text.contains("tls") || text.contains("certificate"),
+        "{e}"
+    );
     assert_eq!(server.hits.load(Ordering::SeqCst), before);
 }
 
