@@ -81,7 +81,10 @@ async fn a_secrets_store_under_another_key_is_a_host_fault_of_the_call_asking() 
         .await;
     match report.result {
         Err(ToolError::HostFault(fault)) => {
-            assert!(fault.contains("does not match the secrets store"), "{fault}")
+            assert!(
+                fault.contains("does not match the secrets store"),
+                "{fault}"
+            )
         }
         other => panic!("expected a host fault, got {other:?}"),
     }
@@ -100,14 +103,20 @@ async fn a_secrets_store_under_another_key_is_a_host_fault_of_the_call_asking() 
 async fn a_host_fault_under_an_invoked_tool_is_the_invoking_calls_host_fault() {
     let work = tempfile::tempdir().expect("tempdir");
     let wasm = std::fs::read(fixture("test-invoke")).expect("test-invoke");
-    let manifest = std::fs::read_to_string(common::repo().join("components/test-invoke/manifest.toml"))
-        .expect("manifest")
-        .replace("tools = { ", "tools = { mem = \"memory_write\", ");
+    let manifest =
+        std::fs::read_to_string(common::repo().join("components/test-invoke/manifest.toml"))
+            .expect("manifest")
+            .replace("tools = { ", "tools = { mem = \"memory_write\", ");
     let relay = work.path().join("test-invoke-mem.wasm");
     std::fs::write(&relay, resign(&wasm, &manifest)).expect("write");
     // The fixture's own files grant names `mine/`.
     std::fs::create_dir_all(work.path().join("workspace/mine")).expect("mine");
-    let host = TestEnv::host_in(work.path(), &[component("memory"), relay], Limits::default()).await;
+    let host = TestEnv::host_in(
+        work.path(),
+        &[component("memory"), relay],
+        Limits::default(),
+    )
+    .await;
     break_database(work.path());
     // The relay hands the invoked tool's error back as its own; the host fault still wins.
     let report = host

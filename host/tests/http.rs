@@ -205,10 +205,7 @@ async fn a_certificate_from_a_ca_the_policy_does_not_trust_is_refused() {
     let before = server.hits.load(Ordering::SeqCst);
     let e = err(&h, "http", get(&server.url("/echo"))).await;
     let text = e.to_string().to_lowercase();
-    assert!(
-        text.contains("tls") || text.contains("certificate"),
-        "{e}"
-    );
+    assert!(text.contains("tls") || text.contains("certificate"), "{e}");
     assert_eq!(server.hits.load(Ordering::SeqCst), before);
 }
 

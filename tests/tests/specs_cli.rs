@@ -164,7 +164,10 @@ fn embed_audit_publish_and_install_run_nothing_with_rights() {
         "allow = [{ host = \"*\", scheme = \"http\" }]",
         &format!("allow = [{{ host = \"127.0.0.1\", scheme = \"http\", port = {port} }}]"),
     );
-    assert_ne!(narrowed, authored, "the fixture's grant changed: update this test");
+    assert_ne!(
+        narrowed, authored,
+        "the fixture's grant changed: update this test"
+    );
     let manifest = dir.path().join("test-specs.toml");
     std::fs::write(&manifest, narrowed).expect("manifest");
     let embedded = dir.path().join("test-specs.wasm");
@@ -213,7 +216,10 @@ fn embed_audit_publish_and_install_run_nothing_with_rights() {
     // the silence above is the host's doing, not a test that could not have failed.
     dirs.ok(&["call", "ping", "{}"]);
     // (`ping` reaches out, and so does the SDK's tool lookup, which calls `tools()` in the call.)
-    assert!(seen.load(Ordering::SeqCst) > 0, "the call reached the server");
+    assert!(
+        seen.load(Ordering::SeqCst) > 0,
+        "the call reached the server"
+    );
     assert!(
         ws.join("specs-wrote-this").exists(),
         "the call wrote its file"

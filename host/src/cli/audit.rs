@@ -804,10 +804,7 @@ mod tests {
 
     #[test]
     fn the_kv_quota_is_shown_asked_and_clamped_by_the_policy() {
-        assert_eq!(
-            kv_row("", 4096),
-            Some(("policy ceiling".to_owned(), 4096))
-        );
+        assert_eq!(kv_row("", 4096), Some(("policy ceiling".to_owned(), 4096)));
         assert_eq!(
             kv_row("max_bytes = 1000", 4096),
             Some(("1000".to_owned(), 1000))
