@@ -244,6 +244,8 @@ fn watch_components(
         workspace: cli.workspace.clone(),
         policy: cli.policy.clone(),
         trusted_keys: cli.trusted_keys.clone(),
+        state_url: cli.state_url.clone(),
+        state_url_on_argv: cli.state_url_on_argv,
         verbose: cli.verbose,
         command: Command::Serve(args.clone()),
     });
