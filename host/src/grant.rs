@@ -293,7 +293,7 @@ mod tests {
             ("allow_unconfined_processes", |p| {
                 p.allow_unconfined_processes = !p.allow_unconfined_processes
             }),
-            ("limits", |p| p.limits.timeout_ms += 1),
+            ("limits", |p| p.limits.ceiling.timeout_ms += 1),
             ("capabilities.allow", |p| {
                 p.capabilities.allow.push("process".into())
             }),
