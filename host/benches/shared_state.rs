@@ -36,10 +36,14 @@ fn built(name: &str) -> PathBuf {
 }
 
 fn chitin(data: &Path) -> Command {
+    // The workspace sits beside the data directory, never holding it.
+    let workspace = data.join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_chitin"));
     cmd.env_remove("CHITIN_COMPONENTS")
         .env_remove("CHITIN_POLICY")
         .env("CHITIN_DATA_DIR", data)
+        .env("CHITIN_WORKSPACE", &workspace)
         .env(
             "CHITIN_TRUSTED_KEYS",
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys"),

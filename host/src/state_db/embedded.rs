@@ -6,11 +6,12 @@
 //! released. Every transaction therefore reads what any process committed before it, a commit
 //! is durable (`Durability::Immediate`) before it returns, and a process killed mid-transaction
 //! leaves the last commit intact and its lock released by the kernel (redb repairs the file on
-//! the next open). Threads of one process queue on a local mutex first, so only one of them
-//! contends for the file lock.
+//! the next open). Reads share the lock and open the file read-only, so they run side by side
+//! and write nothing. Threads of one process queue on a local lock first, so only one writer
+//! of them contends for the file lock.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
@@ -38,7 +39,7 @@ const SECRETS_META: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets
 pub struct RedbState {
     path: PathBuf,
     lock_path: PathBuf,
-    local: Mutex<()>,
+    local: RwLock<()>,
 }
 
 impl RedbState {
@@ -49,7 +50,7 @@ impl RedbState {
         Self {
             path: path.to_owned(),
             lock_path: PathBuf::from(lock_path),
-            local: Mutex::new(()),
+            local: RwLock::new(()),
         }
     }
 
@@ -66,11 +67,37 @@ impl RedbState {
         }
     }
 
-    /// Run `f` in a read transaction.
+    /// Run `f` in a read transaction. Readers share the lock and open the file read-only:
+    /// closing a writable redb handle records its allocator state with fsyncs even when
+    /// nothing was written, which made every read cost a write under the exclusive lock. A file
+    /// not closed cleanly (its writer was killed) cannot be opened read-only; the read then
+    /// takes the exclusive path, which repairs it.
     fn read<R, E: From<StateError>>(
         &self,
         f: impl FnOnce(&redb::ReadTransaction) -> Result<R, E>,
     ) -> Result<R, E> {
+        let local = self.local.read().unwrap_or_else(|p| p.into_inner());
+        let (lock, waited) =
+            FileLock::acquire_shared(&self.lock_path, LOCK_WAIT).map_err(|lock| {
+                StateError::Busy {
+                    path: self.path.clone(),
+                    lock,
+                }
+            })?;
+        log_wait(waited);
+        match redb::Builder::new().open_read_only(&self.path) {
+            Ok(db) => {
+                let txn = db.begin_read().map_err(|e| self.storage(e))?;
+                return f(&txn);
+            }
+            // Not created yet, or in need of repair: the exclusive path creates or repairs.
+            Err(redb::DatabaseError::RepairAborted) => {}
+            Err(redb::DatabaseError::Storage(redb::StorageError::Io(e)))
+                if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(self.open_error(e).into()),
+        }
+        drop(lock);
+        drop(local);
         self.with_db(|db| {
             let txn = db.begin_read().map_err(|e| self.storage(e))?;
             f(&txn)
@@ -354,17 +381,13 @@ impl RedbState {
     ) -> Result<R, E> {
         // A poisoned mutex only means another thread panicked mid-transaction; redb rolled
         // that transaction back, so carry on.
-        let _local = self.local.lock().unwrap_or_else(|p| p.into_inner());
+        let _local = self.local.write().unwrap_or_else(|p| p.into_inner());
         let (_lock, waited) =
             FileLock::acquire(&self.lock_path, LOCK_WAIT).map_err(|lock| StateError::Busy {
                 path: self.path.clone(),
                 lock,
             })?;
-        tracing::debug!(
-            target: "chitin::state_db",
-            lock_wait_us = waited.as_micros() as u64,
-            "database lock taken"
-        );
+        log_wait(waited);
         let db = self.open()?;
         let out = f(&db);
         // Closed before the lock guard drops, so the next holder can open the file.
@@ -404,6 +427,15 @@ impl RedbState {
             _ => StateError::Storage { path, reason },
         }
     }
+}
+
+/// The lock wait, for the benchmark (`chitin::state_db=debug`).
+fn log_wait(waited: std::time::Duration) {
+    tracing::debug!(
+        target: "chitin::state_db",
+        lock_wait_us = waited.as_micros() as u64,
+        "database lock taken"
+    );
 }
 
 fn text_table(table: Records) -> TableDefinition<'static, &'static str, &'static str> {
