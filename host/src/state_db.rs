@@ -133,8 +133,8 @@ pub trait KvTxn {
 pub enum StateDb {
     /// A redb file in the data directory (the default).
     Redb(RedbState),
-    /// A PostgreSQL database shared by replicas.
-    Postgres(PgState),
+    /// A PostgreSQL database shared by replicas (boxed: its pool and TLS setup are large).
+    Postgres(Box<PgState>),
 }
 
 impl StateDb {
@@ -148,7 +148,7 @@ impl StateDb {
     /// `path`.
     pub fn open(path: &Path, url: Option<&StateUrl>) -> Result<Self, StateError> {
         Ok(match url {
-            Some(url) => Self::Postgres(PgState::new(url)?),
+            Some(url) => Self::Postgres(Box::new(PgState::new(url)?)),
             None => Self::new(path),
         })
     }

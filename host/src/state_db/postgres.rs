@@ -308,7 +308,7 @@ impl PgState {
                 .connect(self.tls.clone())
                 .map_err(|e| StateError::Offline {
                     target: self.target.clone(),
-                    reason: e.to_string(),
+                    reason: with_causes(&e),
                 })?;
         if !self.migrated.load(Ordering::Acquire) {
             migrate(&mut client, &self.target)?;
@@ -464,8 +464,8 @@ impl PgState {
             )?;
             let old: Option<Vec<u8>> = row.map(|r| r.get(0));
             let Some(f) = f.take() else {
-                // A retried transaction after `f` ran: never, since `f` runs last and its
-                // failure is not retried; refuse rather than guess.
+                // Retried after `f` decided (a deadlock on its one row, not expected): fail
+                // the request rather than decide it twice.
                 return Err(StateError::Remote {
                     target: t.target.to_owned(),
                     reason: "rate update retried after it was decided".into(),
@@ -593,7 +593,7 @@ fn classify(target: &str, e: &postgres::Error) -> StateError {
     };
     let reason = match e.as_db_error() {
         Some(db) => db.message().to_owned(),
-        None => e.to_string(),
+        None => with_causes(e),
     };
     if offline {
         StateError::Offline {
@@ -606,6 +606,21 @@ fn classify(target: &str, e: &postgres::Error) -> StateError {
             reason,
         }
     }
+}
+
+/// An error and its causes, on one line ("error connecting to server: Connection refused").
+fn with_causes(e: &postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// Bring the schema to the newest version this chitin knows, once across replicas.
@@ -748,5 +763,34 @@ impl KvTxn for Txn<'_, '_> {
             &[&component, &bytes],
         )
         .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_is_refused_on_the_command_line_and_never_shown() {
+        let url = "postgres://chitin:hunter2@db.example:5432/state";
+        let err = StateUrl::parse(url, true).unwrap_err();
+        assert!(matches!(err, StateUrlError::PasswordInArgv), "{err}");
+        assert!(err.to_string().contains("CHITIN_STATE_URL"), "{err}");
+        let parsed = StateUrl::parse(url, false).expect("from the environment");
+        assert_eq!(parsed.target(), "chitin@db.example:5432/state");
+        assert!(!format!("{parsed:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn tls_is_required_off_loopback_unless_the_url_says_otherwise() {
+        let remote = StateUrl::parse("postgres://c@db.example/s", false).expect("url");
+        assert_eq!(remote.config.get_ssl_mode(), SslMode::Require);
+        let local = StateUrl::parse("postgres://c@127.0.0.1/s", false).expect("url");
+        assert_eq!(local.config.get_ssl_mode(), SslMode::Prefer);
+        let chosen =
+            StateUrl::parse("postgres://c@db.example/s?sslmode=disable", false).expect("url");
+        assert_eq!(chosen.config.get_ssl_mode(), SslMode::Disable);
+        let err = StateUrl::parse("mysql://c@db.example/s", false).unwrap_err();
+        assert!(matches!(err, StateUrlError::Scheme(_)), "{err}");
     }
 }
