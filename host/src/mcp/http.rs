@@ -1,6 +1,6 @@
 //! `chitin serve --http`: MCP over Streamable HTTP (rmcp's service mounted in axum), guarded by
 //! a per-client rate limit and a bearer token, with Host/Origin checks against DNS rebinding and
-//! a cap on request bodies.
+//! a cap on request bodies. `/healthz` and `/readyz` answer probes without the token.
 
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
@@ -12,6 +12,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use axum::serve::ListenerExt;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -25,6 +26,10 @@ use crate::mcp::{McpServer, Served};
 
 /// The path the MCP endpoint is served on.
 pub const MCP_PATH: &str = "/mcp";
+/// Liveness: 200 while the process serves.
+pub const HEALTH_PATH: &str = "/healthz";
+/// Readiness: 200 when components are loaded and the state database answers, else 503.
+pub const READY_PATH: &str = "/readyz";
 
 /// Largest request body accepted (JSON-RPC messages are small; tool arguments are capped too).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -68,14 +73,24 @@ struct Guard {
     limiter: DefaultKeyedRateLimiter<IpAddr>,
 }
 
-/// Serve MCP on `listener` until `shutdown` is cancelled. Requests must carry `token` unless it
+/// When the server stops: `accepting` cancelled stops taking connections and lets requests in
+/// flight finish; `sessions` cancelled ends the MCP sessions (and their streams) too.
+#[derive(Debug, Clone, Default)]
+pub struct Shutdown {
+    /// Stop accepting connections.
+    pub accepting: CancellationToken,
+    /// End every session now.
+    pub sessions: CancellationToken,
+}
+
+/// Serve MCP on `listener` until `shutdown` says stop. Requests must carry `token` unless it
 /// is `None`.
 pub async fn serve(
     listener: TcpListener,
     served: Arc<Served>,
     token: Option<BearerToken>,
     options: &HttpOptions,
-    shutdown: CancellationToken,
+    shutdown: Shutdown,
 ) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     let hosts = allowed_hosts(addr, &options.extra_hosts);
@@ -86,8 +101,9 @@ pub async fn serve(
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(MAX_BODY_BYTES)
-        .with_cancellation_token(shutdown.child_token());
+        .with_cancellation_token(shutdown.sessions.child_token());
     let page_size = options.page_size;
+    let probed = served.clone();
     let service = StreamableHttpService::new(
         move || Ok(McpServer::new(served.clone(), page_size)),
         Arc::new(LocalSessionManager::default()),
@@ -99,9 +115,14 @@ pub async fn serve(
             Quota::per_second(options.rate_per_second).allow_burst(options.burst),
         ),
     });
+    // Probes come from the orchestrator, without the token; they are added after the guard
+    // layer, which therefore does not cover them.
     let app = Router::new()
         .route_service(MCP_PATH, service)
-        .layer(middleware::from_fn_with_state(guard, check_request));
+        .layer(middleware::from_fn_with_state(guard, check_request))
+        .route(HEALTH_PATH, get(|| async { "ok\n" }))
+        .route(READY_PATH, get(ready))
+        .with_state(probed);
     // Without TCP_NODELAY a response written in more than one segment waits for the client's
     // delayed ACK (~40 ms) on every call after the first on a kept-alive connection.
     let listener = listener.tap_io(|stream| {
@@ -113,8 +134,30 @@ pub async fn serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown.cancelled_owned())
+    .with_graceful_shutdown(shutdown.accepting.cancelled_owned())
     .await
+}
+
+/// `/readyz`: components loaded and the state database reachable.
+async fn ready(State(served): State<Arc<Served>>) -> Response {
+    let host = served.host();
+    if host.components().is_empty() {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: no component is loaded\n".into(),
+        );
+    }
+    let state = host.services().state().clone();
+    // The check may connect to PostgreSQL, which blocks.
+    let checked = tokio::task::spawn_blocking(move || state.ping()).await;
+    match checked {
+        Ok(Ok(())) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(Err(e)) => refusal(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}\n")),
+        Err(e) => refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: the database check failed: {e}\n"),
+        ),
+    }
 }
 
 /// Rate limit first (so guessing tokens is throttled too), then the bearer token.
