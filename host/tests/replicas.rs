@@ -191,8 +191,10 @@ async fn run() {
     let failed = b
         .call("memory_search", json!({"query": "replicamarker"}))
         .await;
+    // A database fault is the operator's, not the tool's: a JSON-RPC error, not a tool result.
     let text = text_of(&failed);
-    assert_eq!(failed["isError"], true, "{failed}");
+    assert_eq!(failed["code"], -32603, "{failed}");
+    assert!(text.contains("host fault"), "{failed}");
     assert!(text.contains("state database"), "{failed}");
     assert!(text.contains("cannot be reached"), "{failed}");
     let echoed = b.call("echo", json!({"message": "still here"})).await;
