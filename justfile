@@ -5,7 +5,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 # First-party tool components, built into build/components (the folder the host loads by default).
 components := "echo time json fs memory shell markdown http web-fetch html-to-markdown"
 # Test fixtures (hostile and special-purpose components), built into build/fixtures.
-fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance test-invoke test-reader test-lib-text test-lib-files test-composed test-composed-b test-http test-specs"
+fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance test-invoke test-reader test-lib-text test-lib-files test-composed test-composed-b test-http test-specs test-typed"
 # The native test run: every workspace crate but the components (built for wasm32-wasip2 instead),
 # except fs and memory, whose pure logic has native unit tests. One run builds them all with one
 # set of dependency features.
@@ -39,7 +39,8 @@ build-fixtures: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", fixtures) }}
     {{ chitin_build }}
     mkdir -p build/fixtures
-    for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/fixtures/$c.wasm"; done
+    # A fixture of typed WIT exports has its WIT beside it, whose doc comments describe its tools.
+    for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" $(test -d "components/$c/wit" && echo --wit "components/$c/wit") -o "build/fixtures/$c.wasm"; done
     "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
     for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/fixtures/$c.wasm" --key dev; done
 
