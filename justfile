@@ -49,10 +49,14 @@ build-fixtures: wasm-target
 # - thirdparty/wordcount-js (acme/wordcount), JavaScript, by plain `jco componentize` (WASI left
 #   on) with jco and componentize-js from npm, pinned by its package-lock.json;
 # - thirdparty/textstats-py (acme/textstats), Python, by plain `componentize-py componentize`,
-#   pinned by its requirements.txt, in a venv under target/.
+#   pinned by its requirements.txt, in a venv under target/;
+# - thirdparty/measure-rs (acme/measure), Rust, plain typed WIT exports (no `chitin:tool`), by
+#   plain `cargo build --target wasm32-wasip2 --release` with wit-bindgen from crates.io, pinned
+#   by its Cargo.lock; outside the workspace, so the workspace test run never builds it.
 # Every step is cached: a tool set is installed only when its pin changed, and a component is
-# rebuilt only when its sources, the WIT contracts or the pin changed (a stamp holds their hash).
-build-thirdparty:
+# rebuilt only when its sources, the WIT contracts or the pin changed (a stamp holds their hash;
+# cargo keeps its own).
+build-thirdparty: wasm-target
     {{ chitin_build }}
     mkdir -p build/thirdparty
     # `npm install` with the lock beside it installs exactly the locked tree (`npm ci` would refuse
@@ -64,6 +68,10 @@ build-thirdparty:
     py="${CARGO_TARGET_DIR:-target}/thirdparty-py"; if ! cmp -s thirdparty/textstats-py/requirements.txt "$py/installed.txt"; then rm -rf "$py/venv" && mkdir -p "$py" && python3 -m venv "$py/venv" && "$py/venv/bin/pip" install --quiet --disable-pip-version-check -r thirdparty/textstats-py/requirements.txt && cp thirdparty/textstats-py/requirements.txt "$py/installed.txt"; fi
     py="${CARGO_TARGET_DIR:-target}/thirdparty-py"; sum="$(cat thirdparty/textstats-py/app.py thirdparty/textstats-py/requirements.txt $(find wit -name '*.wit' | sort) | sha256sum)"; if [ "$sum" != "$(cat "$py/built.sum" 2>/dev/null)" ] || [ ! -e "$py/textstats-py.wasm" ]; then "$py/venv/bin/componentize-py" -d wit -w tool-component componentize -p thirdparty/textstats-py app -o "$py/textstats-py.wasm" && echo "$sum" > "$py/built.sum"; fi
     "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/thirdparty-py/textstats-py.wasm" thirdparty/textstats-py/manifest.toml -o build/thirdparty/textstats-py.wasm
+    # Its own target directory: the workspace's dependency features never mix with its own.
+    cargo build --quiet --locked --release --target wasm32-wasip2 --manifest-path thirdparty/measure-rs/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}/thirdparty-rs"
+    # The built component keeps no doc comments: `--wit` reads them from its WIT sources.
+    "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/thirdparty-rs/wasm32-wasip2/release/measure_rs.wasm" thirdparty/measure-rs/manifest.toml --wit thirdparty/measure-rs/wit -o build/thirdparty/measure-rs.wasm
     @ls -l build/thirdparty
 
 # Build what is needed and run chitin's main job: serve the built-in components over MCP on
