@@ -119,7 +119,11 @@ pub fn check(
             });
         }
     }
-    Ok(if found_tool { Shape::Tool } else { Shape::Typed })
+    Ok(if found_tool {
+        Shape::Tool
+    } else {
+        Shape::Typed
+    })
 }
 
 fn interface_of(name: &str) -> &str {

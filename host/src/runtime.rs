@@ -9,8 +9,8 @@ use chitin_registry::artifact::{self, ContentHash};
 use chitin_registry::manifest::{ComponentKind, Manifest};
 use chitin_registry::signature;
 use wasmtime::Engine;
-use wasmtime::component::{InstancePre, Linker};
 use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{InstancePre, Linker};
 
 use crate::approval::CallContext;
 use crate::bindings::ToolComponentPre;
@@ -422,12 +422,13 @@ impl Runtime {
                         cause,
                     }
                 })?;
-                let mut specs = typed_exports::specs(&funcs, &Docs::default()).map_err(|cause| {
-                    LoadError::TypedExport {
-                        path: path.to_owned(),
-                        cause,
-                    }
-                })?;
+                let mut specs =
+                    typed_exports::specs(&funcs, &Docs::default()).map_err(|cause| {
+                        LoadError::TypedExport {
+                            path: path.to_owned(),
+                            cause,
+                        }
+                    })?;
                 // The binary keeps no doc comments: the descriptions are the signed ones
                 // (`chitin manifest embed --wit` recorded them from the WIT sources).
                 if let Some(m) = grant.manifest.as_ref() {
@@ -507,12 +508,13 @@ impl Runtime {
             .map(|(name, _)| name.to_owned())
             .filter(|name| !name.starts_with("wasi:") && !name.starts_with("chitin:host/"))
             .collect();
-        let shape = crate::contract::check(&self.engine, &component, &libraries).map_err(|cause| {
-            LoadError::Contract {
-                path: path.to_owned(),
-                cause,
-            }
-        })?;
+        let shape =
+            crate::contract::check(&self.engine, &component, &libraries).map_err(|cause| {
+                LoadError::Contract {
+                    path: path.to_owned(),
+                    cause,
+                }
+            })?;
         if shape == Shape::Typed {
             let typed = |cause| LoadError::TypedExport {
                 path: path.to_owned(),
@@ -633,8 +635,8 @@ impl Runtime {
             state,
             &component.grant.limits,
         )
-            .await
-            .map_err(|e| ToolError::ExecutionFailed(format!("cannot instantiate: {e:#}")))
+        .await
+        .map_err(|e| ToolError::ExecutionFailed(format!("cannot instantiate: {e:#}")))
     }
 
     /// Call tool number `index` of `component` in a fresh sandbox, after validating the

@@ -42,7 +42,9 @@ fn golden(tool: &str) {
     }))
     .expect("json")
         + "\n";
-    let path = repo().join("tests/golden/typed").join(format!("{tool}.json"));
+    let path = repo()
+        .join("tests/golden/typed")
+        .join(format!("{tool}.json"));
     if std::env::var_os("CHITIN_BLESS").is_some() {
         std::fs::create_dir_all(path.parent().expect("dir")).expect("golden dir");
         std::fs::write(&path, &actual).expect("bless");
@@ -102,13 +104,30 @@ async fn every_kind_of_value_goes_in_and_comes_back_as_json() {
             "kinds_echo_integers",
             json!({"a": -128, "b": 255, "c": -32768, "d": 65535, "e": -2147483648i64,
                    "f": 4294967295u64, "g": i64::MIN, "h": u64::MAX}),
-            json!([-128, 255, -32768, 65535, -2147483648i64, 4294967295u64, i64::MIN, u64::MAX]),
+            json!([
+                -128,
+                255,
+                -32768,
+                65535,
+                -2147483648i64,
+                4294967295u64,
+                i64::MIN,
+                u64::MAX
+            ]),
         ),
-        ("kinds_echo_floats", json!({"a": 1.5, "b": -0.25}), json!([1.5, -0.25])),
+        (
+            "kinds_echo_floats",
+            json!({"a": 1.5, "b": -0.25}),
+            json!([1.5, -0.25]),
+        ),
         ("kinds_echo_char", json!({"v": "é"}), json!("é")),
         ("kinds_echo_string", json!({"v": "hi"}), json!("hi")),
         ("kinds_echo_option", json!({"w": []}), json!(null)),
-        ("kinds_echo_option", json!({"v": 7, "w": ["a", null]}), json!(7)),
+        (
+            "kinds_echo_option",
+            json!({"v": 7, "w": ["a", null]}),
+            json!(7),
+        ),
         (
             "kinds_echo_record",
             json!({"p": {"x": 1, "y": -2}}),
@@ -119,16 +138,32 @@ async fn every_kind_of_value_goes_in_and_comes_back_as_json() {
             json!({"v": {"tag": "square", "value": 3}}),
             json!({"tag": "square", "value": 3}),
         ),
-        ("kinds_echo_variant", json!({"v": {"tag": "empty"}}), json!({"tag": "empty"})),
+        (
+            "kinds_echo_variant",
+            json!({"v": {"tag": "empty"}}),
+            json!({"tag": "empty"}),
+        ),
         ("kinds_echo_enum", json!({"v": "green"}), json!("green")),
-        ("kinds_echo_flags", json!({"v": ["write", "read"]}), json!(["read", "write"])),
-        ("kinds_echo_tuple", json!({"v": ["a", 2, false]}), json!(["a", 2, false])),
+        (
+            "kinds_echo_flags",
+            json!({"v": ["write", "read"]}),
+            json!(["read", "write"]),
+        ),
+        (
+            "kinds_echo_tuple",
+            json!({"v": ["a", 2, false]}),
+            json!(["a", 2, false]),
+        ),
         (
             "kinds_echo_list",
             json!({"v": [{"x": 1, "y": 2, "label": "p"}]}),
             json!([{"x": 1, "y": 2, "label": "p"}]),
         ),
-        ("kinds_echo_bytes", json!({"v": "AAEC/w=="}), json!("AAEC/w==")),
+        (
+            "kinds_echo_bytes",
+            json!({"v": "AAEC/w=="}),
+            json!("AAEC/w=="),
+        ),
         ("kinds_echo_result", json!({"text": "fine"}), json!("fine")),
     ];
     for (tool, args, want) in cases {
@@ -147,7 +182,11 @@ async fn arguments_that_do_not_fit_are_refused_naming_the_field() {
             json!({"p": {"x": 3.5, "y": 0}}),
             "p.x: expected an integer in -2147483648..=2147483647, got 3.5",
         ),
-        ("kinds_echo_record", json!({"p": {"x": 1}}), "p.y: missing (it is required)"),
+        (
+            "kinds_echo_record",
+            json!({"p": {"x": 1}}),
+            "p.y: missing (it is required)",
+        ),
         (
             "kinds_echo_record",
             json!({"p": {"x": 1, "y": 2, "z": 3}}),
@@ -163,18 +202,46 @@ async fn arguments_that_do_not_fit_are_refused_naming_the_field() {
             json!({"a": 0, "b": 256, "c": 0, "d": 0, "e": 0, "f": 0, "g": 0, "h": 0}),
             "b: expected an integer in 0..=255, got 256",
         ),
-        ("kinds_echo_char", json!({"v": "ab"}), "v: expected a one-character string"),
-        ("kinds_echo_enum", json!({"v": "mauve"}), "v: expected one of red, green, blue"),
-        ("kinds_echo_flags", json!({"v": ["read", "read"]}), "v[1]: flag `read` appears twice"),
-        ("kinds_echo_tuple", json!({"v": ["a", 2]}), "v: expected an array of 3 items"),
-        ("kinds_echo_bytes", json!({"v": "not base64!"}), "v: expected base64 text"),
+        (
+            "kinds_echo_char",
+            json!({"v": "ab"}),
+            "v: expected a one-character string",
+        ),
+        (
+            "kinds_echo_enum",
+            json!({"v": "mauve"}),
+            "v: expected one of red, green, blue",
+        ),
+        (
+            "kinds_echo_flags",
+            json!({"v": ["read", "read"]}),
+            "v[1]: flag `read` appears twice",
+        ),
+        (
+            "kinds_echo_tuple",
+            json!({"v": ["a", 2]}),
+            "v: expected an array of 3 items",
+        ),
+        (
+            "kinds_echo_bytes",
+            json!({"v": "not base64!"}),
+            "v: expected base64 text",
+        ),
         (
             "kinds_echo_variant",
             json!({"v": {"tag": "square"}}),
             "v.value: missing (case `square` carries a value)",
         ),
-        ("kinds_echo_variant", json!({"v": {"tag": "hexagon"}}), "v.tag: expected {\"tag\": one of circle, square, empty"),
-        ("kinds_echo_bool", json!({"v": true, "w": 1}), "w: unknown argument (expected v)"),
+        (
+            "kinds_echo_variant",
+            json!({"v": {"tag": "hexagon"}}),
+            "v.tag: expected {\"tag\": one of circle, square, empty",
+        ),
+        (
+            "kinds_echo_bool",
+            json!({"v": true, "w": 1}),
+            "w: unknown argument (expected v)",
+        ),
         ("kinds_echo_bool", json!({}), "v: missing (it is required)"),
     ];
     for (tool, args, want) in cases {
@@ -197,7 +264,9 @@ async fn a_result_error_is_execution_failed_carrying_the_error_value() {
         .await;
     match report.result {
         Err(ToolError::ExecutionFailed(message)) => {
-            let (_, value) = message.split_once(": ").expect("the error value after `: `");
+            let (_, value) = message
+                .split_once(": ")
+                .expect("the error value after `: `");
             let value: Value = serde_json::from_str(value).expect("the error value is JSON");
             assert_eq!(value, json!({"x": 7, "y": 0, "label": "boom"}), "{message}");
             assert!(message.contains("kinds#echo-result"), "{message}");

@@ -690,7 +690,8 @@ fn request(
     params: Value,
 ) -> Value {
     let stdin = child.stdin.as_mut().expect("stdin");
-    let message = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let message =
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     writeln!(stdin, "{message}").expect("send");
     stdin.flush().expect("flush");
     loop {
@@ -715,7 +716,10 @@ fn a_rust_component_of_typed_wit_exports_is_installed_and_called_over_mcp() {
         "acme__stats_summarize",
         "acme__stats_manhattan",
     ] {
-        assert!(audit.contains(tool), "{tool} missing from the audit: {audit}");
+        assert!(
+            audit.contains(tool),
+            "{tool} missing from the audit: {audit}"
+        );
     }
 
     let (mut server, responses) = serve_mcp(&operator);
@@ -737,7 +741,13 @@ fn a_rust_component_of_typed_wit_exports_is_installed_and_called_over_mcp() {
         )
         .expect("initialized");
     }
-    let list = request(&mut server, &responses, 1, "tools/list", serde_json::json!({}));
+    let list = request(
+        &mut server,
+        &responses,
+        1,
+        "tools/list",
+        serde_json::json!({}),
+    );
     let tools = list["result"]["tools"].as_array().expect("tools");
     let tool = |name: &str| {
         tools
@@ -752,7 +762,10 @@ fn a_rust_component_of_typed_wit_exports_is_installed_and_called_over_mcp() {
         greet["description"],
         "Greet someone by name; `excited` ends the greeting with an exclamation mark."
     );
-    assert_eq!(greet["inputSchema"]["required"], serde_json::json!(["name"]));
+    assert_eq!(
+        greet["inputSchema"]["required"],
+        serde_json::json!(["name"])
+    );
     assert_eq!(
         greet["inputSchema"]["properties"]["excited"],
         serde_json::json!({"type": "boolean"})
@@ -783,8 +796,17 @@ fn a_rust_component_of_typed_wit_exports_is_installed_and_called_over_mcp() {
         "acme__greet",
         serde_json::json!({"name": "Ada", "excited": true}),
     );
-    assert_eq!(out["structuredContent"], serde_json::json!({"result": "Hello, Ada!"}), "{out}");
-    let out = call(&mut server, 3, "acme__greet", serde_json::json!({"name": "Ada"}));
+    assert_eq!(
+        out["structuredContent"],
+        serde_json::json!({"result": "Hello, Ada!"}),
+        "{out}"
+    );
+    let out = call(
+        &mut server,
+        3,
+        "acme__greet",
+        serde_json::json!({"name": "Ada"}),
+    );
     assert_eq!(out["structuredContent"]["result"], "Hello, Ada.", "{out}");
     let out = call(
         &mut server,
@@ -797,10 +819,20 @@ fn a_rust_component_of_typed_wit_exports_is_installed_and_called_over_mcp() {
         serde_json::json!({"count": 4, "total": 10, "mean": 2.5}),
         "{out}"
     );
-    let out = call(&mut server, 5, "acme__parse_int", serde_json::json!({"text": "-42"}));
+    let out = call(
+        &mut server,
+        5,
+        "acme__parse_int",
+        serde_json::json!({"text": "-42"}),
+    );
     assert_eq!(out["structuredContent"]["result"], -42, "{out}");
     // A `result` error is the call's execution-failed error, carrying the error value.
-    let out = call(&mut server, 6, "acme__parse_int", serde_json::json!({"text": "12x"}));
+    let out = call(
+        &mut server,
+        6,
+        "acme__parse_int",
+        serde_json::json!({"text": "12x"}),
+    );
     assert_eq!(out["isError"], true, "{out}");
     let text = out["content"][0]["text"].as_str().unwrap_or_default();
     assert!(

@@ -24,7 +24,8 @@ impl Docs {
                 if let WorldItem::Function(f) = item
                     && let Some(text) = &f.docs.contents
                 {
-                    docs.entry(f.name.clone()).or_insert_with(|| text.trim().to_owned());
+                    docs.entry(f.name.clone())
+                        .or_insert_with(|| text.trim().to_owned());
                 }
             }
         }

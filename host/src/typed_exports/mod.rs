@@ -19,7 +19,9 @@ pub use docs::Docs;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TypedExportError {
     /// A function's signature uses something chitin cannot serve as a tool.
-    #[error("exported function `{function}` {reason}; chitin serves plain synchronous functions of value types only")]
+    #[error(
+        "exported function `{function}` {reason}; chitin serves plain synchronous functions of value types only"
+    )]
     Unsupported {
         /// The function, as WIT names it (`name` or `interface#name`).
         function: String,
@@ -27,7 +29,9 @@ pub enum TypedExportError {
         reason: String,
     },
     /// Two functions map to the same tool name.
-    #[error("exported functions `{first}` and `{second}` would both be the tool `{tool}`; rename one")]
+    #[error(
+        "exported functions `{first}` and `{second}` would both be the tool `{tool}`; rename one"
+    )]
     Collision {
         /// The shared tool name.
         tool: String,
@@ -88,7 +92,10 @@ fn interface_short(name: &str) -> &str {
 /// Every function `component` exports, at world level or in an exported interface, as tools in
 /// export order. Resource methods, async functions and value types that have no JSON form are
 /// refused, naming the function.
-pub fn discover(engine: &Engine, component: &Component) -> Result<Vec<TypedFunc>, TypedExportError> {
+pub fn discover(
+    engine: &Engine,
+    component: &Component,
+) -> Result<Vec<TypedFunc>, TypedExportError> {
     let mut funcs: Vec<TypedFunc> = Vec::new();
     let ty = component.component_type();
     for (name, item) in ty.exports(engine) {

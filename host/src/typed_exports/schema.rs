@@ -4,8 +4,6 @@
 use serde_json::{Value, json};
 use wasmtime::component::types::{ComponentFunc, Type};
 
-
-
 /// Which way a value travels: options are left out of arguments but always present (as `null`
 /// when none) in results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

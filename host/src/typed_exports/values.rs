@@ -42,11 +42,17 @@ fn describe(value: &Value) -> String {
 /// `option` parameter is `none`; an unknown key is refused.
 pub fn params(func: &ComponentFunc, args: &Value) -> Result<Vec<Val>, ArgError> {
     let Value::Object(object) = args else {
-        return fail("arguments", format!("expected an object, got {}", describe(args)));
+        return fail(
+            "arguments",
+            format!("expected an object, got {}", describe(args)),
+        );
     };
     let names: Vec<&str> = func.params().map(|(n, _)| n).collect();
     if let Some(unknown) = object.keys().find(|k| !names.contains(&k.as_str())) {
-        return fail(unknown, format!("unknown argument (expected {})", list(&names)));
+        return fail(
+            unknown,
+            format!("unknown argument (expected {})", list(&names)),
+        );
     }
     func.params()
         .map(|(name, ty)| field(&ty, object.get(name), name))
@@ -102,7 +108,12 @@ pub fn from_json(ty: &Type, value: &Value, path: &str) -> Result<Val, ArgError> 
     Ok(match ty {
         Type::Bool => match value {
             Value::Bool(b) => Val::Bool(*b),
-            _ => return fail(path, format!("expected true or false, got {}", describe(value))),
+            _ => {
+                return fail(
+                    path,
+                    format!("expected true or false, got {}", describe(value)),
+                );
+            }
         },
         Type::S8 => Val::S8(integer(value, path, (i8::MIN, i8::MAX))?),
         Type::U8 => Val::U8(integer(value, path, (u8::MIN, u8::MAX))?),
@@ -114,7 +125,12 @@ pub fn from_json(ty: &Type, value: &Value, path: &str) -> Result<Val, ArgError> 
         Type::U64 => Val::U64(integer(value, path, (u64::MIN, u64::MAX))?),
         Type::Float32 => match value.as_f64() {
             Some(f) if f.abs() <= f64::from(f32::MAX) => Val::Float32(f as f32),
-            _ => return fail(path, format!("expected a 32-bit number, got {}", describe(value))),
+            _ => {
+                return fail(
+                    path,
+                    format!("expected a 32-bit number, got {}", describe(value)),
+                );
+            }
         },
         Type::Float64 => match value.as_f64() {
             Some(f) => Val::Float64(f),
@@ -142,7 +158,10 @@ pub fn from_json(ty: &Type, value: &Value, path: &str) -> Result<Val, ArgError> 
                 Err(e) => return fail(path, format!("expected base64 text: {e}")),
             },
             (Type::U8, _) => {
-                return fail(path, format!("expected base64 text, got {}", describe(value)));
+                return fail(
+                    path,
+                    format!("expected base64 text, got {}", describe(value)),
+                );
             }
             (item, Value::Array(items)) => Val::List(
                 items
@@ -213,7 +232,12 @@ pub fn from_json(ty: &Type, value: &Value, path: &str) -> Result<Val, ArgError> 
         }
         Type::Variant(variant) => {
             let names: Vec<&str> = variant.cases().map(|c| c.name).collect();
-            let expected = || format!("expected {{\"tag\": one of {}, \"value\": ...}}", list(&names));
+            let expected = || {
+                format!(
+                    "expected {{\"tag\": one of {}, \"value\": ...}}",
+                    list(&names)
+                )
+            };
             let Value::Object(object) = value else {
                 return fail(path, format!("{}, got {}", expected(), describe(value)));
             };
@@ -222,12 +246,20 @@ pub fn from_json(ty: &Type, value: &Value, path: &str) -> Result<Val, ArgError> 
                 return fail(&format!("{path}.tag"), expected());
             };
             if let Some(extra) = object.keys().find(|k| *k != "tag" && *k != "value") {
-                return fail(&format!("{path}.{extra}"), "unknown field (expected tag, value)");
+                return fail(
+                    &format!("{path}.{extra}"),
+                    "unknown field (expected tag, value)",
+                );
             }
             let at = format!("{path}.value");
             let payload = match (&case.ty, object.get("value")) {
                 (Some(ty), Some(v)) => Some(Box::new(from_json(ty, v, &at)?)),
-                (Some(_), None) => return fail(&at, format!("missing (case `{}` carries a value)", case.name)),
+                (Some(_), None) => {
+                    return fail(
+                        &at,
+                        format!("missing (case `{}` carries a value)", case.name),
+                    );
+                }
                 (None, None) => None,
                 (None, Some(_)) => {
                     return fail(&at, format!("case `{}` carries no value", case.name));
@@ -262,7 +294,10 @@ pub fn from_json(ty: &Type, value: &Value, path: &str) -> Result<Val, ArgError> 
                 _ => {
                     return fail(
                         path,
-                        format!("expected {{\"ok\": ...}} or {{\"err\": ...}}, got {}", describe(value)),
+                        format!(
+                            "expected {{\"ok\": ...}} or {{\"err\": ...}}, got {}",
+                            describe(value)
+                        ),
                     );
                 }
             };
@@ -272,7 +307,11 @@ pub fn from_json(ty: &Type, value: &Value, path: &str) -> Result<Val, ArgError> 
                 (None, Value::Null) => None,
                 (None, v) => return fail(&at, format!("expected null, got {}", describe(v))),
             };
-            Val::Result(if key == "ok" { Ok(payload) } else { Err(payload) })
+            Val::Result(if key == "ok" {
+                Ok(payload)
+            } else {
+                Err(payload)
+            })
         }
         Type::Flags(flags) => {
             let names: Vec<&str> = flags.names().collect();
