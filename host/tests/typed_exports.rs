@@ -269,7 +269,10 @@ async fn a_result_error_is_execution_failed_carrying_the_error_value() {
                 .expect("the error value after `: `");
             let value: Value = serde_json::from_str(value).expect("the error value is JSON");
             assert_eq!(value, json!({"x": 7, "y": 0, "label": "boom"}), "{message}");
-            assert!(message.contains("kinds#echo-result"), "{message}");
+            assert!(
+                message.contains("fixture:typed/kinds@0.1.0#echo-result` returned an error"),
+                "{message}"
+            );
         }
         other => panic!("expected execution-failed, got {other:?}"),
     }
