@@ -25,7 +25,7 @@ use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
 use chitin_host::data_dir::DataDir;
 use chitin_host::engine::EngineOptions;
 use chitin_host::policy::{DEFAULT_POLICY, Policy};
-use chitin_host::{Host, Limits, Runtime, Services};
+use chitin_host::{Host, Limits, PolicyLimits, Runtime, Services};
 use chitin_registry::keys::SigningKey;
 use chitin_registry::trust::{Scope, TrustStore, TrustedKey};
 use http_body_util::{BodyExt, Full};
@@ -408,11 +408,11 @@ async fn in_process_host(data: &Path) -> Host {
     let runtime = Runtime::new(&data.join("cache"), &EngineOptions::default()).expect("runtime");
     let services = common::services(data);
     let mut policy = Policy::builtin().expect("policy");
-    policy.limits = Limits {
+    policy.limits = PolicyLimits::fixed(Limits {
         memory_bytes: 64 * 1024 * 1024,
         output_bytes: 4 * 1024 * 1024,
-        ..policy.limits
-    };
+        ..policy.limits.default
+    });
     let mut host = Host::new(runtime, policy, services);
     for name in ["echo", "fs", "shell"] {
         host.load_path(&build_dir("build/components", name))

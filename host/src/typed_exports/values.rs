@@ -407,10 +407,8 @@ pub fn to_json(ty: &Type, val: &Val) -> Value {
             Value::Object(object)
         }
         (_, Val::Enum(name)) => Value::String(name.clone()),
-        (Type::Option(o), Val::Option(v)) => match v {
-            Some(v) => to_json(&o.ty(), v),
-            None => Value::Null,
-        },
+        (Type::Option(o), Val::Option(Some(v))) => to_json(&o.ty(), v),
+        (Type::Option(_), Val::Option(None)) => Value::Null,
         (Type::Result(r), Val::Result(v)) => {
             let (key, ty, payload) = match v {
                 Ok(p) => ("ok", r.ok(), p),
