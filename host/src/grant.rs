@@ -184,8 +184,12 @@ impl Grant {
 /// the encoding; a chitin upgrade that changes it only asks for approvals again.
 pub fn policy_shape(policy: &Policy) -> String {
     let shape = format!(
-        "limits={:?}\0unconfined={}\0capabilities={:?}\0http={:?}",
-        policy.limits, policy.allow_unconfined_processes, policy.capabilities, policy.http
+        "limits={:?}\0unconfined={}\0capabilities={:?}\0http={:?}\0kv={:?}",
+        policy.limits,
+        policy.allow_unconfined_processes,
+        policy.capabilities,
+        policy.http,
+        policy.kv
     );
     blake3::hash(shape.as_bytes()).to_hex().to_string()
 }
@@ -283,7 +287,7 @@ mod tests {
         let base = Policy::builtin().unwrap();
         let digest = |policy: &Policy| Grant::none(policy).digest();
         type Widen = fn(&mut Policy);
-        let widened: [(&str, Widen); 6] = [
+        let widened: [(&str, Widen); 8] = [
             ("allow_addresses", |p| {
                 p.http.allow_addresses.push("127.0.0.1/32".parse().unwrap())
             }),
@@ -293,7 +297,9 @@ mod tests {
             ("allow_unconfined_processes", |p| {
                 p.allow_unconfined_processes = !p.allow_unconfined_processes
             }),
-            ("limits", |p| p.limits.timeout_ms += 1),
+            ("limits.default", |p| p.limits.default.timeout_ms += 1),
+            ("limits.ceiling", |p| p.limits.ceiling.timeout_ms += 1),
+            ("kv.max_bytes", |p| p.kv.max_bytes += 1),
             ("capabilities.allow", |p| {
                 p.capabilities.allow.push("process".into())
             }),

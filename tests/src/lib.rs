@@ -47,6 +47,22 @@ pub fn workspace(data_dir: &Path) -> PathBuf {
 
 /// A `chitin` command with a private data directory, its [`workspace`], and the given component
 /// sources.
+/// The files of the compile cache under `data_dir` (one folder per engine configuration).
+pub fn cached_files(data_dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(data_dir.join("cache"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|engine| {
+            std::fs::read_dir(engine.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|entry| entry.path())
+        .collect()
+}
+
 pub fn chitin(data_dir: &Path, components: &[PathBuf]) -> Command {
     let mut cmd = Command::new(chitin_bin());
     cmd.env_remove("CHITIN_COMPONENTS")

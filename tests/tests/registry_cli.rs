@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 
-use chitin_e2e::{built_dir, chitin, run_with_stdin, stderr, stdout};
+use chitin_e2e::{built_dir, cached_files, chitin, run_with_stdin, stderr, stdout};
 use container_registry::auth::{AuthProvider, Permissions, Unverified, ValidCredentials};
 use container_registry::storage::ImageLocation;
 use container_registry::{ContainerRegistry, ImageDigest};
@@ -553,16 +553,9 @@ fn a_python_third_party_tool_runs_under_the_default_policy_and_reaches_nothing()
         "{audit}"
     );
     // Compiled at install, before any call, so the first call finds it in the cache.
-    let cache = std::fs::read_dir(operator.data.join("cache"))
-        .expect("cache dir")
-        .flatten()
-        .flat_map(|engine| {
-            std::fs::read_dir(engine.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-        })
-        .filter(|entry| entry.path().extension().is_some_and(|e| e == "cwasm"))
+    let cache = cached_files(&operator.data)
+        .iter()
+        .filter(|path| path.extension().is_some_and(|e| e == "cwasm"))
         .count();
     assert!(cache >= 1, "nothing compiled at install");
     let out = operator.ok(&["call", "acme__describe_numbers", r#"{"numbers":[1,2,3,4]}"#]);
