@@ -333,3 +333,20 @@ async fn an_async_export_is_refused() {
     let message = err.to_string();
     assert!(message.contains("async"), "{message}");
 }
+
+#[tokio::test]
+async fn a_component_exporting_chitin_tool_and_plain_functions_is_served_by_chitin_tool() {
+    let env = TestEnv::with(&[fixture("test-mixed")]).await;
+    let tools: Vec<&str> = env.host.components()[0]
+        .tools
+        .iter()
+        .map(|t| t.spec.name.as_str())
+        .collect();
+    assert_eq!(tools, ["mixed_echo"]);
+    assert_eq!(env.ok("mixed_echo", json!({"a": 1})).await, json!({"a": 1}));
+    let report = env.call("extra", json!({})).await;
+    assert!(
+        matches!(report.result, Err(ToolError::NotFound(_))),
+        "{report:?}"
+    );
+}
