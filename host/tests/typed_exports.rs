@@ -278,11 +278,16 @@ async fn a_result_error_is_execution_failed_carrying_the_error_value() {
     }
 }
 
-/// Load `bytes`, signed with the test key under `manifest`, into a fresh host.
+/// Load `bytes`, signed with the test key under a manifest that asks for nothing, into a fresh
+/// host.
 async fn load(bytes: &[u8]) -> Result<(), LoadError> {
     let manifest = "schema = 1\n[component]\nname = \"typed\"\nnamespace = \"test\"\n\
                     version = \"0.1.0\"\npublisher = \"tests\"\ndescription = \"d\"\n";
-    let signed = resign(bytes, manifest);
+    load_signed(&resign(bytes, manifest)).await
+}
+
+/// Load `signed` (a signed component) into a fresh host.
+async fn load_signed(signed: &[u8]) -> Result<(), LoadError> {
     let data = tempfile::tempdir().expect("tempdir");
     let workspace = tempfile::tempdir().expect("tempdir");
     let path = data.path().join("under-test.wasm");
@@ -349,4 +354,22 @@ async fn a_component_exporting_chitin_tool_and_plain_functions_is_served_by_chit
         matches!(report.result, Err(ToolError::NotFound(_))),
         "{report:?}"
     );
+}
+
+#[tokio::test]
+async fn a_signed_schema_that_differs_from_the_derived_one_is_refused_naming_the_tool() {
+    let bytes = std::fs::read(fixture("test-typed")).expect("read the fixture");
+    let manifest = chitin_registry::artifact::manifest_text(&bytes)
+        .expect("artifact")
+        .expect("a manifest")
+        .to_owned();
+    let signed_schema = r#"{"additionalProperties":false,"properties":{"v":{"type":"boolean"}},"required":["v"],"type":"object"}"#;
+    assert!(manifest.contains(signed_schema), "{manifest}");
+    let widened = manifest.replace(signed_schema, r#"{"type":"object"}"#);
+    let err = load_signed(&resign(&bytes, &widened))
+        .await
+        .expect_err("refused");
+    let message = err.to_string();
+    assert!(matches!(err, LoadError::SpecMismatch { .. }), "{message}");
+    assert!(message.contains("kinds_echo_bool"), "{message}");
 }
