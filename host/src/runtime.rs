@@ -111,6 +111,24 @@ pub enum Loaded {
 }
 
 impl LoadedComponent {
+    /// Check the arguments of a call to tool `index` without running anything: a typed
+    /// export's by converting them to its parameters (errors name the field), any other tool's
+    /// against its input schema.
+    pub fn validate_args(&self, index: usize, args_json: &str) -> Result<(), ToolError> {
+        let unknown = || ToolError::NotFound(format!("{} has no tool number {index}", self.name()));
+        match &self.entry {
+            Entry::Typed(_, funcs) => {
+                let func = funcs.get(index).ok_or_else(unknown)?;
+                typed_exports::arguments(func, args_json).map(|_| ())
+            }
+            Entry::Tool(_) => self
+                .tools
+                .get(index)
+                .ok_or_else(unknown)?
+                .validate_args(args_json),
+        }
+    }
+
     /// The component's name: `namespace/name` from its manifest, else its file stem.
     pub fn name(&self) -> String {
         self.grant.id().unwrap_or_else(|| {
