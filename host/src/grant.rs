@@ -178,9 +178,9 @@ impl Grant {
 }
 
 /// Digest of every policy value that shapes an effective grant: the limits and ceilings, which
-/// capabilities may be granted, unconfined processes, and the HTTP rules (plain-HTTP hosts,
-/// allowed addresses, rate ceilings, CA files). Tool offers and approval rules are left out:
-/// they decide whether a call is asked about, not what it may reach. The debug form is used as
+/// capabilities may be granted, unconfined processes, the HTTP rules (plain-HTTP hosts, allowed
+/// addresses, rate ceilings, CA files) and the key-value quota ceiling. Tool offers and approval
+/// rules are left out: they decide whether a call is asked about, not what it may reach. The debug form is used as
 /// the encoding; a chitin upgrade that changes it only asks for approvals again.
 pub fn policy_shape(policy: &Policy) -> String {
     let shape = format!(

@@ -15,6 +15,7 @@ pub mod data_dir;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod fault;
 pub mod file_lock;
 pub mod grant;
 pub mod host;

@@ -713,6 +713,7 @@ impl Runtime {
             Err(e) => return CallReport::refused(ToolError::HostFault(e.to_string())),
         };
         let http_call = state.http.call().clone();
+        let faults = state.faults.clone();
         let report = match (&component.entry, typed) {
             (_, Some((pre, func, params))) => {
                 let results = func.ty.results().len();
@@ -749,8 +750,13 @@ impl Runtime {
         for entry in &mut log.entries {
             entry.message = scanner.redact(&entry.message, "log entry");
         }
+        // A host fault met by a capability decides the outcome, whatever the component did.
+        let result = match faults.first() {
+            Some(fault) => Err(ToolError::HostFault(fault)),
+            None => report.result,
+        };
         CallReport {
-            result: guard(scanner, report.result).map(|text| cap_output(text, limits.output_bytes)),
+            result: guard(scanner, result).map(|text| cap_output(text, limits.output_bytes)),
             log,
             fuel_used: report.fuel_used,
             duration: report.duration,

@@ -641,7 +641,7 @@ fn limit_rows(
     let asked = manifest.map(|m| m.limits).unwrap_or_default();
     let effective = grant.map(|g| g.limits).unwrap_or(policy.limits.default);
     let show = |v: Option<u64>| v.map_or_else(|| "policy default".to_owned(), |v| v.to_string());
-    vec![
+    let mut rows = vec![
         (
             "memory_bytes",
             show(asked.memory_bytes.map(|v| v as u64)),
@@ -654,7 +654,21 @@ fn limit_rows(
             show(asked.output_bytes.map(|v| v as u64)),
             effective.output_bytes as u64,
         ),
-    ]
+    ];
+    // The key-value quota, for a component that keeps data: an absent one is the policy's
+    // ceiling (`[kv] max_bytes`), and a larger one is clamped to it.
+    if let Some(kv) = manifest
+        .and_then(|m| m.capabilities.kv.as_ref())
+        .filter(|kv| !kv.buckets.is_empty())
+    {
+        rows.push((
+            "kv_max_bytes",
+            kv.max_bytes
+                .map_or_else(|| "policy ceiling".to_owned(), |v| v.to_string()),
+            crate::caps::kv::quota(kv, policy.kv_quota_ceiling()),
+        ));
+    }
+    rows
 }
 
 fn limits_json(manifest: Option<&Manifest>, policy: &Policy, grant: Option<&Grant>) -> Value {
@@ -784,5 +798,55 @@ fn print_diff(diff: Option<&(PathBuf, String, Vec<String>)>) {
         for w in wider {
             println!("  WIDENS {w}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::DEFAULT_POLICY;
+
+    /// The kv row of [`limit_rows`] for a manifest asking `max_bytes` (a line, or nothing)
+    /// under a policy whose `[kv] max_bytes` is `ceiling`.
+    fn kv_row(asked: &str, ceiling: u64) -> Option<(String, u64)> {
+        let manifest = Manifest::parse(&format!(
+            "schema = 1\n[component]\nname = \"k\"\nnamespace = \"acme\"\nversion = \"1.0.0\"\n\
+             publisher = \"acme\"\n[capabilities.kv]\nbuckets = [\"b\"]\n{asked}\n"
+        ))
+        .expect("manifest");
+        let policy = Policy::parse(
+            &DEFAULT_POLICY.replace("max_bytes = 67108864", &format!("max_bytes = {ceiling}")),
+            Path::new("policy.toml"),
+        )
+        .expect("policy");
+        limit_rows(Some(&manifest), None, &policy)
+            .into_iter()
+            .find(|(key, ..)| *key == "kv_max_bytes")
+            .map(|(_, asked, effective)| (asked, effective))
+    }
+
+    #[test]
+    fn the_kv_quota_is_shown_asked_and_clamped_by_the_policy() {
+        assert_eq!(kv_row("", 4096), Some(("policy ceiling".to_owned(), 4096)));
+        assert_eq!(
+            kv_row("max_bytes = 1000", 4096),
+            Some(("1000".to_owned(), 1000))
+        );
+        assert_eq!(
+            kv_row("max_bytes = 9999", 4096),
+            Some(("9999".to_owned(), 4096))
+        );
+        let echo = Manifest::parse(
+            "schema = 1\n[component]\nname = \"e\"\nnamespace = \"acme\"\nversion = \"1.0.0\"\n\
+             publisher = \"acme\"\n",
+        )
+        .expect("manifest");
+        let policy = Policy::parse(DEFAULT_POLICY, Path::new("policy.toml")).expect("policy");
+        assert!(
+            limit_rows(Some(&echo), None, &policy)
+                .iter()
+                .all(|(key, ..)| *key != "kv_max_bytes"),
+            "no kv grant, no quota row"
+        );
     }
 }

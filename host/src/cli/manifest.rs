@@ -108,7 +108,8 @@ pub(super) async fn run(cli: &Cli, cmd: &Command) -> anyhow::Result<Exit> {
                 .with_context(|| component.display().to_string())?;
             if bare.len() != wasm.len() {
                 eprintln!(
-                    "note: {}: its signatures no longer apply and were removed; sign it again                      with `chitin sign`",
+                    "note: {}: its signatures no longer apply and were removed; sign it again \
+                     with `chitin sign`",
                     output.display()
                 );
             }

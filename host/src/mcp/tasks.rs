@@ -15,10 +15,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ElicitRequest, InputRequest, Task};
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 
 use crate::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
 use crate::host::Host;
 use crate::mcp::approver::{decision, question};
@@ -116,10 +118,16 @@ async fn run(
             report = &mut call => break report,
         }
     };
-    Ok(match report.result {
-        Ok(output) => content::success(output),
-        Err(e) => content::failure(&e),
-    })
+    match report.result {
+        Ok(output) => Ok(content::success(output)),
+        // The host failed, not the tool: the task fails with a JSON-RPC error, as a direct
+        // call would, rather than completing with a tool result.
+        Err(ToolError::HostFault(fault)) => Err(TaskExit::Error(ErrorData::internal_error(
+            format!("host fault: {fault}"),
+            None,
+        ))),
+        Err(e) => Ok(content::failure(&e)),
+    }
 }
 
 fn progress_message(tool: &str, done: f64, total: Option<f64>, message: Option<String>) -> String {
