@@ -35,6 +35,7 @@ pub mod spec;
 pub mod state;
 pub mod state_db;
 pub mod trust;
+pub mod typed_exports;
 pub mod workspace;
 
 pub use approval::CallContext;

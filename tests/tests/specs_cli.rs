@@ -239,3 +239,23 @@ fn the_manifest_part_alone_audits_with_its_tools() {
     assert!(audit.contains("  read_file"), "{audit}");
     assert!(audit.contains("imports:     not checked"), "{audit}");
 }
+
+#[test]
+fn the_audit_notes_plain_exports_a_chitin_tool_component_does_not_serve() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dirs = Dirs::new(dir.path());
+    let file = built_dir("fixtures").join("test-mixed.wasm");
+    let file = file.to_str().expect("utf-8");
+    let out = dirs.ok(&["audit", file]);
+    assert!(
+        out.contains("note: also exports extra, which chitin does not serve"),
+        "{out}"
+    );
+    let out = dirs.ok(&["audit", file, "--json"]);
+    let audit: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        audit["unserved_exports"],
+        serde_json::json!(["extra"]),
+        "{out}"
+    );
+}

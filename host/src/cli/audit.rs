@@ -491,12 +491,24 @@ pub(super) async fn report(
             .map(|k| k.publisher.clone())
             .map_err(|e| e.to_string()),
     };
-    let import_list = if prefix_only {
-        Vec::new()
+    let (import_list, export_list) = if prefix_only {
+        (Vec::new(), Vec::new())
     } else {
-        WitWorld::decode(&bytes)
-            .with_context(|| file.display().to_string())?
-            .imports()
+        let world = WitWorld::decode(&bytes).with_context(|| file.display().to_string())?;
+        (world.imports(), world.exports())
+    };
+    // A component exporting `chitin:tool` is served by it alone: any other export is no tool.
+    let unserved: Vec<String> = if export_list
+        .iter()
+        .any(|e| e.starts_with(crate::contract::TOOL_INTERFACE))
+    {
+        export_list
+            .iter()
+            .filter(|e| !e.starts_with(crate::contract::TOOL_INTERFACE))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
     };
     let uncovered = imports::uncovered(&import_list, manifest.as_ref());
     let no_grant = imports::describe_linked_without_grant(&imports::linked_without_grant(
@@ -564,6 +576,7 @@ pub(super) async fn report(
                 Ok(list) => json!(list.iter().map(|t| json!({"name": t.name, "description": t.description})).collect::<Vec<_>>()),
                 Err(why) => json!({"not_listed": why}),
             },
+            "unserved_exports": unserved,
             "capabilities": caps.iter().map(|c| json!({"capability": c.name, "scope": c.scope, "risk": c.risk})).collect::<Vec<_>>(),
             "limits": limits_json(manifest.as_ref(), policy, grant.as_ref().ok()),
             "policy_cuts": grant.as_ref().map(|g| g.cuts.iter().map(|c| json!({"what": c.what, "reason": c.reason})).collect::<Vec<_>>()).unwrap_or_default(),
@@ -584,6 +597,7 @@ pub(super) async fn report(
             &report,
             &verdict,
             &tools,
+            &unserved,
             &caps,
             policy,
             grant.as_ref().ok(),
@@ -679,6 +693,7 @@ fn print_human(
     report: &Result<signature::SignatureReport, signature::SignatureError>,
     verdict: &Result<String, String>,
     tools: &Result<Vec<RecordedTool>, String>,
+    unserved: &[String],
     caps: &[CapabilityLine],
     policy: &Policy,
     grant: Option<&Grant>,
@@ -730,6 +745,14 @@ fn print_human(
             }
         }
         Err(why) => println!("  ({why})"),
+    }
+    if !unserved.is_empty() {
+        println!(
+            "  note: also exports {}, which chitin does not serve: a `{}` component's tools are \
+             those its specs() lists",
+            unserved.join(", "),
+            crate::contract::TOOL_INTERFACE
+        );
     }
     println!("capabilities:");
     if caps.is_empty() {
