@@ -5,7 +5,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 # First-party tool components, built into build/components (the folder the host loads by default).
 components := "echo time json fs memory shell markdown http web-fetch html-to-markdown"
 # Test fixtures (hostile and special-purpose components), built into build/fixtures.
-fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance test-invoke test-reader test-lib-text test-lib-files test-composed test-composed-b test-http test-specs"
+fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance test-invoke test-reader test-lib-text test-lib-files test-composed test-composed-b test-http test-specs test-typed test-mixed"
 # The native test run: every workspace crate but the components (built for wasm32-wasip2 instead),
 # except fs and memory, whose pure logic has native unit tests. One run builds them all with one
 # set of dependency features.
@@ -39,7 +39,8 @@ build-fixtures: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", fixtures) }}
     {{ chitin_build }}
     mkdir -p build/fixtures
-    for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/fixtures/$c.wasm"; done
+    # A fixture of typed WIT exports has its WIT beside it, whose doc comments describe its tools.
+    for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" $(test -d "components/$c/wit" && echo --wit "components/$c/wit") -o "build/fixtures/$c.wasm"; done
     "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
     for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/fixtures/$c.wasm" --key dev; done
 
@@ -48,10 +49,14 @@ build-fixtures: wasm-target
 # - thirdparty/wordcount-js (acme/wordcount), JavaScript, by plain `jco componentize` (WASI left
 #   on) with jco and componentize-js from npm, pinned by its package-lock.json;
 # - thirdparty/textstats-py (acme/textstats), Python, by plain `componentize-py componentize`,
-#   pinned by its requirements.txt, in a venv under target/.
+#   pinned by its requirements.txt, in a venv under target/;
+# - thirdparty/measure-rs (acme/measure), Rust, plain typed WIT exports (no `chitin:tool`), by
+#   plain `cargo build --target wasm32-wasip2 --release` with wit-bindgen from crates.io, pinned
+#   by its Cargo.lock; outside the workspace, so the workspace test run never builds it.
 # Every step is cached: a tool set is installed only when its pin changed, and a component is
-# rebuilt only when its sources, the WIT contracts or the pin changed (a stamp holds their hash).
-build-thirdparty:
+# rebuilt only when its sources, the WIT contracts or the pin changed (a stamp holds their hash;
+# cargo keeps its own).
+build-thirdparty: wasm-target
     {{ chitin_build }}
     mkdir -p build/thirdparty
     # `npm install` with the lock beside it installs exactly the locked tree (`npm ci` would refuse
@@ -63,6 +68,10 @@ build-thirdparty:
     py="${CARGO_TARGET_DIR:-target}/thirdparty-py"; if ! cmp -s thirdparty/textstats-py/requirements.txt "$py/installed.txt"; then rm -rf "$py/venv" && mkdir -p "$py" && python3 -m venv "$py/venv" && "$py/venv/bin/pip" install --quiet --disable-pip-version-check -r thirdparty/textstats-py/requirements.txt && cp thirdparty/textstats-py/requirements.txt "$py/installed.txt"; fi
     py="${CARGO_TARGET_DIR:-target}/thirdparty-py"; sum="$(cat thirdparty/textstats-py/app.py thirdparty/textstats-py/requirements.txt $(find wit -name '*.wit' | sort) | sha256sum)"; if [ "$sum" != "$(cat "$py/built.sum" 2>/dev/null)" ] || [ ! -e "$py/textstats-py.wasm" ]; then "$py/venv/bin/componentize-py" -d wit -w tool-component componentize -p thirdparty/textstats-py app -o "$py/textstats-py.wasm" && echo "$sum" > "$py/built.sum"; fi
     "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/thirdparty-py/textstats-py.wasm" thirdparty/textstats-py/manifest.toml -o build/thirdparty/textstats-py.wasm
+    # Its own target directory: the workspace's dependency features never mix with its own.
+    cargo build --quiet --locked --release --target wasm32-wasip2 --manifest-path thirdparty/measure-rs/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}/thirdparty-rs"
+    # The built component keeps no doc comments: `--wit` reads them from its WIT sources.
+    "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/thirdparty-rs/wasm32-wasip2/release/measure_rs.wasm" thirdparty/measure-rs/manifest.toml --wit thirdparty/measure-rs/wit -o build/thirdparty/measure-rs.wasm
     @ls -l build/thirdparty
 
 # Build what is needed and run chitin's main job: serve the built-in components over MCP on

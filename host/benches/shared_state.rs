@@ -1,7 +1,8 @@
 //! Many chitin processes on one data directory, printed as a table: `memory_write` latency from
 //! one `chitin serve` and from four at once; how long transactions waited for the database lock
 //! under that load (from the servers' `chitin::state_db` debug events); and the whole-process
-//! time of `chitin call echo` while four servers write. Run with
+//! time of `chitin call echo` while four servers write; and `memory_write`/`memory_search` with
+//! the state in redb against a throwaway PostgreSQL, same run. Run with
 //! `cargo bench -p chitin-host --bench shared_state` after `just build-components`.
 //!
 //! Figures are reported, never asserted: the machines are shared and noisy, and every commit
@@ -15,6 +16,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+// The throwaway PostgreSQL helper shared with the tests.
+#[allow(dead_code)]
+#[path = "../../tests/src/postgres.rs"]
+mod postgres;
 
 /// Writes each server makes per run.
 const WRITES: usize = 200;
@@ -36,10 +42,14 @@ fn built(name: &str) -> PathBuf {
 }
 
 fn chitin(data: &Path) -> Command {
+    // The workspace sits beside the data directory, never holding it.
+    let workspace = data.join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_chitin"));
     cmd.env_remove("CHITIN_COMPONENTS")
         .env_remove("CHITIN_POLICY")
         .env("CHITIN_DATA_DIR", data)
+        .env("CHITIN_WORKSPACE", &workspace)
         .env(
             "CHITIN_TRUSTED_KEYS",
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys"),
@@ -57,7 +67,16 @@ struct Server {
 
 impl Server {
     fn start(data: &Path, log: &Path) -> Self {
-        let mut child = chitin(data)
+        Self::start_with(data, log, None)
+    }
+
+    /// As [`Server::start`], with the state in PostgreSQL at `state_url` when given.
+    fn start_with(data: &Path, log: &Path, state_url: Option<&str>) -> Self {
+        let mut cmd = chitin(data);
+        if let Some(url) = state_url {
+            cmd.env("CHITIN_STATE_URL", url);
+        }
+        let mut child = cmd
             .env("RUST_LOG", "chitin::state_db=debug")
             .arg("--components")
             .arg(built("memory"))
@@ -117,6 +136,22 @@ impl Server {
                     "name": "memory_write", "arguments": {
                         "content": format!("{tag} note {i}: the quick brown fox\n"),
                         "target": format!("{tag}.md")}}});
+                let t = Instant::now();
+                let response = self.request(call);
+                let took = t.elapsed();
+                assert_eq!(response["result"]["isError"], false, "{response}");
+                took
+            })
+            .collect()
+    }
+
+    /// `WRITES` memory searches one after another; the latency of each.
+    fn search_loop(&mut self, tag: &str) -> Vec<Duration> {
+        (1..=WRITES)
+            .map(|i| {
+                let call = json!({"jsonrpc": "2.0", "id": 100_000 + i, "method": "tools/call",
+                    "params": {"name": "memory_search", "arguments": {
+                        "query": format!("{tag} note {i} fox")}}});
                 let t = Instant::now();
                 let response = self.request(call);
                 let took = t.elapsed();
@@ -217,6 +252,17 @@ fn row(what: &str, samples: &mut [Duration], note: &str) {
     );
 }
 
+/// One server writing then searching, with its state in redb or in PostgreSQL at `url`.
+fn backend_run(url: Option<&str>) -> (Vec<Duration>, Vec<Duration>) {
+    let data = tempfile::tempdir().expect("tempdir");
+    let log = data.path().join("serve.log");
+    let mut server = Server::start_with(data.path(), &log, url);
+    let writes = server.write_loop("b");
+    let searches = server.search_loop("b");
+    server.stop();
+    (writes, searches)
+}
+
 fn main() {
     // Idle baseline for `chitin call echo`.
     let idle = tempfile::tempdir().expect("tempdir");
@@ -235,6 +281,11 @@ fn main() {
         .collect();
     let (mut one, mut one_waits, _) = run(1, false);
     let (mut four, mut four_waits, mut busy_echo) = run(SERVERS, true);
+    // Same run, same machine: the embedded store against a throwaway PostgreSQL on loopback.
+    let (mut redb_w, mut redb_s) = backend_run(None);
+    let pg = postgres::Postgres::start();
+    let (mut pg_w, mut pg_s) = backend_run(Some(&pg.url()));
+    drop(pg);
     println!("| measure | p50 | p99 | samples | note |");
     println!("|---|---|---|---|---|");
     row(
@@ -252,6 +303,26 @@ fn main() {
         &format!("lock wait, {SERVERS} servers at once"),
         &mut four_waits,
         "goal: p99 < 100 ms",
+    );
+    row(
+        "memory_write, redb",
+        &mut redb_w,
+        "1 server, MCP round trip",
+    );
+    row(
+        "memory_write, PostgreSQL",
+        &mut pg_w,
+        "1 server, loopback server",
+    );
+    row(
+        "memory_search, redb",
+        &mut redb_s,
+        "1 server, MCP round trip",
+    );
+    row(
+        "memory_search, PostgreSQL",
+        &mut pg_s,
+        "1 server, loopback server",
     );
     row("chitin call echo, idle", &mut idle_echo, "whole process");
     row(

@@ -5,14 +5,13 @@
 
 use std::sync::Arc;
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 
 use crate::json_table::{self, TableError};
-use crate::state_db::{StateDb, StateError};
+use crate::state_db::{Records, StateDb, StateError};
 
 /// `component/tool` → JSON [`Approval`].
-const TABLE: TableDefinition<&str, &str> = TableDefinition::new("approvals");
+const TABLE: Records = Records::Approvals;
 
 /// The approvals table could not be read or written.
 #[derive(Debug, thiserror::Error)]

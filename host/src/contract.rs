@@ -3,6 +3,7 @@
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
+use wasmtime::component::types::ComponentItem;
 
 /// The contract packages this host speaks, with the semver range it accepts for each.
 pub const ACCEPTED: &[(&str, &str)] = &[("chitin:tool", "^0.1"), ("chitin:host", "^0.1")];
@@ -10,12 +11,22 @@ pub const ACCEPTED: &[(&str, &str)] = &[("chitin:tool", "^0.1"), ("chitin:host",
 /// The interface a tool component must export.
 pub const TOOL_INTERFACE: &str = "chitin:tool/tool";
 
+/// How a component offers its tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Through the `chitin:tool/tool` interface (any other exported function is ignored).
+    Tool,
+    /// As plain typed functions, one tool each (see [`crate::typed_exports`]).
+    Typed,
+}
+
 /// A component's contract is not one this host accepts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ContractError {
-    /// It exports no `chitin:tool/tool` interface.
+    /// It exports neither the `chitin:tool/tool` interface nor any plain function.
     #[error(
-        "exports no `{TOOL_INTERFACE}` interface, so it carries no tools (it exports: {exports})"
+        "exports neither a `{TOOL_INTERFACE}` interface nor any plain function, so it carries \
+         no tools (it exports: {exports})"
     )]
     NotATool {
         /// What it exports instead.
@@ -59,12 +70,13 @@ pub fn accepted_summary() -> String {
 }
 
 /// Check a compiled component's imports and exports against the accepted contracts and the
-/// interfaces the host links; `libraries` are imports linked to library components.
+/// interfaces the host links; `libraries` are imports linked to library components. Says how
+/// the component offers its tools.
 pub fn check(
     engine: &Engine,
     component: &Component,
     libraries: &[String],
-) -> Result<(), ContractError> {
+) -> Result<Shape, ContractError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
     let mut found_tool = false;
@@ -76,7 +88,14 @@ pub fn check(
             }
         }
     }
-    if !found_tool {
+    let exports_functions = ty.exports(engine).any(|(_, item)| match item.ty {
+        ComponentItem::ComponentFunc(_) => true,
+        ComponentItem::ComponentInstance(i) => i
+            .exports(engine)
+            .any(|(_, e)| matches!(e.ty, ComponentItem::ComponentFunc(_))),
+        _ => false,
+    });
+    if !found_tool && !exports_functions {
         return Err(ContractError::NotATool {
             exports: if exports.is_empty() {
                 "nothing".into()
@@ -100,7 +119,11 @@ pub fn check(
             });
         }
     }
-    Ok(())
+    Ok(if found_tool {
+        Shape::Tool
+    } else {
+        Shape::Typed
+    })
 }
 
 fn interface_of(name: &str) -> &str {

@@ -224,6 +224,14 @@ pub enum LoadError {
         /// Which interface and version.
         cause: crate::contract::ContractError,
     },
+    /// A component of typed exports has one chitin cannot serve as a tool.
+    #[error("{path}: {cause}")]
+    TypedExport {
+        /// The component file.
+        path: PathBuf,
+        /// Which function, and why.
+        cause: crate::typed_exports::TypedExportError,
+    },
     /// Linking or the first instantiation failed.
     #[error("{path}: cannot instantiate: {reason}")]
     Instantiate {

@@ -1,4 +1,5 @@
-//! An exclusive lock on a file, held across chitin processes: flock(2) through `File::lock`.
+//! A lock on a file, held across chitin processes: flock(2) through `File::lock` (exclusive)
+//! or `File::lock_shared` (any number of shared holders, no exclusive one).
 //! The kernel releases it when the holder closes the file, exits or is killed, so a lock never
 //! outlives its holder and a crashed process never blocks the others.
 
@@ -44,9 +45,18 @@ pub struct FileLock {
 }
 
 impl FileLock {
-    /// Lock `path` (created with mode 0600 when missing), waiting at most `wait`; returns the
-    /// lock and how long it waited.
+    /// Lock `path` exclusively (created with mode 0600 when missing), waiting at most `wait`;
+    /// returns the lock and how long it waited.
     pub fn acquire(path: &Path, wait: Duration) -> Result<(Self, Duration), LockError> {
+        Self::take(path, wait, false)
+    }
+
+    /// As [`FileLock::acquire`], but shared with other shared holders (readers).
+    pub fn acquire_shared(path: &Path, wait: Duration) -> Result<(Self, Duration), LockError> {
+        Self::take(path, wait, true)
+    }
+
+    fn take(path: &Path, wait: Duration, shared: bool) -> Result<(Self, Duration), LockError> {
         let io = |e: std::io::Error| LockError::Io {
             path: path.to_owned(),
             reason: e.to_string(),
@@ -60,7 +70,12 @@ impl FileLock {
             .mode(0o600)
             .open(path)
             .map_err(io)?;
-        match file.try_lock() {
+        let tried = if shared {
+            file.try_lock_shared()
+        } else {
+            file.try_lock()
+        };
+        match tried {
             Ok(()) => return Ok((Self { _file: file }, started.elapsed())),
             Err(TryLockError::WouldBlock) => {}
             Err(TryLockError::Error(e)) => return Err(io(e)),
@@ -73,7 +88,11 @@ impl FileLock {
         std::thread::Builder::new()
             .name("chitin-lock-wait".into())
             .spawn(move || {
-                let taken = waiter.lock();
+                let taken = if shared {
+                    waiter.lock_shared()
+                } else {
+                    waiter.lock()
+                };
                 // When the receiver gave up, dropping `waiter` here closes the last handle and
                 // so releases a lock taken too late.
                 let _ = tx.send(taken.map(|()| waiter));
@@ -110,5 +129,19 @@ mod tests {
             FileLock::acquire(&path, Duration::from_secs(10)).expect("taken once released");
         assert!(waited >= Duration::from_millis(50), "{waited:?}");
         releaser.join().expect("releaser");
+    }
+
+    #[test]
+    fn shared_locks_coexist_and_exclude_an_exclusive_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("x.lock");
+        let (a, _) = FileLock::acquire_shared(&path, Duration::from_secs(1)).expect("first");
+        let (b, _) = FileLock::acquire_shared(&path, Duration::from_secs(1)).expect("second");
+        let err = FileLock::acquire(&path, Duration::from_millis(50)).unwrap_err();
+        assert!(matches!(err, LockError::Busy { .. }), "{err}");
+        drop((a, b));
+        let (_c, _) = FileLock::acquire(&path, Duration::from_secs(1)).expect("exclusive");
+        let err = FileLock::acquire_shared(&path, Duration::from_millis(50)).unwrap_err();
+        assert!(matches!(err, LockError::Busy { .. }), "{err}");
     }
 }

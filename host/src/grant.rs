@@ -178,14 +178,18 @@ impl Grant {
 }
 
 /// Digest of every policy value that shapes an effective grant: the limits and ceilings, which
-/// capabilities may be granted, unconfined processes, and the HTTP rules (plain-HTTP hosts,
-/// allowed addresses, rate ceilings, CA files). Tool offers and approval rules are left out:
-/// they decide whether a call is asked about, not what it may reach. The debug form is used as
+/// capabilities may be granted, unconfined processes, the HTTP rules (plain-HTTP hosts, allowed
+/// addresses, rate ceilings, CA files) and the key-value quota ceiling. Tool offers and approval
+/// rules are left out: they decide whether a call is asked about, not what it may reach. The debug form is used as
 /// the encoding; a chitin upgrade that changes it only asks for approvals again.
 pub fn policy_shape(policy: &Policy) -> String {
     let shape = format!(
-        "limits={:?}\0unconfined={}\0capabilities={:?}\0http={:?}",
-        policy.limits, policy.allow_unconfined_processes, policy.capabilities, policy.http
+        "limits={:?}\0unconfined={}\0capabilities={:?}\0http={:?}\0kv={:?}",
+        policy.limits,
+        policy.allow_unconfined_processes,
+        policy.capabilities,
+        policy.http,
+        policy.kv
     );
     blake3::hash(shape.as_bytes()).to_hex().to_string()
 }
@@ -283,7 +287,7 @@ mod tests {
         let base = Policy::builtin().unwrap();
         let digest = |policy: &Policy| Grant::none(policy).digest();
         type Widen = fn(&mut Policy);
-        let widened: [(&str, Widen); 7] = [
+        let widened: [(&str, Widen); 8] = [
             ("allow_addresses", |p| {
                 p.http.allow_addresses.push("127.0.0.1/32".parse().unwrap())
             }),
@@ -295,6 +299,7 @@ mod tests {
             }),
             ("limits.default", |p| p.limits.default.timeout_ms += 1),
             ("limits.ceiling", |p| p.limits.ceiling.timeout_ms += 1),
+            ("kv.max_bytes", |p| p.kv.max_bytes += 1),
             ("capabilities.allow", |p| {
                 p.capabilities.allow.push("process".into())
             }),

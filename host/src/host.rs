@@ -474,7 +474,7 @@ impl Inner {
         );
         if mode != ApprovalHint::Never {
             // Validate first so a person is only ever asked about a call that can run.
-            if let Err(e) = component.tools[t].validate_args(args_json) {
+            if let Err(e) = component.validate_args(t, args_json) {
                 return CallReport::refused(e);
             }
             if let Err(e) = self

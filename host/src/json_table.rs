@@ -1,11 +1,10 @@
-//! JSON records in a redb table keyed by string: how remembered approvals and pins are stored.
-//! A record that does not parse is an error naming its key, never skipped: a pin or approval
-//! that silently vanished would fail open.
+//! JSON records in a string-keyed table of the state database: how remembered approvals and
+//! pins are stored. A record that does not parse is an error naming its key, never skipped: a
+//! pin or approval that silently vanished would fail open.
 
-use redb::{ReadableTable, TableDefinition};
 use serde::de::DeserializeOwned;
 
-use crate::state_db::{StateDb, StateError};
+use crate::state_db::{Records, StateDb, StateError};
 
 /// A table could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -24,95 +23,47 @@ pub enum TableError {
 }
 
 /// Every record of `table`, in key order. A missing table reads as empty.
-pub fn read_all<T: DeserializeOwned>(
-    db: &StateDb,
-    table: TableDefinition<&str, &str>,
-) -> Result<Vec<T>, TableError> {
-    db.read(|txn| {
-        let table = match txn.open_table(table) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(db.storage(e).into()),
-        };
-        let mut out = Vec::new();
-        for entry in table.iter().map_err(|e| db.storage(e))? {
-            let (key, value) = entry.map_err(|e| db.storage(e))?;
-            out.push(parse(key.value(), value.value())?);
-        }
-        Ok(out)
-    })
+pub fn read_all<T: DeserializeOwned>(db: &StateDb, table: Records) -> Result<Vec<T>, TableError> {
+    db.record_all(table)?
+        .iter()
+        .map(|(key, value)| parse(key, value))
+        .collect()
 }
 
 /// The record of `table` under `key`, if any.
 pub fn read_one<T: DeserializeOwned>(
     db: &StateDb,
-    table: TableDefinition<&str, &str>,
+    table: Records,
     key: &str,
 ) -> Result<Option<T>, TableError> {
-    db.read(|txn| {
-        let table = match txn.open_table(table) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(db.storage(e).into()),
-        };
-        match table.get(key).map_err(|e| db.storage(e))? {
-            Some(value) => Ok(Some(parse(key, value.value())?)),
-            None => Ok(None),
-        }
-    })
+    db.record_get(table, key)?
+        .map(|value| parse(key, &value))
+        .transpose()
 }
 
 /// Every key of `table`, in order, whether or not its record parses (so a bad one can be
 /// removed).
-pub fn keys(db: &StateDb, table: TableDefinition<&str, &str>) -> Result<Vec<String>, TableError> {
-    db.read(|txn| {
-        let table = match txn.open_table(table) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(db.storage(e).into()),
-        };
-        let mut out = Vec::new();
-        for entry in table.iter().map_err(|e| db.storage(e))? {
-            out.push(entry.map_err(|e| db.storage(e))?.0.value().to_owned());
-        }
-        Ok(out)
-    })
+pub fn keys(db: &StateDb, table: Records) -> Result<Vec<String>, TableError> {
+    Ok(db.record_all(table)?.into_iter().map(|(k, _)| k).collect())
 }
 
 /// Put `json` at `key` in `table`.
-pub fn put(
-    db: &StateDb,
-    table: TableDefinition<&str, &str>,
-    key: &str,
-    json: &str,
-) -> Result<(), StateError> {
-    db.write(|txn| {
-        txn.open_table(table)
-            .map_err(|e| db.storage(e))?
-            .insert(key, json)
-            .map_err(|e| db.storage(e))?;
-        Ok(())
-    })
+pub fn put(db: &StateDb, table: Records, key: &str, json: &str) -> Result<(), StateError> {
+    db.record_put(table, key, json.as_bytes())
 }
 
 /// Remove `keys` from `table` in one transaction; how many were there.
 pub fn remove<'k>(
     db: &StateDb,
-    table: TableDefinition<&str, &str>,
+    table: Records,
     keys: impl IntoIterator<Item = &'k str>,
 ) -> Result<usize, StateError> {
-    db.write(|txn| {
-        let mut table = txn.open_table(table).map_err(|e| db.storage(e))?;
-        let mut removed = 0;
-        for key in keys {
-            removed += usize::from(table.remove(key).map_err(|e| db.storage(e))?.is_some());
-        }
-        Ok(removed)
-    })
+    let keys: Vec<&str> = keys.into_iter().collect();
+    db.record_remove(table, &keys)
 }
 
-fn parse<T: DeserializeOwned>(key: &str, value: &str) -> Result<T, TableError> {
-    serde_json::from_str(value).map_err(|e| TableError::Corrupt {
+fn parse<T: DeserializeOwned>(key: &str, value: &[u8]) -> Result<T, TableError> {
+    serde_json::from_slice(value).map_err(|e| TableError::Corrupt {
         key: key.to_owned(),
         reason: e.to_string(),
     })
@@ -122,7 +73,7 @@ fn parse<T: DeserializeOwned>(key: &str, value: &str) -> Result<T, TableError> {
 mod tests {
     use super::*;
 
-    const TABLE: TableDefinition<&str, &str> = TableDefinition::new("t");
+    const TABLE: Records = Records::Approvals;
 
     #[test]
     fn a_record_that_does_not_parse_is_an_error_naming_its_key() {

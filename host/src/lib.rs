@@ -15,6 +15,7 @@ pub mod data_dir;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod fault;
 pub mod file_lock;
 pub mod grant;
 pub mod host;
@@ -34,6 +35,7 @@ pub mod spec;
 pub mod state;
 pub mod state_db;
 pub mod trust;
+pub mod typed_exports;
 pub mod workspace;
 
 pub use approval::CallContext;

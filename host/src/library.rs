@@ -15,6 +15,7 @@ use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Val};
 
 use crate::approval::CallContext;
+use crate::fault::Faults;
 use crate::grant::Grant;
 use crate::sandbox;
 use crate::services::Services;
@@ -446,9 +447,10 @@ pub fn link(
         };
         let call = Arc::new(call);
         instance
-            .func_new_async(function, move |_caller, _ty, params, results| {
+            .func_new_async(function, move |caller, _ty, params, results| {
                 let call = call.clone();
-                Box::new(async move { call.run(params, results).await })
+                let faults = caller.data().faults.clone();
+                Box::new(async move { call.run(params, results, &faults).await })
             })
             .map_err(|e| link_err(format!("{e:#}")))?;
     }
@@ -465,8 +467,14 @@ struct LibraryCall {
 }
 
 impl LibraryCall {
-    /// Run the function in a fresh instance of the library, under the library's grant.
-    async fn run(&self, params: &[Val], results: &mut [Val]) -> wasmtime::Result<()> {
+    /// Run the function in a fresh instance of the library, under the library's grant. A host
+    /// fault the library met is recorded in the calling tool's `faults` and traps the caller.
+    async fn run(
+        &self,
+        params: &[Val],
+        results: &mut [Val],
+        faults: &Faults,
+    ) -> wasmtime::Result<()> {
         let Linking::Host(pre) = &self.library.linking else {
             wasmtime::bail!("library `{}` is not host-linked", self.library.id());
         };
@@ -477,8 +485,9 @@ impl LibraryCall {
             ctx: &ctx,
             invoke: None,
         };
-        let state = HostState::new(&env)?;
-        sandbox::call_library(
+        let state = HostState::new(&env).map_err(|e| faults.record(e.to_string()))?;
+        let own = state.faults.clone();
+        let outcome = sandbox::call_library(
             &self.engine,
             pre,
             state,
@@ -487,7 +496,10 @@ impl LibraryCall {
             params,
             results,
         )
-        .await
-        .map_err(|e| e.context(format!("library `{}` ({})", self.library.id(), self.name)))
+        .await;
+        if let Some(fault) = own.first() {
+            return Err(faults.record(fault).into());
+        }
+        outcome.map_err(|e| e.context(format!("library `{}` ({})", self.library.id(), self.name)))
     }
 }

@@ -7,14 +7,13 @@ use std::sync::Arc;
 
 use chitin_registry::manifest::Manifest;
 use chitin_registry::widening::widenings;
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 
 use crate::json_table::{self, TableError};
-use crate::state_db::{StateDb, StateError};
+use crate::state_db::{Records, StateDb, StateError};
 
 /// `namespace/name` → JSON [`Pin`].
-const TABLE: TableDefinition<&str, &str> = TableDefinition::new("pins");
+const TABLE: Records = Records::Pins;
 
 /// The pin of one installed component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

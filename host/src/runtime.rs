@@ -9,14 +9,15 @@ use chitin_registry::artifact::{self, ContentHash};
 use chitin_registry::manifest::{ComponentKind, Manifest};
 use chitin_registry::signature;
 use wasmtime::Engine;
-use wasmtime::component::Linker;
 use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{InstancePre, Linker};
 
 use crate::approval::CallContext;
 use crate::bindings::ToolComponentPre;
 use crate::cache::{CacheCounts, CacheError, CacheOutcome, CompileCache, LoadOrCompileError};
 use crate::caps::invoke::InvokeScope;
 use crate::caps::log::LogRecord;
+use crate::contract::Shape;
 use crate::engine::{self, EngineOptions, EngineReport, EpochTicker};
 use crate::error::{LoadError, ToolError};
 use crate::grant::Grant;
@@ -28,6 +29,7 @@ use crate::sandbox;
 use crate::services::Services;
 use crate::spec::CheckedSpec;
 use crate::state::{CallEnv, HostState};
+use crate::typed_exports::{self, Docs, TypedFunc};
 
 /// The runtime could not start.
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +73,24 @@ pub struct LoadedComponent {
     pub signer: String,
     /// The libraries it was composed with or linked to, and how.
     pub libraries: Vec<(Arc<LoadedLibrary>, LibraryUse)>,
-    pre: ToolComponentPre<HostState>,
+    entry: Entry,
+}
+
+/// How a loaded component's tools are called.
+enum Entry {
+    /// Through its `chitin:tool/tool` interface.
+    Tool(ToolComponentPre<HostState>),
+    /// As its typed exports, one per tool, in the order of the tools.
+    Typed(InstancePre<HostState>, Vec<TypedFunc>),
+}
+
+impl Entry {
+    fn instance_pre(&self) -> &InstancePre<HostState> {
+        match self {
+            Self::Tool(pre) => pre.instance_pre(),
+            Self::Typed(pre, _) => pre,
+        }
+    }
 }
 
 /// How a tool uses one of its libraries.
@@ -92,6 +111,24 @@ pub enum Loaded {
 }
 
 impl LoadedComponent {
+    /// Check the arguments of a call to tool `index` without running anything: a typed
+    /// export's by converting them to its parameters (errors name the field), any other tool's
+    /// against its input schema.
+    pub fn validate_args(&self, index: usize, args_json: &str) -> Result<(), ToolError> {
+        let unknown = || ToolError::NotFound(format!("{} has no tool number {index}", self.name()));
+        match &self.entry {
+            Entry::Typed(_, funcs) => {
+                let func = funcs.get(index).ok_or_else(unknown)?;
+                typed_exports::arguments(func, args_json).map(|_| ())
+            }
+            Entry::Tool(_) => self
+                .tools
+                .get(index)
+                .ok_or_else(unknown)?
+                .validate_args(args_json),
+        }
+    }
+
     /// The component's name: `namespace/name` from its manifest, else its file stem.
     pub fn name(&self) -> String {
         self.grant.id().unwrap_or_else(|| {
@@ -369,32 +406,68 @@ impl Runtime {
             }
             _ => (component, None, Vec::new(), Vec::new()),
         };
-        crate::contract::check(&self.engine, &component, &linked).map_err(|cause| {
+        let shape = crate::contract::check(&self.engine, &component, &linked).map_err(|cause| {
             LoadError::Contract {
                 path: path.to_owned(),
                 cause,
             }
         })?;
+        let instantiate = |e: wasmtime::Error| LoadError::Instantiate {
+            path: path.to_owned(),
+            reason: format!("{e:#}"),
+        };
         let pre = sandbox::pre_instantiate(linker.as_ref().unwrap_or(&self.linker), &component)
-            .map_err(|e| LoadError::Instantiate {
-                path: path.to_owned(),
-                reason: format!("{e:#}"),
-            })?;
-        // The component describes its tools with no capability at all: whatever its `specs()`
-        // does, it does with nothing granted. What it says must match what its signature covers.
-        let specs = self
-            .specs_without_grant(&pre, policy, services, &grant.limits)
-            .await
-            .map_err(|reason| LoadError::Instantiate {
-                path: path.to_owned(),
-                reason,
-            })?;
+            .map_err(instantiate)?;
+        let (entry, specs) = match shape {
+            Shape::Tool => {
+                let pre = ToolComponentPre::new(pre).map_err(instantiate)?;
+                // The component describes its tools with no capability at all: whatever its
+                // `specs()` does, it does with nothing granted.
+                let specs = self
+                    .specs_without_grant(&pre, policy, services, &grant.limits)
+                    .await
+                    .map_err(|reason| LoadError::Instantiate {
+                        path: path.to_owned(),
+                        reason,
+                    })?;
+                let specs: Vec<_> = specs.iter().map(crate::spec::recorded).collect();
+                (Entry::Tool(pre), specs)
+            }
+            Shape::Typed => {
+                let funcs = typed_exports::discover(&self.engine, &component).map_err(|cause| {
+                    LoadError::TypedExport {
+                        path: path.to_owned(),
+                        cause,
+                    }
+                })?;
+                let mut specs =
+                    typed_exports::specs(&funcs, &Docs::default()).map_err(|cause| {
+                        LoadError::TypedExport {
+                            path: path.to_owned(),
+                            cause,
+                        }
+                    })?;
+                // The binary keeps no doc comments: the descriptions are the signed ones
+                // (`chitin manifest embed --wit` recorded them from the WIT sources).
+                if let Some(m) = grant.manifest.as_ref() {
+                    for spec in &mut specs {
+                        if let Some(signed) = m.tools.get(&spec.name)
+                            && let Some(description) = &signed.description
+                        {
+                            spec.description.clone_from(description);
+                        }
+                    }
+                }
+                (Entry::Typed(pre, funcs), specs)
+            }
+        };
+        // What the component offers must match what its signature covers.
         if let Some(m) = grant.manifest.as_ref() {
             check_signed_specs(path, m, &specs)?;
         }
         let tools = specs
             .into_iter()
-            .map(CheckedSpec::from_wit)
+            .map(CheckedSpec::from_recorded)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|(tool, reason)| LoadError::BadSpec {
                 path: path.to_owned(),
@@ -422,20 +495,22 @@ impl Runtime {
             grant,
             signer,
             libraries: used,
-            pre,
+            entry,
         }))
     }
 
-    /// Run `specs()` of the component in `bytes` with no capability at all (no grant, no
-    /// preopens, no network, no processes), for `chitin manifest embed` to record. Nothing is
-    /// verified: the bytes are an author's own build, not yet signed. A function only a library
-    /// would provide traps if called.
+    /// The tool specs of the component in `bytes`, for `chitin manifest embed` to record: a
+    /// `chitin:tool` component's `specs()` run with no capability at all (no grant, no
+    /// preopens, no network, no processes), or a typed-export component's specs derived from
+    /// its type, described by `docs`. Nothing is verified: the bytes are an author's own build,
+    /// not yet signed. A function only a library would provide traps if called.
     pub async fn unprivileged_specs(
         &self,
         path: &Path,
         bytes: &[u8],
         policy: &Policy,
         services: &Arc<Services>,
+        docs: &Docs,
     ) -> Result<Vec<chitin_registry::manifest::ToolSpec>, LoadError> {
         let hash = ContentHash::of(bytes);
         let (component, _) = self
@@ -451,12 +526,31 @@ impl Runtime {
             .map(|(name, _)| name.to_owned())
             .filter(|name| !name.starts_with("wasi:") && !name.starts_with("chitin:host/"))
             .collect();
-        crate::contract::check(&self.engine, &component, &libraries).map_err(|cause| {
-            LoadError::Contract {
+        let shape =
+            crate::contract::check(&self.engine, &component, &libraries).map_err(|cause| {
+                LoadError::Contract {
+                    path: path.to_owned(),
+                    cause,
+                }
+            })?;
+        if shape == Shape::Typed {
+            let typed = |cause| LoadError::TypedExport {
                 path: path.to_owned(),
                 cause,
+            };
+            let funcs = typed_exports::discover(&self.engine, &component).map_err(typed)?;
+            let specs = typed_exports::specs(&funcs, docs).map_err(typed)?;
+            for spec in &specs {
+                CheckedSpec::from_recorded(spec.clone()).map_err(|(tool, reason)| {
+                    LoadError::BadSpec {
+                        path: path.to_owned(),
+                        tool,
+                        reason,
+                    }
+                })?;
             }
-        })?;
+            return Ok(specs);
+        }
         let instantiate = |e: wasmtime::Error| LoadError::Instantiate {
             path: path.to_owned(),
             reason: format!("{e:#}"),
@@ -483,7 +577,9 @@ impl Runtime {
                 }
             }
         }
-        let pre = sandbox::pre_instantiate(&linker, &component).map_err(instantiate)?;
+        let pre = sandbox::pre_instantiate(&linker, &component)
+            .and_then(ToolComponentPre::new)
+            .map_err(instantiate)?;
         // An author's build is described under the most any load may grant: a Python or
         // JavaScript runtime needs more memory than the default.
         let c = &policy.limits.ceiling;
@@ -551,9 +647,14 @@ impl Runtime {
             invoke: None,
         };
         let state = HostState::new(&env).map_err(|e| ToolError::HostFault(e.to_string()))?;
-        sandbox::hold(&self.engine, &component.pre, state, &component.grant.limits)
-            .await
-            .map_err(|e| ToolError::ExecutionFailed(format!("cannot instantiate: {e:#}")))
+        sandbox::hold(
+            &self.engine,
+            component.entry.instance_pre(),
+            state,
+            &component.grant.limits,
+        )
+        .await
+        .map_err(|e| ToolError::ExecutionFailed(format!("cannot instantiate: {e:#}")))
     }
 
     /// Call tool number `index` of `component` in a fresh sandbox, after validating the
@@ -575,9 +676,28 @@ impl Runtime {
                 component.name()
             )));
         };
-        if let Err(e) = tool.validate_args(args_json) {
-            return CallReport::refused(e);
-        }
+        // A typed export's arguments are checked as they are converted to its parameters, by
+        // the same rules as its schema, with errors naming the field.
+        let typed = match &component.entry {
+            Entry::Tool(_) => {
+                if let Err(e) = tool.validate_args(args_json) {
+                    return CallReport::refused(e);
+                }
+                None
+            }
+            Entry::Typed(pre, funcs) => {
+                let Some(func) = funcs.get(index) else {
+                    return CallReport::refused(ToolError::NotFound(format!(
+                        "{} has no tool number {index}",
+                        component.name()
+                    )));
+                };
+                match typed_exports::arguments(func, args_json) {
+                    Ok(params) => Some((pre, func, params)),
+                    Err(e) => return CallReport::refused(e),
+                }
+            }
+        };
         let env = CallEnv {
             grant: &component.grant,
             services,
@@ -593,22 +713,50 @@ impl Runtime {
             Err(e) => return CallReport::refused(ToolError::HostFault(e.to_string())),
         };
         let http_call = state.http.call().clone();
-        let report = sandbox::call(
-            &self.engine,
-            &component.pre,
-            state,
-            limits,
-            &tool.own_name,
-            args_json,
-        )
-        .await;
+        let faults = state.faults.clone();
+        let report = match (&component.entry, typed) {
+            (_, Some((pre, func, params))) => {
+                let results = func.ty.results().len();
+                let report = sandbox::call_typed(
+                    &self.engine,
+                    pre,
+                    state,
+                    limits,
+                    func.index(),
+                    &params,
+                    results,
+                )
+                .await;
+                sandbox::RunReport {
+                    result: report
+                        .result
+                        .and_then(|vals| typed_exports::result(func, &vals)),
+                    log: report.log,
+                    fuel_used: report.fuel_used,
+                    duration: report.duration,
+                }
+            }
+            (Entry::Tool(pre), None) => {
+                sandbox::call(&self.engine, pre, state, limits, &tool.own_name, args_json).await
+            }
+            (Entry::Typed(..), None) => {
+                return CallReport::refused(ToolError::HostFault(
+                    "a typed export was called without its arguments".into(),
+                ));
+            }
+        };
         let scanner = http_call.scanner();
         let mut log = report.log;
         for entry in &mut log.entries {
             entry.message = scanner.redact(&entry.message, "log entry");
         }
+        // A host fault met by a capability decides the outcome, whatever the component did.
+        let result = match faults.first() {
+            Some(fault) => Err(ToolError::HostFault(fault)),
+            None => report.result,
+        };
         CallReport {
-            result: guard(scanner, report.result).map(|text| cap_output(text, limits.output_bytes)),
+            result: guard(scanner, result).map(|text| cap_output(text, limits.output_bytes)),
             log,
             fuel_used: report.fuel_used,
             duration: report.duration,
@@ -616,14 +764,13 @@ impl Runtime {
     }
 }
 
-/// Refuse a tool component whose manifest records no specs, or whose own `specs()` differ from
-/// the recorded ones; each refusal names the tool.
+/// Refuse a tool component whose manifest records no specs, or whose own specs differ from the
+/// recorded ones; each refusal names the tool.
 fn check_signed_specs(
     path: &Path,
     manifest: &Manifest,
-    specs: &[crate::bindings::exports::chitin::tool::tool::ToolSpec],
+    found: &[chitin_registry::manifest::ToolSpec],
 ) -> Result<(), LoadError> {
-    let found: Vec<_> = specs.iter().map(crate::spec::recorded).collect();
     let signed = manifest.tool_specs();
     let unrecorded = manifest.tools_without_spec();
     if !unrecorded.is_empty() || (signed.is_empty() && !found.is_empty()) {
@@ -641,7 +788,7 @@ fn check_signed_specs(
                 .join(", "),
         });
     }
-    chitin_registry::manifest::tools::compare(&signed, &found).map_err(|cause| {
+    chitin_registry::manifest::tools::compare(&signed, found).map_err(|cause| {
         LoadError::SpecMismatch {
             path: path.to_owned(),
             cause,

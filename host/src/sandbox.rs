@@ -54,10 +54,10 @@ fn new_store(
     Ok(store)
 }
 
-/// Instantiate `pre` in a fresh store and run `call` on the instance; `call` gets the store and
-/// the instance's tool interface.
+/// Run `body` (which instantiates and calls) in a fresh store holding `state`; `body` gets the
+/// store and evaluates to a future of the call's outcome.
 macro_rules! run_in_sandbox {
-    ($engine:expr, $pre:expr, $state:expr, $limits:expr, |$store:ident, $tool:ident| $body:expr) => {{
+    ($engine:expr, $state:expr, $limits:expr, |$store:ident| $body:expr) => {{
         let limits: &Limits = $limits;
         let started = Instant::now();
         match new_store($engine, $state, limits) {
@@ -72,12 +72,7 @@ macro_rules! run_in_sandbox {
             Ok(mut store) => {
                 let outcome = {
                     let $store = &mut store;
-                    let fut = async {
-                        let instance = $pre.instantiate_async(&mut *$store).await?;
-                        let $tool = instance.chitin_tool_tool();
-                        $body.await
-                    };
-                    tokio::time::timeout(limits.timeout(), fut).await
+                    tokio::time::timeout(limits.timeout(), $body).await
                 };
                 let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
                 let log = store.data().log.log.lock().finish();
@@ -104,8 +99,10 @@ pub async fn specs(
     state: HostState,
     limits: &Limits,
 ) -> RunReport<Vec<crate::bindings::exports::chitin::tool::tool::ToolSpec>> {
-    run_in_sandbox!(engine, pre, state, limits, |store, tool| tool
-        .call_specs(store))
+    run_in_sandbox!(engine, state, limits, |store| async {
+        let instance = pre.instantiate_async(&mut *store).await?;
+        instance.chitin_tool_tool().call_specs(&mut *store).await
+    })
 }
 
 /// Call tool `name` with `args_json` (already validated).
@@ -117,8 +114,13 @@ pub async fn call(
     name: &str,
     args_json: &str,
 ) -> RunReport<String> {
-    let report = run_in_sandbox!(engine, pre, state, limits, |store, tool| tool
-        .call_call(store, name, args_json));
+    let report = run_in_sandbox!(engine, state, limits, |store| async {
+        let instance = pre.instantiate_async(&mut *store).await?;
+        instance
+            .chitin_tool_tool()
+            .call_call(&mut *store, name, args_json)
+            .await
+    });
     RunReport {
         result: report.result.and_then(|r| r.map_err(from_wit)),
         log: report.log,
@@ -127,16 +129,38 @@ pub async fn call(
     }
 }
 
+/// Call the typed export `index` with `params` in a fresh instance of `pre`; the results are
+/// `results` values long.
+pub async fn call_typed(
+    engine: &Engine,
+    pre: &InstancePre<HostState>,
+    state: HostState,
+    limits: &Limits,
+    index: ComponentExportIndex,
+    params: &[Val],
+    results: usize,
+) -> RunReport<Vec<Val>> {
+    run_in_sandbox!(engine, state, limits, |store| async {
+        let instance = pre.instantiate_async(&mut *store).await?;
+        let func = instance
+            .get_func(&mut *store, index)
+            .ok_or_else(|| wasmtime::format_err!("the component lacks the function it exports"))?;
+        let mut out = vec![Val::Bool(false); results];
+        func.call_async(&mut *store, params, &mut out).await?;
+        Ok(out)
+    })
+}
+
 /// An instance kept alive without running a call, with its store.
 pub struct LiveInstance {
     _store: Store<HostState>,
-    _instance: crate::bindings::ToolComponent,
+    _instance: wasmtime::component::Instance,
 }
 
 /// Instantiate `pre` in a fresh store and keep it alive (to measure what a live call costs).
 pub async fn hold(
     engine: &Engine,
-    pre: &ToolComponentPre<HostState>,
+    pre: &InstancePre<HostState>,
     state: HostState,
     limits: &Limits,
 ) -> wasmtime::Result<LiveInstance> {
@@ -148,12 +172,12 @@ pub async fn hold(
     })
 }
 
-/// Pre-link a component against the shared linker.
+/// Pre-link a component against `linker`.
 pub fn pre_instantiate(
     linker: &wasmtime::component::Linker<HostState>,
     component: &Component,
-) -> wasmtime::Result<ToolComponentPre<HostState>> {
-    ToolComponentPre::new(linker.instantiate_pre(component)?)
+) -> wasmtime::Result<InstancePre<HostState>> {
+    linker.instantiate_pre(component)
 }
 
 /// Call the library function `index` in a fresh instance of `pre` under `limits`: how a tool's

@@ -1,5 +1,6 @@
-//! The secrets store: values the operator sets with `chitin secret set`, kept in the shared redb
-//! database encrypted with XChaCha20-Poly1305 under a master key that never enters the database.
+//! The secrets store: values the operator sets with `chitin secret set`, kept in the shared
+//! state database (redb or PostgreSQL, which only ever sees ciphertext) encrypted with
+//! XChaCha20-Poly1305 under a master key that never enters the database.
 //!
 //! Each value is sealed with a fresh random 24-byte nonce and the secret's NAME as associated
 //! data, so a ciphertext copied onto another name fails to open instead of silently answering
@@ -17,15 +18,14 @@ use std::sync::{Arc, OnceLock};
 use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
-use redb::{ReadableTable, TableDefinition};
 use zeroize::Zeroizing;
 
-use crate::state_db::{StateDb, StateError};
+use crate::state_db::{Records, StateDb, StateError};
 
 /// Name → `version ‖ nonce ‖ ciphertext`.
-const VALUES: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets");
+const VALUES: Records = Records::Secrets;
 /// The key-check record, sealed under the master key when the store is first opened.
-const META: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets_meta");
+const META: Records = Records::SecretsMeta;
 /// Key of the key-check record in [`META`].
 const KEY_CHECK: &str = "key-check";
 /// Associated data of the key-check record; no secret name can equal it (names have no space).
@@ -119,21 +119,10 @@ pub enum SecretError {
     Database(String),
 }
 
-impl From<redb::Error> for SecretError {
-    fn from(e: redb::Error) -> Self {
-        Self::Database(e.to_string())
-    }
-}
-
 impl From<StateError> for SecretError {
     fn from(e: StateError) -> Self {
         Self::Database(e.to_string())
     }
-}
-
-/// Turn any redb error into [`SecretError::Database`].
-fn db_err(e: impl Into<redb::Error>) -> SecretError {
-    SecretError::from(e.into())
 }
 
 /// Check a secret name: `[A-Za-z0-9_.-]{1,128}`.
@@ -313,20 +302,7 @@ impl SecretStore {
         };
         let record = self.seal(KEY_CHECK_PLAINTEXT, KEY_CHECK_AAD)?;
         // One transaction: two processes starting at once keep the first record sealed.
-        let stored = self.db.write(|txn| {
-            let mut table = txn.open_table(META).map_err(db_err)?;
-            let existing = table
-                .get(KEY_CHECK)
-                .map_err(db_err)?
-                .map(|v| v.value().to_vec());
-            match existing {
-                Some(existing) => Ok::<_, SecretError>(existing),
-                None => {
-                    table.insert(KEY_CHECK, record.as_slice()).map_err(db_err)?;
-                    Ok(record)
-                }
-            }
-        })?;
+        let stored = self.db.record_put_if_absent(META, KEY_CHECK, &record)?;
         match self.open_record(&stored, KEY_CHECK_AAD) {
             Some(plain) if plain.as_slice() == KEY_CHECK_PLAINTEXT => {
                 let _ = self.checked.set(());
@@ -379,38 +355,24 @@ impl SecretStore {
         }
         self.check_key()?;
         let record = self.seal(value.as_bytes(), name.as_bytes())?;
-        self.db.write(|txn| {
-            let mut table = txn.open_table(VALUES).map_err(db_err)?;
-            table.insert(name, record.as_slice()).map_err(db_err)?;
-            Ok(())
-        })
+        Ok(self.db.record_put(VALUES, name, &record)?)
     }
 
     /// Remove `name`; whether it existed.
     pub fn remove(&self, name: &str) -> Result<bool, SecretError> {
         validate_name(name)?;
         self.check_key()?;
-        self.db.write(|txn| {
-            let mut table = txn.open_table(VALUES).map_err(db_err)?;
-            Ok(table.remove(name).map_err(db_err)?.is_some())
-        })
+        Ok(self.db.record_remove(VALUES, &[name])? > 0)
     }
 
     /// Every stored name, sorted.
     pub fn names(&self) -> Result<Vec<String>, SecretError> {
-        self.db.read(|txn| {
-            let table = match txn.open_table(VALUES) {
-                Ok(table) => table,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(db_err(e)),
-            };
-            let mut names = Vec::new();
-            for entry in table.iter().map_err(db_err)? {
-                let (name, _) = entry.map_err(db_err)?;
-                names.push(name.value().to_owned());
-            }
-            Ok(names)
-        })
+        Ok(self
+            .db
+            .record_all(VALUES)?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect())
     }
 
     /// Whether `name` is stored.
@@ -437,14 +399,7 @@ impl SecretStore {
     fn record(&self, name: &str) -> Result<Option<Vec<u8>>, SecretError> {
         validate_name(name)?;
         self.check_key()?;
-        self.db.read(|txn| {
-            let table = match txn.open_table(VALUES) {
-                Ok(table) => table,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-                Err(e) => return Err(db_err(e)),
-            };
-            Ok(table.get(name).map_err(db_err)?.map(|v| v.value().to_vec()))
-        })
+        Ok(self.db.record_get(VALUES, name)?)
     }
 }
 
@@ -572,14 +527,7 @@ mod tests {
     }
 
     fn write_raw(db: &StateDb, name: &str, record: &[u8]) {
-        db.write(|txn| {
-            txn.open_table(VALUES)
-                .map_err(db_err)?
-                .insert(name, record)
-                .map_err(db_err)?;
-            Ok::<_, SecretError>(())
-        })
-        .expect("write");
+        db.record_put(VALUES, name, record).expect("write");
     }
 
     #[test]

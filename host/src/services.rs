@@ -48,8 +48,19 @@ pub struct Services {
 }
 
 impl Services {
-    /// Services over `workspace` (canonicalised; must be a directory) and `data_dir`.
+    /// Services over `workspace` (canonicalised; must be a directory) and `data_dir`, with the
+    /// state in the data directory's redb file.
     pub fn new(workspace: &Path, data_dir: DataDir) -> Result<Self, ServicesError> {
+        let state = Arc::new(StateDb::new(&data_dir.database()));
+        Self::with_state(workspace, data_dir, state)
+    }
+
+    /// As [`Services::new`], with the state in `state` (PostgreSQL for replicas).
+    pub fn with_state(
+        workspace: &Path,
+        data_dir: DataDir,
+        state: Arc<StateDb>,
+    ) -> Result<Self, ServicesError> {
         let canonical = workspace
             .canonicalize()
             .map_err(|cause| ServicesError::Workspace {
@@ -60,7 +71,6 @@ impl Services {
             return Err(ServicesError::NotADirectory(canonical));
         }
         let process = ProcessHost::new(canonical.clone(), data_dir.root().to_owned());
-        let state = Arc::new(StateDb::new(&data_dir.database()));
         Ok(Self {
             process,
             workspace: canonical,
@@ -106,8 +116,8 @@ impl Services {
         &self.data_dir
     }
 
-    /// The state database (`<data dir>/chitin.redb`), shared with every other chitin process
-    /// on this data directory and opened per transaction. Each store keeps its own tables in it.
+    /// The state database: `<data dir>/chitin.redb`, shared with every other chitin process on
+    /// this data directory and opened per transaction, or PostgreSQL shared by replicas.
     pub fn state(&self) -> &Arc<StateDb> {
         &self.state
     }

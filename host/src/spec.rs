@@ -84,12 +84,20 @@ pub fn recorded(wit: &WitToolSpec) -> chitin_registry::manifest::ToolSpec {
 impl CheckedSpec {
     /// Check a spec a component returned and compile its schema; the error says what is wrong.
     pub fn from_wit(wit: WitToolSpec) -> Result<Self, (String, String)> {
-        let name = wit.name;
+        Self::from_recorded(recorded(&wit))
+    }
+
+    /// Check a spec in the form the manifest records it and compile its schema; the error
+    /// says what is wrong.
+    pub fn from_recorded(
+        spec: chitin_registry::manifest::ToolSpec,
+    ) -> Result<Self, (String, String)> {
+        let name = spec.name;
         let fail = |reason: String| (name.clone(), reason);
         if let Some(problem) = chitin_registry::manifest::tool_name_problem(&name) {
             return Err(fail(problem));
         }
-        let input_schema: Value = serde_json::from_str(&wit.input_schema)
+        let input_schema: Value = serde_json::from_str(&spec.input_schema)
             .map_err(|e| fail(format!("input schema is not JSON: {e}")))?;
         if input_schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(fail(
@@ -98,19 +106,19 @@ impl CheckedSpec {
         }
         let validator = jsonschema::validator_for(&input_schema)
             .map_err(|e| fail(format!("input schema is not a valid JSON Schema: {e}")))?;
-        let output_schema = match wit.output_schema {
+        let output_schema = match spec.output_schema {
             Some(text) => Some(
                 serde_json::from_str(&text)
                     .map_err(|e| fail(format!("output schema is not JSON: {e}")))?,
             ),
             None => None,
         };
-        let a = wit.annotations;
+        let a = spec.annotations;
         Ok(Self {
             own_name: name.clone(),
             spec: ToolSpec {
                 name: name.clone(),
-                description: wit.description,
+                description: spec.description,
                 input_schema,
                 output_schema,
                 annotations: Annotations {

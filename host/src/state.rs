@@ -16,6 +16,7 @@ use crate::caps::process::ProcessCtx;
 use crate::caps::progress::ProgressCtx;
 use crate::caps::secrets::SecretsCtx;
 use crate::caps::wasi;
+use crate::fault::Faults;
 use crate::grant::Grant;
 use crate::leak::LeakScanner;
 use crate::limits::MemoryLimiter;
@@ -48,6 +49,8 @@ pub struct HostState {
     pub(crate) invoke: InvokeCtx,
     pub(crate) secrets: SecretsCtx,
     pub(crate) http: HttpCtx,
+    /// The host faults the call's capabilities met.
+    pub(crate) faults: Faults,
 }
 
 /// A call's state could not be built (a granted directory vanished, say).
@@ -59,6 +62,7 @@ impl HostState {
     /// State for one call under the grant in `env`.
     pub fn new(env: &CallEnv<'_>) -> Result<Self, StateError> {
         let limits = &env.grant.limits;
+        let faults = Faults::default();
         let log = SharedLog::new(limits.log_entries, limits.log_entry_bytes);
         // The values of the secrets this call could reach: looked for in its requests before
         // credentials are injected, and redacted from what it returns.
@@ -79,6 +83,7 @@ impl HostState {
             env.ctx.user.clone(),
             std::time::Instant::now() + limits.timeout(),
             log.clone(),
+            faults.clone(),
         )));
         Ok(Self {
             http,
@@ -104,14 +109,17 @@ impl HostState {
                 events: env.ctx.events.clone(),
                 scanner: scanner.clone(),
             },
-            kv: KvCtx::new(&env.grant.kv),
+            kv: KvCtx::new(&env.grant.kv, faults.clone()),
             invoke: InvokeCtx {
                 aliases: env.grant.invoke.clone(),
                 scope: env.invoke.cloned(),
+                faults: faults.clone(),
             },
             secrets: SecretsCtx {
                 config: env.grant.secrets.clone(),
+                faults: faults.clone(),
             },
+            faults,
         })
     }
 }

@@ -1,20 +1,22 @@
-//! The state database shared by every chitin process on one data directory: key-value buckets,
-//! secrets, remembered approvals, pins and HTTP rate windows, each in its own redb tables.
+//! The state shared by every chitin process that serves the same tools: key-value buckets,
+//! secrets (sealed before they get here), remembered approvals, pins and HTTP rate windows.
 //!
-//! redb lets one process at a time open a file, so the database is opened per transaction
-//! under a cross-process [`FileLock`] on `chitin.redb.lock` and closed before the lock is
-//! released. Every transaction therefore reads what any process committed before it, a commit
-//! is durable (`Durability::Immediate`) before it returns, and a process killed mid-transaction
-//! leaves the last commit intact and its lock released by the kernel (redb repairs the file on
-//! the next open). Threads of one process queue on a local mutex first, so only one of them
-//! contends for the file lock. Callers see transactions over named tables; nothing else of
-//! the storage, so another backend can stand behind the same calls.
+//! One seam, two backends. [`StateDb::Redb`] is the embedded default: a redb file in the data
+//! directory, opened per transaction under a cross-process lock, for any number of processes
+//! on one machine. [`StateDb::Postgres`] is for replicas on several machines: the same
+//! operations in PostgreSQL (`--state-url`). Callers see only the operations below, each one
+//! transaction, durable before it returns.
+
+mod embedded;
+mod postgres;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::file_lock::{FileLock, LockError};
+pub use embedded::RedbState;
+pub use postgres::{PgState, STATE_URL_ENV, StateUrl, StateUrlError};
+
+use crate::file_lock::LockError;
 
 /// How long a transaction waits for other processes' transactions before failing as busy.
 /// Transactions are short (milliseconds), so reaching this means a holder is stuck.
@@ -63,122 +65,226 @@ pub enum StateError {
         /// What redb said.
         reason: String,
     },
+    /// The PostgreSQL server cannot be reached or dropped the connection; chitin reconnects on
+    /// the next call.
+    #[error(
+        "state database {target} cannot be reached: {reason}; check that PostgreSQL is running \
+         and accepts this host, and that CHITIN_STATE_URL is right (chitin reconnects on its own)"
+    )]
+    Offline {
+        /// The server and database, without credentials.
+        target: String,
+        /// What the client said.
+        reason: String,
+    },
+    /// The PostgreSQL server refused a statement or a transaction failed.
+    #[error("state database {target}: {reason}")]
+    Remote {
+        /// The server and database, without credentials.
+        target: String,
+        /// What the server said.
+        reason: String,
+    },
 }
 
-/// One database file shared across processes; cheap to create (nothing is opened until the
-/// first transaction).
+/// The string-keyed record tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Records {
+    /// Remembered approvals: `component/tool` → JSON.
+    Approvals,
+    /// Pins: `namespace/name` → JSON.
+    Pins,
+    /// Secrets: name → sealed record (ciphertext only).
+    Secrets,
+    /// The secrets store's key-check record (ciphertext only).
+    SecretsMeta,
+}
+
+impl Records {
+    /// The table's name, as both backends store it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Approvals => "approvals",
+            Self::Pins => "pins",
+            Self::Secrets => "secrets",
+            Self::SecretsMeta => "secrets_meta",
+        }
+    }
+}
+
+/// The key-value data inside one write transaction: what the store's quota and counter logic
+/// runs on, the same on every backend.
+pub trait KvTxn {
+    /// The value at (component, bucket, key).
+    fn get(&mut self, c: &str, b: &str, key: &str) -> Result<Option<Vec<u8>>, StateError>;
+    /// Set the value at (component, bucket, key).
+    fn put(&mut self, c: &str, b: &str, key: &str, value: &[u8]) -> Result<(), StateError>;
+    /// Remove (component, bucket, key), if there.
+    fn delete(&mut self, c: &str, b: &str, key: &str) -> Result<(), StateError>;
+    /// Bytes `component` stores (keys plus values, all buckets); concurrent writers to the
+    /// same component wait for this transaction from here on.
+    fn usage(&mut self, component: &str) -> Result<u64, StateError>;
+    /// Record the bytes `component` stores.
+    fn set_usage(&mut self, component: &str, bytes: u64) -> Result<(), StateError>;
+}
+
+/// The shared state, in one of its backends.
 #[derive(Debug)]
-pub struct StateDb {
-    path: PathBuf,
-    lock_path: PathBuf,
-    local: Mutex<()>,
+pub enum StateDb {
+    /// A redb file in the data directory (the default).
+    Redb(RedbState),
+    /// A PostgreSQL database shared by replicas (boxed: its pool and TLS setup are large).
+    Postgres(Box<PgState>),
 }
 
 impl StateDb {
-    /// The database at `path`, locked through `<path>.lock`.
+    /// The embedded database at `path`, locked through `<path>.lock`; nothing is opened until
+    /// the first transaction.
     pub fn new(path: &Path) -> Self {
-        let mut lock_path = path.as_os_str().to_owned();
-        lock_path.push(".lock");
-        Self {
-            path: path.to_owned(),
-            lock_path: PathBuf::from(lock_path),
-            local: Mutex::new(()),
-        }
+        Self::Redb(RedbState::new(path))
     }
 
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Run `f` in a read transaction.
-    pub fn read<R, E: From<StateError>>(
-        &self,
-        f: impl FnOnce(&redb::ReadTransaction) -> Result<R, E>,
-    ) -> Result<R, E> {
-        self.with_db(|db| {
-            let txn = redb::ReadableDatabase::begin_read(db).map_err(|e| self.storage(e))?;
-            f(&txn)
+    /// The backend for this invocation: PostgreSQL at `url` when given, else the redb file at
+    /// `path`.
+    pub fn open(path: &Path, url: Option<&StateUrl>) -> Result<Self, StateError> {
+        Ok(match url {
+            Some(url) => Self::Postgres(Box::new(PgState::new(url)?)),
+            None => Self::new(path),
         })
     }
 
-    /// Run `f` in a write transaction, committed durably when `f` succeeds and dropped (nothing
-    /// written) when it fails.
-    pub fn write<R, E: From<StateError>>(
-        &self,
-        f: impl FnOnce(&redb::WriteTransaction) -> Result<R, E>,
-    ) -> Result<R, E> {
-        self.with_db(|db| {
-            let txn = db.begin_write().map_err(|e| self.storage(e))?;
-            let out = f(&txn)?;
-            txn.commit().map_err(|e| self.storage(e))?;
-            Ok(out)
-        })
-    }
-
-    /// A redb failure inside a transaction, as a [`StateError::Storage`] naming the file.
-    pub fn storage(&self, e: impl Into<redb::Error>) -> StateError {
-        StateError::Storage {
-            path: self.path.clone(),
-            reason: e.into().to_string(),
+    /// What the state lives in, for messages: the file, or the server and database.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Redb(db) => db.path().display().to_string(),
+            Self::Postgres(db) => format!("PostgreSQL {}", db.target()),
         }
     }
 
-    /// Open the database under both locks, run `f`, close it, release the locks.
-    fn with_db<R, E: From<StateError>>(
+    /// Whether the database answers now (readiness); the embedded file always can be tried.
+    pub fn ping(&self) -> Result<(), StateError> {
+        match self {
+            Self::Redb(_) => Ok(()),
+            Self::Postgres(db) => db.ping(),
+        }
+    }
+
+    /// The record of `table` under `key`.
+    pub fn record_get(&self, table: Records, key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        match self {
+            Self::Redb(db) => db.record_get(table, key),
+            Self::Postgres(db) => db.record_get(table, key),
+        }
+    }
+
+    /// Every record of `table`, in key order (bytewise).
+    pub fn record_all(&self, table: Records) -> Result<Vec<(String, Vec<u8>)>, StateError> {
+        match self {
+            Self::Redb(db) => db.record_all(table),
+            Self::Postgres(db) => db.record_all(table),
+        }
+    }
+
+    /// Put `value` at `key` of `table`, replacing any earlier record.
+    pub fn record_put(&self, table: Records, key: &str, value: &[u8]) -> Result<(), StateError> {
+        match self {
+            Self::Redb(db) => db.record_put(table, key, value, false).map(drop),
+            Self::Postgres(db) => db.record_put(table, key, value, false).map(drop),
+        }
+    }
+
+    /// Put `value` at `key` unless a record is there; the record stored afterwards (so two
+    /// processes racing keep the first).
+    pub fn record_put_if_absent(
         &self,
-        f: impl FnOnce(&redb::Database) -> Result<R, E>,
+        table: Records,
+        key: &str,
+        value: &[u8],
+    ) -> Result<Vec<u8>, StateError> {
+        match self {
+            Self::Redb(db) => db.record_put(table, key, value, true),
+            Self::Postgres(db) => db.record_put(table, key, value, true),
+        }
+    }
+
+    /// Remove `keys` from `table` in one transaction; how many were there.
+    pub fn record_remove(&self, table: Records, keys: &[&str]) -> Result<usize, StateError> {
+        match self {
+            Self::Redb(db) => db.record_remove(table, keys),
+            Self::Postgres(db) => db.record_remove(table, keys),
+        }
+    }
+
+    /// Read the rate record of (user, tool) and replace it with what `f` returns, in one
+    /// transaction that concurrent updates of the same record wait for; when `f` fails,
+    /// nothing is written.
+    pub fn rate_update<R: Send, E: From<StateError> + Send>(
+        &self,
+        user: &str,
+        tool: &str,
+        f: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, R), E> + Send,
     ) -> Result<R, E> {
-        // A poisoned mutex only means another thread panicked mid-transaction; redb rolled
-        // that transaction back, so carry on.
-        let _local = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        let (_lock, waited) =
-            FileLock::acquire(&self.lock_path, LOCK_WAIT).map_err(|lock| StateError::Busy {
-                path: self.path.clone(),
-                lock,
-            })?;
-        tracing::debug!(
-            target: "chitin::state_db",
-            lock_wait_us = waited.as_micros() as u64,
-            "database lock taken"
-        );
-        let db = self.open()?;
-        let out = f(&db);
-        // Closed before the lock guard drops, so the next holder can open the file.
-        drop(db);
-        out
+        match self {
+            Self::Redb(db) => db.rate_update(user, tool, f),
+            Self::Postgres(db) => db.rate_update(user, tool, f),
+        }
     }
 
-    fn open(&self) -> Result<redb::Database, StateError> {
-        redb::Database::create(&self.path).map_err(|e| self.open_error(e))
+    /// Drop the rate records `idle` says are idle.
+    pub fn rate_sweep(&self, idle: &(dyn Fn(&[u8]) -> bool + Sync)) -> Result<(), StateError> {
+        match self {
+            Self::Redb(db) => db.rate_sweep(idle),
+            Self::Postgres(db) => db.rate_sweep(idle),
+        }
     }
 
-    fn open_error(&self, e: redb::DatabaseError) -> StateError {
-        let path = self.path.clone();
-        let reason = e.to_string();
-        match e {
-            // redb reports a file that is not a database (or is cut short) as invalid data.
-            redb::DatabaseError::Storage(redb::StorageError::Io(io))
-                if matches!(
-                    io.kind(),
-                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
-                ) =>
-            {
-                StateError::Corrupt { path, reason }
-            }
-            redb::DatabaseError::Storage(redb::StorageError::Io(_)) => {
-                StateError::Unreachable { path, reason }
-            }
-            redb::DatabaseError::Storage(redb::StorageError::Corrupted(_))
-            | redb::DatabaseError::RepairAborted => StateError::Corrupt { path, reason },
-            redb::DatabaseError::DatabaseAlreadyOpen => StateError::Busy {
-                lock: LockError::Busy {
-                    path: path.clone(),
-                    waited_ms: 0,
-                },
-                path,
-            },
-            _ => StateError::Storage { path, reason },
+    /// The values at `keys` of one component's bucket, in order.
+    pub fn kv_get_many(
+        &self,
+        component: &str,
+        bucket: &str,
+        keys: &[&str],
+    ) -> Result<Vec<Option<Vec<u8>>>, StateError> {
+        match self {
+            Self::Redb(db) => db.kv_get_many(component, bucket, keys),
+            Self::Postgres(db) => db.kv_get_many(component, bucket, keys),
+        }
+    }
+
+    /// Up to `limit` keys of one component's bucket in bytewise order, skipping the first
+    /// `skip`.
+    pub fn kv_keys(
+        &self,
+        component: &str,
+        bucket: &str,
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<String>, StateError> {
+        match self {
+            Self::Redb(db) => db.kv_keys(component, bucket, skip, limit),
+            Self::Postgres(db) => db.kv_keys(component, bucket, skip, limit),
+        }
+    }
+
+    /// Run `f` in one durable write transaction over the key-value data; when it fails,
+    /// nothing is written. `f` may run more than once (PostgreSQL retries a transaction that
+    /// lost a deadlock), so it must only act through the transaction.
+    pub fn kv_write<R: Send, E: From<StateError> + Send>(
+        &self,
+        f: impl FnMut(&mut dyn KvTxn) -> Result<R, E> + Send,
+    ) -> Result<R, E> {
+        match self {
+            Self::Redb(db) => db.kv_write(f),
+            Self::Postgres(db) => db.kv_write(f),
+        }
+    }
+
+    /// How many (user, tool) rate records there are (for tests of the storage bound).
+    #[cfg(test)]
+    pub fn rate_len(&self) -> Result<usize, StateError> {
+        match self {
+            Self::Redb(db) => db.rate_len(),
+            Self::Postgres(db) => db.rate_len(),
         }
     }
 }
@@ -187,29 +293,14 @@ impl StateDb {
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
-    use redb::TableDefinition;
-
     use super::*;
 
-    const T: TableDefinition<&str, u64> = TableDefinition::new("t");
-
-    fn get(db: &StateDb, key: &str) -> Option<u64> {
-        db.read(|txn| match txn.open_table(T) {
-            Ok(t) => Ok::<_, StateError>(t.get(key).map_err(|e| db.storage(e))?.map(|v| v.value())),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-            Err(e) => Err(db.storage(e)),
-        })
-        .expect("read")
+    fn get(db: &StateDb, key: &str) -> Option<Vec<u8>> {
+        db.record_get(Records::Secrets, key).expect("read")
     }
 
-    fn put(db: &StateDb, key: &str, value: u64) -> Result<(), StateError> {
-        db.write(|txn| {
-            txn.open_table(T)
-                .map_err(|e| db.storage(e))?
-                .insert(key, value)
-                .map_err(|e| db.storage(e))?;
-            Ok(())
-        })
+    fn put(db: &StateDb, key: &str, value: &[u8]) -> Result<(), StateError> {
+        db.record_put(Records::Secrets, key, value)
     }
 
     #[test]
@@ -217,25 +308,25 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("chitin.redb");
         let (a, b) = (StateDb::new(&path), StateDb::new(&path));
-        put(&a, "x", 1).expect("write a");
-        assert_eq!(get(&b, "x"), Some(1));
-        put(&b, "x", 2).expect("write b");
-        assert_eq!(get(&a, "x"), Some(2));
+        put(&a, "x", b"1").expect("write a");
+        assert_eq!(get(&b, "x").as_deref(), Some(&b"1"[..]));
+        put(&b, "x", b"2").expect("write b");
+        assert_eq!(get(&a, "x").as_deref(), Some(&b"2"[..]));
     }
 
     #[test]
     fn a_failed_transaction_writes_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = StateDb::new(&dir.path().join("chitin.redb"));
-        let failed: Result<(), StateError> = db.write(|txn| {
-            txn.open_table(T)
-                .map_err(|e| db.storage(e))?
-                .insert("x", 1)
-                .map_err(|e| db.storage(e))?;
-            Err(db.storage(redb::Error::TransactionInProgress))
+        let failed: Result<(), StateError> = db.kv_write(|txn| {
+            txn.put("x/a", "b", "k", b"1")?;
+            Err(StateError::Storage {
+                path: PathBuf::new(),
+                reason: "test".into(),
+            })
         });
         assert!(failed.is_err());
-        assert_eq!(get(&db, "x"), None);
+        assert_eq!(db.kv_get_many("x/a", "b", &["k"]).expect("read"), [None]);
     }
 
     #[test]
@@ -243,17 +334,17 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("chitin.redb");
         std::fs::write(&path, b"this is not a redb file, not even close to one....").expect("w");
-        let err = put(&StateDb::new(&path), "x", 1).unwrap_err();
+        let err = put(&StateDb::new(&path), "x", b"1").unwrap_err();
         assert!(matches!(err, StateError::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains("move it aside"), "{err}");
         assert!(err.to_string().contains("chitin.redb"), "{err}");
 
         let path = dir.path().join("locked.redb");
-        put(&StateDb::new(&path), "x", 1).expect("create");
+        put(&StateDb::new(&path), "x", b"1").expect("create");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).expect("chmod");
         // Root reads any file; the check only means something for an ordinary user.
         if std::fs::File::open(&path).is_err() {
-            let err = put(&StateDb::new(&path), "x", 1).unwrap_err();
+            let err = put(&StateDb::new(&path), "x", b"1").unwrap_err();
             assert!(matches!(err, StateError::Unreachable { .. }), "{err}");
             assert!(err.to_string().contains("writable"), "{err}");
         }

@@ -315,9 +315,14 @@ async fn no_files_grant_reaches_nothing() {
     no_files.approval.clear();
     let mut open = policy(Limits::default());
     open.approval.clear();
-    for (path, policy) in [(wasm, open), (component("fs"), no_files)] {
+    // Each case in its own data directory: the first would pin chitin/fs without files.
+    for (i, (path, policy)) in [(wasm, open), (component("fs"), no_files)]
+        .into_iter()
+        .enumerate()
+    {
         let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
-        let mut host = Host::new(runtime, policy, services(&root.path().join("data"), &ws));
+        let data = root.path().join(format!("data-{i}"));
+        let mut host = Host::new(runtime, policy, services(&data, &ws));
         host.load_path(&path).await.expect("load");
         for (tool, args) in [
             ("read_file", json!({"path": "f.txt"})),

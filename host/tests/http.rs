@@ -1,7 +1,8 @@
 //! Outbound HTTP end to end: the `http`, `web_fetch` and `html_to_markdown` components against a
 //! real HTTPS server on 127.0.0.1 (test CA), admitted by a test-only policy entry; the default
 //! policy refuses the same address. Redirects, size caps (honest, lying and missing lengths),
-//! deadlines, the per-call request cap, rate limits, leak scanning and credential injection.
+//! deadlines, the per-call request cap, rate limits, leak scanning, credential injection (and the
+//! secret store failing under it), and a certificate from a CA the policy does not trust.
 
 mod common;
 #[path = "https_server/mod.rs"]
@@ -13,6 +14,8 @@ use std::sync::atomic::Ordering;
 
 use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
 use chitin_host::policy::{DEFAULT_POLICY, Policy};
+use chitin_host::secrets::{MasterKey, SecretStore};
+use chitin_host::state_db::StateDb;
 use chitin_host::{CallReport, Host, Limits, Runtime, ToolError};
 use common::{component, fixture, resign, services, test_engine};
 use https_server::TestServer;
@@ -186,6 +189,25 @@ async fn a_get_reaches_the_lab_server_and_the_default_policy_refuses_it() {
     let e = err(&default, "http", get(&server.url("/echo"))).await;
     assert!(matches!(e, ToolError::PermissionDenied(_)), "{e:?}");
     assert!(e.to_string().contains("loopback"), "{e}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), before);
+}
+
+#[tokio::test]
+async fn a_certificate_from_a_ca_the_policy_does_not_trust_is_refused() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    // The lab entry admits the address, but the policy trusts only the public roots, not the
+    // server's test CA: the handshake fails and no request reaches the server.
+    let untrusted = Policy::parse(
+        &DEFAULT_POLICY.replace("allow_addresses = []", "allow_addresses = [\"127.0.0.1\"]"),
+        Path::new("test-policy.toml"),
+    )
+    .expect("policy");
+    let h = host(data.path(), &server, untrusted, None, &[]).await;
+    let before = server.hits.load(Ordering::SeqCst);
+    let e = err(&h, "http", get(&server.url("/echo"))).await;
+    let text = e.to_string().to_lowercase();
+    assert!(text.contains("tls") || text.contains("certificate"), "{e}");
     assert_eq!(server.hits.load(Ordering::SeqCst), before);
 }
 
@@ -436,6 +458,47 @@ fn http_with_credentials(dir: &Path, port: u16, mapping: &str) -> PathBuf {
     let path = dir.join("http-cred.wasm");
     std::fs::write(&path, resign(&wasm, &manifest)).expect("write");
     path
+}
+
+#[tokio::test]
+async fn a_secret_store_failing_at_injection_is_a_host_fault_and_nothing_is_sent() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    // The store was created under a master key kept elsewhere: the key this host finds in the
+    // data directory opens nothing in it, which injection finds out when it reads the secret.
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let db = Arc::new(StateDb::new(&data.path().join("chitin.redb")));
+    SecretStore::with_key(db, MasterKey::load(elsewhere.path(), None).expect("key"))
+        .expect("store")
+        .set("unrelated", "value-0123456789")
+        .expect("set");
+    let comp = http_with_credentials(
+        data.path(),
+        server.addr.port(),
+        "[[capabilities.http.credentials]]\nsecret = \"test_token\"\nhosts = [\"127.0.0.1\"]\n\
+         inject = \"bearer\"",
+    );
+    let ws = data.path().join("workspace");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let mut h = Host::new(runtime, lab_policy(&server), services(data.path(), &ws));
+    h.load_path(&comp).await.expect("load");
+    let before = server.hits.load(Ordering::SeqCst);
+    match call(&h, "http", get(&server.url("/echo"))).await.result {
+        Err(ToolError::HostFault(fault)) => {
+            assert!(fault.contains("secrets store failed"), "{fault}");
+            assert!(
+                fault.contains("does not match the secrets store"),
+                "{fault}"
+            );
+        }
+        other => panic!("expected a host fault, got {other:?}"),
+    }
+    assert_eq!(
+        server.hits.load(Ordering::SeqCst),
+        before,
+        "nothing was sent"
+    );
 }
 
 #[tokio::test]

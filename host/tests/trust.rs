@@ -425,16 +425,11 @@ async fn a_corrupted_pin_record_refuses_the_load_naming_the_fix() {
     let env = env(trust);
     env.services
         .state()
-        .write(|txn| {
-            txn.open_table(redb::TableDefinition::<&str, &str>::new("pins"))
-                .expect("table")
-                .insert(
-                    "chitin/echo",
-                    "{\"component\": \"chitin/echo\", \"version\"",
-                )
-                .expect("insert");
-            Ok::<_, chitin_host::state_db::StateError>(())
-        })
+        .record_put(
+            chitin_host::state_db::Records::Pins,
+            "chitin/echo",
+            b"{\"component\": \"chitin/echo\", \"version\"",
+        )
         .expect("write");
     let dir = env.data.path().join("components-dir");
     match load_in(&env, &dir, echo_with(ECHO_MANIFEST, &key)).await {

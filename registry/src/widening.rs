@@ -111,8 +111,22 @@ fn added<'a>(
 }
 
 fn kv(old: Option<&KvGrant>, new: &KvGrant, out: &mut Vec<String>) {
-    let old = old.map(|g| g.buckets.as_slice()).unwrap_or_default();
-    added("capabilities.kv.buckets", "bucket", old, &new.buckets, out);
+    let buckets = old.map(|g| g.buckets.as_slice()).unwrap_or_default();
+    added(
+        "capabilities.kv.buckets",
+        "bucket",
+        buckets,
+        &new.buckets,
+        out,
+    );
+    // An absent quota is the policy's ceiling, like an absent limit.
+    limit(
+        "capabilities.kv.max_bytes",
+        old.and_then(|g| g.max_bytes),
+        new.max_bytes,
+        old.is_some(),
+        out,
+    );
 }
 
 fn env(old: Option<&EnvGrant>, new: &EnvGrant, out: &mut Vec<String>) {
@@ -438,6 +452,37 @@ mod tests {
         let b = |list: &str| format!("[capabilities.kv]\nbuckets = [{list}]\n");
         assert_widens("", &b("\"a\""), "adds bucket `a`");
         assert_widens(&b("\"a\""), &b("\"a\", \"b\""), "adds bucket `b`");
+    }
+
+    #[test]
+    fn kv_quota_raised_or_removed() {
+        let q = |max: &str| format!("[capabilities.kv]\nbuckets = [\"a\"]\n{max}\n");
+        assert_widens(
+            &q("max_bytes = 1024"),
+            &q("max_bytes = 4096"),
+            "capabilities.kv.max_bytes: raised from 1024 to 4096",
+        );
+        assert_widens(
+            &q("max_bytes = 1024"),
+            &q(""),
+            "capabilities.kv.max_bytes: removed (was 1024; now the policy's ceiling)",
+        );
+        // Lowering it, or keeping it, asks nothing (`assert_widens` checks the way back too).
+        assert!(
+            widenings(
+                &manifest(&q("max_bytes = 4096")),
+                &manifest(&q("max_bytes = 10"))
+            )
+            .is_empty()
+        );
+        assert!(widenings(&manifest(&q("")), &manifest(&q("max_bytes = 10"))).is_empty());
+        assert!(
+            widenings(
+                &manifest(&q("max_bytes = 10")),
+                &manifest(&q("max_bytes = 10"))
+            )
+            .is_empty()
+        );
     }
 
     #[test]

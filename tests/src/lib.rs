@@ -1,5 +1,7 @@
 //! Helpers for end-to-end tests: find the `chitin` binary and the built components, run the CLI.
 
+pub mod postgres;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -47,6 +49,22 @@ pub fn workspace(data_dir: &Path) -> PathBuf {
 
 /// A `chitin` command with a private data directory, its [`workspace`], and the given component
 /// sources.
+/// The files of the compile cache under `data_dir` (one folder per engine configuration).
+pub fn cached_files(data_dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(data_dir.join("cache"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|engine| {
+            std::fs::read_dir(engine.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|entry| entry.path())
+        .collect()
+}
+
 pub fn chitin(data_dir: &Path, components: &[PathBuf]) -> Command {
     let mut cmd = Command::new(chitin_bin());
     cmd.env_remove("CHITIN_COMPONENTS")

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::Output;
 
-use chitin_e2e::{built_dir, chitin, stderr, stdout};
+use chitin_e2e::{built_dir, cached_files, chitin, stderr, stdout};
 use serde_json::{Value, json};
 
 /// The built-in components plus the loadable fixtures (not the future-contract one, which the
@@ -257,16 +257,10 @@ fn data_dir_flag_holds_the_compile_cache_and_is_private() {
         .output()
         .expect("run");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let entries: Vec<_> = std::fs::read_dir(dir.join("cache"))
-        .expect("cache dir")
-        .flatten()
-        .flat_map(|engine| {
-            std::fs::read_dir(engine.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-        })
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+    let entries: Vec<_> = cached_files(&dir)
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
         .collect();
     assert!(entries.iter().any(|n| n.ends_with(".cwasm")), "{entries:?}");
     assert!(

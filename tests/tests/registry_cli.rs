@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 
-use chitin_e2e::{built_dir, chitin, run_with_stdin, stderr, stdout};
+use chitin_e2e::{built_dir, cached_files, chitin, run_with_stdin, stderr, stdout};
 use container_registry::auth::{AuthProvider, Permissions, Unverified, ValidCredentials};
 use container_registry::storage::ImageLocation;
 use container_registry::{ContainerRegistry, ImageDigest};
@@ -507,7 +507,8 @@ fn local_registry_versions_side_by_side_pins_and_tampering() {
     assert!(stranger.installed().is_empty());
 }
 
-/// A third-party example built by `just build-thirdparty` (`wordcount-js`, `textstats-py`).
+/// A third-party example built by `just build-thirdparty` (`wordcount-js`, `textstats-py`,
+/// `measure-rs`).
 fn thirdparty(name: &str) -> PathBuf {
     let file = chitin_e2e::repo().join(format!("build/thirdparty/{name}.wasm"));
     assert!(
@@ -552,16 +553,9 @@ fn a_python_third_party_tool_runs_under_the_default_policy_and_reaches_nothing()
         "{audit}"
     );
     // Compiled at install, before any call, so the first call finds it in the cache.
-    let cache = std::fs::read_dir(operator.data.join("cache"))
-        .expect("cache dir")
-        .flatten()
-        .flat_map(|engine| {
-            std::fs::read_dir(engine.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-        })
-        .filter(|entry| entry.path().extension().is_some_and(|e| e == "cwasm"))
+    let cache = cached_files(&operator.data)
+        .iter()
+        .filter(|path| path.extension().is_some_and(|e| e == "cwasm"))
         .count();
     assert!(cache >= 1, "nothing compiled at install");
     let out = operator.ok(&["call", "acme__describe_numbers", r#"{"numbers":[1,2,3,4]}"#]);
@@ -650,4 +644,216 @@ fn a_javascript_third_party_tool_is_published_trusted_installed_audited_and_call
     assert_eq!(result["lines"], 2, "{out}");
     // The bare name belongs to nobody: third-party tools never shadow anything.
     operator.fails(7, &["call", "word_count", r#"{"text":"x"}"#]);
+}
+
+/// Starts `chitin serve` for `party`'s installed components and completes the MCP handshake;
+/// the server and its response lines.
+fn serve_mcp(party: &Party) -> (std::process::Child, std::sync::mpsc::Receiver<Value>) {
+    use std::io::BufRead;
+    let mut child = chitin(&party.data, &[])
+        .env("CHITIN_TRUSTED_KEYS", &party.trust)
+        .env_remove("CHITIN_SECRETS_KEY")
+        .arg("serve")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start chitin serve");
+    let out = child.stdout.take().expect("stdout");
+    let (lines, responses) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(value) = serde_json::from_str::<Value>(&line)
+                && lines.send(value).is_err()
+            {
+                break;
+            }
+        }
+    });
+    (child, responses)
+}
+
+/// Send one JSON-RPC request with `id` and wait (bounded) for its response.
+fn request(
+    child: &mut std::process::Child,
+    responses: &std::sync::mpsc::Receiver<Value>,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> Value {
+    let stdin = child.stdin.as_mut().expect("stdin");
+    let message =
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    writeln!(stdin, "{message}").expect("send");
+    stdin.flush().expect("flush");
+    loop {
+        let response = responses
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("a response within 60 s");
+        if response["id"] == id {
+            return response;
+        }
+    }
+}
+
+#[test]
+fn a_rust_component_of_typed_wit_exports_is_installed_and_called_over_mcp() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (operator, audit) = publish_and_install(root.path(), "measure-rs", "acme/measure");
+    // One tool per exported function: world-level ones by their name, interface ones prefixed.
+    for tool in [
+        "acme__greet",
+        "acme__parse_int",
+        "acme__repeat",
+        "acme__stats_summarize",
+        "acme__stats_manhattan",
+    ] {
+        assert!(
+            audit.contains(tool),
+            "{tool} missing from the audit: {audit}"
+        );
+    }
+
+    let (mut server, responses) = serve_mcp(&operator);
+    let init = request(
+        &mut server,
+        &responses,
+        0,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "typed-wit-test", "version": "0"}}),
+    );
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    {
+        let stdin = server.stdin.as_mut().expect("stdin");
+        writeln!(
+            stdin,
+            "{}",
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .expect("initialized");
+    }
+    let list = request(
+        &mut server,
+        &responses,
+        1,
+        "tools/list",
+        serde_json::json!({}),
+    );
+    let tools = list["result"]["tools"].as_array().expect("tools");
+    let tool = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {list}"))
+            .clone()
+    };
+    // Descriptions come from the WIT doc comments, schemas from the WIT types.
+    let greet = tool("acme__greet");
+    assert_eq!(
+        greet["description"],
+        "Greet someone by name; `excited` ends the greeting with an exclamation mark."
+    );
+    assert_eq!(
+        greet["inputSchema"]["required"],
+        serde_json::json!(["name"])
+    );
+    assert_eq!(
+        greet["inputSchema"]["properties"]["excited"],
+        serde_json::json!({"type": "boolean"})
+    );
+    let manhattan = tool("acme__stats_manhattan");
+    assert_eq!(
+        manhattan["inputSchema"]["properties"]["a"]["properties"]["x"],
+        serde_json::json!({"type": "integer", "minimum": -2147483648i64, "maximum": 2147483647})
+    );
+    assert_eq!(
+        manhattan["outputSchema"]["properties"]["result"]["maximum"],
+        serde_json::json!(u64::MAX)
+    );
+
+    let call = |server: &mut std::process::Child, id: u64, name: &str, args: Value| {
+        request(
+            server,
+            &responses,
+            id,
+            "tools/call",
+            serde_json::json!({"name": name, "arguments": args}),
+        )["result"]
+            .clone()
+    };
+    let out = call(
+        &mut server,
+        2,
+        "acme__greet",
+        serde_json::json!({"name": "Ada", "excited": true}),
+    );
+    assert_eq!(
+        out["structuredContent"],
+        serde_json::json!({"result": "Hello, Ada!"}),
+        "{out}"
+    );
+    let out = call(
+        &mut server,
+        3,
+        "acme__greet",
+        serde_json::json!({"name": "Ada"}),
+    );
+    assert_eq!(out["structuredContent"]["result"], "Hello, Ada.", "{out}");
+    let out = call(
+        &mut server,
+        4,
+        "acme__stats_summarize",
+        serde_json::json!({"numbers": [1, 2, 3, 4]}),
+    );
+    assert_eq!(
+        out["structuredContent"]["result"],
+        serde_json::json!({"count": 4, "total": 10, "mean": 2.5}),
+        "{out}"
+    );
+    let out = call(
+        &mut server,
+        5,
+        "acme__parse_int",
+        serde_json::json!({"text": "-42"}),
+    );
+    assert_eq!(out["structuredContent"]["result"], -42, "{out}");
+    // A `result` error is the call's execution-failed error, carrying the error value.
+    let out = call(
+        &mut server,
+        6,
+        "acme__parse_int",
+        serde_json::json!({"text": "12x"}),
+    );
+    assert_eq!(out["isError"], true, "{out}");
+    let text = out["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("execution-failed: ") && text.contains("`12x` is not a decimal integer"),
+        "{out}"
+    );
+    // Arguments that do not fit the WIT types are refused before anything runs, naming the field.
+    let out = call(
+        &mut server,
+        7,
+        "acme__stats_manhattan",
+        serde_json::json!({"a": {"x": 3.5, "y": 0}, "b": {"x": 0, "y": 0}}),
+    );
+    assert_eq!(out["isError"], true, "{out}");
+    let text = out["content"][0]["text"].as_str().unwrap_or_default();
+    assert_eq!(
+        text,
+        "invalid-args: invalid arguments: a.x: expected an integer in \
+         -2147483648..=2147483647, got 3.5",
+        "{out}"
+    );
+    let out = call(
+        &mut server,
+        8,
+        "acme__stats_manhattan",
+        serde_json::json!({"a": {"x": -3, "y": 4}, "b": {"x": 2, "y": -1}}),
+    );
+    assert_eq!(out["structuredContent"]["result"], 10, "{out}");
+    server.kill().expect("stop chitin serve");
+    server.wait().expect("reap chitin serve");
 }

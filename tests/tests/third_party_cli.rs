@@ -1,11 +1,12 @@
 //! Third-party components beside the built-ins, through the `chitin` binary: one that cannot
 //! load (its name taken, a replayed older version) is left out with a warning and the others
-//! load; a broken first-party built-in still fails the start; a host fault exits 1.
+//! load; a broken first-party built-in still fails the start; a host fault (the database or the
+//! secret store failing, before or inside a running capability) exits 1, naming what failed.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use chitin_e2e::{built_dir, chitin, stderr, stdout};
+use chitin_e2e::{built_dir, chitin, run_with_stdin, stderr, stdout};
 
 /// A data directory whose trust store holds the development key and a test key `acme`,
 /// trusted for `acme/*`.
@@ -173,4 +174,58 @@ fn a_database_fault_is_a_host_error_exiting_1() {
     let err = stderr(&out);
     assert_eq!(code(&out), 1, "{err}");
     assert!(err.contains("database"), "{err}");
+}
+
+#[test]
+fn a_database_fault_inside_a_running_capability_exits_1_naming_the_file() {
+    let op = Operator::new();
+    let components = [
+        built_dir("components").join("memory.wasm"),
+        built_dir("components").join("echo.wasm"),
+    ];
+    let db = op.data.join("chitin.redb");
+    let write = ["call", "memory_write", r#"{"content": "a note"}"#];
+    for broken in ["garbage", "a directory"] {
+        if db.is_dir() {
+            std::fs::remove_dir(&db).expect("remove");
+        }
+        if broken == "garbage" {
+            std::fs::write(&db, b"this is not a database").expect("write");
+        } else {
+            std::fs::remove_file(&db).expect("remove");
+            std::fs::create_dir(&db).expect("a directory in its place");
+        }
+        let out = op.run(&write, &components);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 1, "{broken}: {err}");
+        assert!(err.contains("host fault"), "{broken}: {err}");
+        assert!(err.contains(&db.display().to_string()), "{broken}: {err}");
+        // A database problem fails only the calls that need it.
+        op.ok(&["call", "echo", r#"{"message": "hi"}"#], &components);
+    }
+}
+
+#[test]
+fn a_secret_store_fault_inside_a_running_capability_exits_1() {
+    let op = Operator::new();
+    // The store is created under the master key file in the data directory...
+    let set = run_with_stdin(
+        chitin(&op.data, &[])
+            .env("CHITIN_TRUSTED_KEYS", &op.trust)
+            .env_remove("CHITIN_SECRETS_KEY")
+            .args(["secret", "set", "unrelated"]),
+        Some("value-0123456789\n"),
+    );
+    assert_eq!(code(&set), 0, "{}", stderr(&set));
+    // ...and the call runs under another key, which opens nothing in it.
+    let out = chitin(&op.data, &[built_dir("fixtures").join("test-http.wasm")])
+        .env("CHITIN_TRUSTED_KEYS", &op.trust)
+        .env("CHITIN_SECRETS_KEY", "11".repeat(32))
+        .args(["call", "secret_exists", r#"{"name": "test_token"}"#])
+        .output()
+        .expect("run chitin");
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    assert!(err.contains("host fault"), "{err}");
+    assert!(err.contains("does not match the secrets store"), "{err}");
 }

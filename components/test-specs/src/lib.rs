@@ -1,7 +1,8 @@
 //! Test fixture: `specs()` reaches for every grant the manifest gives: it writes
 //! `/workspace/specs-wrote-this`, sends a GET to the URL in `/workspace/specs-url` (read first,
 //! so a test can point it at a loopback server) and runs `touch specs-ran-this`. With no grant
-//! none of it can happen. Its one tool, `ping`, does nothing.
+//! none of it can happen. Its one tool, `ping`, does the same under the component's grant, so a
+//! test can show that the grant really reaches its markers and its server.
 
 use chitin_sdk::http::{self, Request};
 use chitin_sdk::prelude::*;
@@ -26,6 +27,7 @@ struct Pong {
 }
 
 fn ping(_: NoArgs) -> Result<Pong, ToolError> {
+    reach_out();
     Ok(Pong { pong: true })
 }
 

@@ -12,6 +12,7 @@ use wasmtime::component::{HasData, Linker};
 
 use crate::approval::CallContext;
 use crate::error::ToolError;
+use crate::fault::Faults;
 use crate::state::HostState;
 
 /// Deepest chain of invocations below a top-level call.
@@ -25,7 +26,7 @@ mod bindings {
         path: "../wit",
         inline: "package chitin:invoke-host;
                  world invoke-host { import chitin:host/invoke@0.1.0; }",
-        imports: { default: async },
+        imports: { default: async | trappable },
     });
 }
 
@@ -106,10 +107,18 @@ pub struct InvokeCtx {
     pub aliases: Arc<BTreeMap<String, String>>,
     /// Where the call sits; `None` where no tools can be called (loading a component).
     pub scope: Option<InvokeScope>,
+    /// Where a host fault of an invoked call is recorded as this call's own.
+    pub faults: Faults,
 }
 
 impl InvokeCtx {
-    async fn call(&mut self, alias: &str, args_json: String) -> Result<String, InvokeError> {
+    /// Run the tool `alias` names; `Ok(Err(_))` is a refusal or failure the component is told,
+    /// `Err(_)` a host fault under the invoked call, which traps this one.
+    async fn call(
+        &mut self,
+        alias: &str,
+        args_json: String,
+    ) -> wasmtime::Result<Result<String, InvokeError>> {
         let Some(tool) = self.aliases.get(alias) else {
             let declared: Vec<&str> = self.aliases.keys().map(String::as_str).collect();
             let declared = if declared.is_empty() {
@@ -117,32 +126,41 @@ impl InvokeCtx {
             } else {
                 declared.join(", ")
             };
-            return Err(InvokeError::Refused(format!(
+            return Ok(Err(InvokeError::Refused(format!(
                 "alias `{alias}` is not declared in this component's manifest \
                  ([capabilities.invoke] tools; declared: {declared})"
-            )));
+            ))));
         };
         let Some(scope) = &self.scope else {
-            return Err(InvokeError::Refused(
+            return Ok(Err(InvokeError::Refused(
                 "no tool can be invoked here (the component is being loaded, not called)".into(),
-            ));
+            )));
         };
-        let child = scope.child(tool).map_err(InvokeError::Refused)?;
+        let child = match scope.child(tool) {
+            Ok(child) => child,
+            Err(why) => return Ok(Err(InvokeError::Refused(why))),
+        };
         let invoker = scope.invoker.clone();
-        match invoker.invoke(tool.clone(), args_json, child).await {
+        Ok(match invoker.invoke(tool.clone(), args_json, child).await {
             Ok(text) => Ok(text),
+            // The host failed, not the invoked tool: the whole chain ends as a host fault.
+            Err(ToolError::HostFault(fault)) => return Err(self.faults.record(fault).into()),
             Err(e @ (ToolError::NotFound(_) | ToolError::PermissionDenied(_))) => Err(
                 InvokeError::Refused(format!("`{tool}` (alias `{alias}`): {e}")),
             ),
             Err(e) => Err(InvokeError::Failed(format!(
                 "`{tool}` (alias `{alias}`): {e}"
             ))),
-        }
+        })
     }
 }
 
 impl bindings::chitin::host::invoke::Host for &mut InvokeCtx {
-    async fn call(&mut self, alias: String, args_json: String) -> Result<String, InvokeError> {
+    async fn call(
+        &mut self,
+        alias: String,
+        args_json: String,
+    ) -> wasmtime::Result<Result<String, InvokeError>> {
         InvokeCtx::call(self, &alias, args_json).await
     }
 }

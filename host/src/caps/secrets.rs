@@ -13,6 +13,7 @@ use globset::GlobSet;
 use wasmtime::component::{HasData, Linker};
 use zeroize::Zeroizing;
 
+use crate::fault::Faults;
 use crate::grant::GrantError;
 use crate::secrets::{SecretError, SecretStore, validate_name};
 use crate::services::Services;
@@ -24,6 +25,7 @@ mod bindings {
         path: "../wit",
         inline: "package chitin:secrets-host;
                  world secrets-host { import chitin:host/secrets@0.1.0; }",
+        imports: { default: trappable },
     });
 }
 
@@ -111,18 +113,26 @@ impl SecretsConfig {
         Ok(out)
     }
 
-    /// Whether the secret `name` exists; `Err` says why the question is refused. Refusals for
+    /// Whether the secret `name` exists, or why the question gets no answer. Refusals for
     /// names outside the grant do not depend on the store.
-    pub fn exists(&self, name: &str) -> Result<bool, String> {
+    pub fn exists(&self, name: &str) -> Result<bool, Unanswered> {
         let (true, Some(store)) = (self.allows(name), &self.store) else {
-            return Err(outside_grant(name));
+            return Err(Unanswered::Refused(outside_grant(name)));
         };
-        validate_name(name).map_err(|e| e.to_string())?;
-        store.exists(name).map_err(|e| {
-            tracing::warn!(secret = name, error = %e, "secrets store failed");
-            "the secrets store cannot be read (see the host's log)".to_owned()
-        })
+        validate_name(name).map_err(|e| Unanswered::Refused(e.to_string()))?;
+        store.exists(name).map_err(Unanswered::Store)
     }
+}
+
+/// Why a question about a secret gets no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum Unanswered {
+    /// Refused: the name is outside the grant or malformed. The component is told why.
+    #[error("{0}")]
+    Refused(String),
+    /// The secrets store failed: a host fault, which ends the call.
+    #[error("secrets store: {0}")]
+    Store(SecretError),
 }
 
 /// The one refusal for a name outside the grant.
@@ -135,11 +145,18 @@ fn outside_grant(name: &str) -> String {
 pub struct SecretsCtx {
     /// The component's resolved grant.
     pub config: SecretsConfig,
+    /// Where a store failure is recorded as the call's host fault.
+    pub faults: Faults,
 }
 
 impl bindings::chitin::host::secrets::Host for &mut SecretsCtx {
-    fn exists(&mut self, name: String) -> Result<bool, String> {
-        self.config.exists(&name)
+    fn exists(&mut self, name: String) -> wasmtime::Result<Result<bool, String>> {
+        match self.config.exists(&name) {
+            Ok(found) => Ok(Ok(found)),
+            Err(Unanswered::Refused(why)) => Ok(Err(why)),
+            // The store failed, not the component: trap, so the call ends as a host fault.
+            Err(e @ Unanswered::Store(_)) => Err(self.faults.record(e.to_string()).into()),
+        }
     }
 }
 
@@ -173,9 +190,9 @@ mod tests {
     fn granted_names_are_answered() {
         let dir = tempfile::tempdir().expect("tempdir");
         let c = config(dir.path());
-        assert_eq!(c.exists("github_token"), Ok(true));
-        assert_eq!(c.exists("github_missing"), Ok(false));
-        assert_eq!(c.exists("slack_bot"), Ok(false));
+        assert!(c.exists("github_token").expect("answered"));
+        assert!(!c.exists("github_missing").expect("answered"));
+        assert!(!c.exists("slack_bot").expect("answered"));
         let reachable = c.reachable().expect("reachable");
         let names: Vec<&str> = reachable.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["github_token"], "only names the globs cover");
@@ -185,8 +202,8 @@ mod tests {
     fn names_outside_the_grant_get_one_answer_whether_or_not_they_exist() {
         let dir = tempfile::tempdir().expect("tempdir");
         let c = config(dir.path());
-        let present = c.exists("other_token").unwrap_err();
-        let absent = c.exists("other_missing").unwrap_err();
+        let present = c.exists("other_token").unwrap_err().to_string();
+        let absent = c.exists("other_missing").unwrap_err().to_string();
         assert_eq!(
             present,
             "secret name `other_token` is outside this component's grant \
@@ -198,7 +215,7 @@ mod tests {
         );
         let none = SecretsConfig::default();
         assert_eq!(
-            none.exists("github_token").unwrap_err(),
+            none.exists("github_token").unwrap_err().to_string(),
             outside_grant("github_token")
         );
     }

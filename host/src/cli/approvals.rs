@@ -1,13 +1,10 @@
 //! `chitin approvals list|revoke`: remembered "always allow" approvals and the pins of served
 //! components.
 
-use std::sync::Arc;
-
 use super::{Cli, Exit};
 use crate::approvals::ApprovalStore;
 use crate::data_dir::DataDir;
 use crate::pins::PinStore;
-use crate::state_db::StateDb;
 
 /// Arguments of `chitin approvals`.
 #[derive(Debug, clap::Args)]
@@ -31,7 +28,7 @@ enum Command {
 
 pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let data = DataDir::resolve(cli.data_dir.as_deref())?;
-    let db = Arc::new(StateDb::new(&data.database()));
+    let db = super::open_state(cli, &data)?;
     let approvals = ApprovalStore::new(db.clone());
     let pins = PinStore::new(db);
     match &args.command {

@@ -491,12 +491,24 @@ pub(super) async fn report(
             .map(|k| k.publisher.clone())
             .map_err(|e| e.to_string()),
     };
-    let import_list = if prefix_only {
-        Vec::new()
+    let (import_list, export_list) = if prefix_only {
+        (Vec::new(), Vec::new())
     } else {
-        WitWorld::decode(&bytes)
-            .with_context(|| file.display().to_string())?
-            .imports()
+        let world = WitWorld::decode(&bytes).with_context(|| file.display().to_string())?;
+        (world.imports(), world.exports())
+    };
+    // A component exporting `chitin:tool` is served by it alone: any other export is no tool.
+    let unserved: Vec<String> = if export_list
+        .iter()
+        .any(|e| e.starts_with(crate::contract::TOOL_INTERFACE))
+    {
+        export_list
+            .iter()
+            .filter(|e| !e.starts_with(crate::contract::TOOL_INTERFACE))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
     };
     let uncovered = imports::uncovered(&import_list, manifest.as_ref());
     let no_grant = imports::describe_linked_without_grant(&imports::linked_without_grant(
@@ -564,6 +576,7 @@ pub(super) async fn report(
                 Ok(list) => json!(list.iter().map(|t| json!({"name": t.name, "description": t.description})).collect::<Vec<_>>()),
                 Err(why) => json!({"not_listed": why}),
             },
+            "unserved_exports": unserved,
             "capabilities": caps.iter().map(|c| json!({"capability": c.name, "scope": c.scope, "risk": c.risk})).collect::<Vec<_>>(),
             "limits": limits_json(manifest.as_ref(), policy, grant.as_ref().ok()),
             "policy_cuts": grant.as_ref().map(|g| g.cuts.iter().map(|c| json!({"what": c.what, "reason": c.reason})).collect::<Vec<_>>()).unwrap_or_default(),
@@ -584,6 +597,7 @@ pub(super) async fn report(
             &report,
             &verdict,
             &tools,
+            &unserved,
             &caps,
             policy,
             grant.as_ref().ok(),
@@ -627,7 +641,7 @@ fn limit_rows(
     let asked = manifest.map(|m| m.limits).unwrap_or_default();
     let effective = grant.map(|g| g.limits).unwrap_or(policy.limits.default);
     let show = |v: Option<u64>| v.map_or_else(|| "policy default".to_owned(), |v| v.to_string());
-    vec![
+    let mut rows = vec![
         (
             "memory_bytes",
             show(asked.memory_bytes.map(|v| v as u64)),
@@ -640,7 +654,21 @@ fn limit_rows(
             show(asked.output_bytes.map(|v| v as u64)),
             effective.output_bytes as u64,
         ),
-    ]
+    ];
+    // The key-value quota, for a component that keeps data: an absent one is the policy's
+    // ceiling (`[kv] max_bytes`), and a larger one is clamped to it.
+    if let Some(kv) = manifest
+        .and_then(|m| m.capabilities.kv.as_ref())
+        .filter(|kv| !kv.buckets.is_empty())
+    {
+        rows.push((
+            "kv_max_bytes",
+            kv.max_bytes
+                .map_or_else(|| "policy ceiling".to_owned(), |v| v.to_string()),
+            crate::caps::kv::quota(kv, policy.kv_quota_ceiling()),
+        ));
+    }
+    rows
 }
 
 fn limits_json(manifest: Option<&Manifest>, policy: &Policy, grant: Option<&Grant>) -> Value {
@@ -665,6 +693,7 @@ fn print_human(
     report: &Result<signature::SignatureReport, signature::SignatureError>,
     verdict: &Result<String, String>,
     tools: &Result<Vec<RecordedTool>, String>,
+    unserved: &[String],
     caps: &[CapabilityLine],
     policy: &Policy,
     grant: Option<&Grant>,
@@ -717,6 +746,14 @@ fn print_human(
         }
         Err(why) => println!("  ({why})"),
     }
+    if !unserved.is_empty() {
+        println!(
+            "  note: also exports {}, which chitin does not serve: a `{}` component's tools are \
+             those its specs() lists",
+            unserved.join(", "),
+            crate::contract::TOOL_INTERFACE
+        );
+    }
     println!("capabilities:");
     if caps.is_empty() {
         println!("  none: runs with the WASI base only (clocks, randomness, its own log)");
@@ -761,5 +798,55 @@ fn print_diff(diff: Option<&(PathBuf, String, Vec<String>)>) {
         for w in wider {
             println!("  WIDENS {w}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::DEFAULT_POLICY;
+
+    /// The kv row of [`limit_rows`] for a manifest asking `max_bytes` (a line, or nothing)
+    /// under a policy whose `[kv] max_bytes` is `ceiling`.
+    fn kv_row(asked: &str, ceiling: u64) -> Option<(String, u64)> {
+        let manifest = Manifest::parse(&format!(
+            "schema = 1\n[component]\nname = \"k\"\nnamespace = \"acme\"\nversion = \"1.0.0\"\n\
+             publisher = \"acme\"\n[capabilities.kv]\nbuckets = [\"b\"]\n{asked}\n"
+        ))
+        .expect("manifest");
+        let policy = Policy::parse(
+            &DEFAULT_POLICY.replace("max_bytes = 67108864", &format!("max_bytes = {ceiling}")),
+            Path::new("policy.toml"),
+        )
+        .expect("policy");
+        limit_rows(Some(&manifest), None, &policy)
+            .into_iter()
+            .find(|(key, ..)| *key == "kv_max_bytes")
+            .map(|(_, asked, effective)| (asked, effective))
+    }
+
+    #[test]
+    fn the_kv_quota_is_shown_asked_and_clamped_by_the_policy() {
+        assert_eq!(kv_row("", 4096), Some(("policy ceiling".to_owned(), 4096)));
+        assert_eq!(
+            kv_row("max_bytes = 1000", 4096),
+            Some(("1000".to_owned(), 1000))
+        );
+        assert_eq!(
+            kv_row("max_bytes = 9999", 4096),
+            Some(("9999".to_owned(), 4096))
+        );
+        let echo = Manifest::parse(
+            "schema = 1\n[component]\nname = \"e\"\nnamespace = \"acme\"\nversion = \"1.0.0\"\n\
+             publisher = \"acme\"\n",
+        )
+        .expect("manifest");
+        let policy = Policy::parse(DEFAULT_POLICY, Path::new("policy.toml")).expect("policy");
+        assert!(
+            limit_rows(Some(&echo), None, &policy)
+                .iter()
+                .all(|(key, ..)| *key != "kv_max_bytes"),
+            "no kv grant, no quota row"
+        );
     }
 }

@@ -20,12 +20,17 @@ pub enum Command {
     },
     /// Embed a manifest into a component (replacing any it carries, and removing signatures it
     /// voids) and write the result. A tool component's specs are recorded in the manifest's
-    /// `[tools]`: its `specs()` runs with no capability at all.
+    /// `[tools]`: its `specs()` runs with no capability at all, or, for a component of plain
+    /// typed exports, they are derived from its type.
     Embed {
         /// The component file.
         component: PathBuf,
         /// The manifest file.
         manifest: PathBuf,
+        /// The WIT the component was built from (a directory or `.wit` file): its doc comments
+        /// describe a typed-export component's tools (a built component keeps none).
+        #[arg(long, value_name = "DIR")]
+        wit: Option<PathBuf>,
         /// Where to write the component with its manifest.
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
@@ -59,6 +64,7 @@ pub(super) async fn run(cli: &Cli, cmd: &Command) -> anyhow::Result<Exit> {
         Command::Embed {
             component,
             manifest,
+            wit,
             output,
         } => {
             let wasm = std::fs::read(component)
@@ -70,9 +76,14 @@ pub(super) async fn run(cli: &Cli, cmd: &Command) -> anyhow::Result<Exit> {
             let text = if parsed.component.kind == ComponentKind::Library {
                 text
             } else {
+                let docs = match wit {
+                    Some(dir) => crate::typed_exports::Docs::from_wit(dir)
+                        .with_context(|| format!("{}: cannot read the WIT", dir.display()))?,
+                    None => crate::typed_exports::Docs::default(),
+                };
                 let (runtime, policy, services) = open_runtime(cli)?;
                 match runtime
-                    .unprivileged_specs(component, &wasm, &policy, &services)
+                    .unprivileged_specs(component, &wasm, &policy, &services, &docs)
                     .await
                 {
                     Ok(specs) => {
@@ -97,7 +108,8 @@ pub(super) async fn run(cli: &Cli, cmd: &Command) -> anyhow::Result<Exit> {
                 .with_context(|| component.display().to_string())?;
             if bare.len() != wasm.len() {
                 eprintln!(
-                    "note: {}: its signatures no longer apply and were removed; sign it again                      with `chitin sign`",
+                    "note: {}: its signatures no longer apply and were removed; sign it again \
+                     with `chitin sign`",
                     output.display()
                 );
             }

@@ -38,6 +38,7 @@ use crate::host::Host;
 use crate::policy::Policy;
 use crate::runtime::Runtime;
 use crate::services::Services;
+use crate::state_db::{StateDb, StateUrl};
 use crate::workspace::StatePath;
 
 /// Where `just build-components` puts the first-party components, relative to the working
@@ -132,6 +133,16 @@ pub struct Cli {
     #[arg(long, global = true, env = crate::trust::TRUSTED_KEYS_ENV, value_name = "FILE")]
     pub trusted_keys: Option<PathBuf>,
 
+    /// Keep the shared state (memory, secrets, approvals, pins, rate windows) in PostgreSQL,
+    /// for replicas: postgres://USER@HOST:PORT/DB. A password belongs in the environment
+    /// (CHITIN_STATE_URL or PGPASSWORD), never here. Default: the data directory's redb file.
+    #[arg(long, global = true, env = crate::state_db::STATE_URL_ENV, value_name = "URL", hide_env_values = true)]
+    pub state_url: Option<String>,
+
+    /// Whether `state_url` came from the command line (where a password is refused).
+    #[arg(skip)]
+    pub state_url_on_argv: bool,
+
     /// More diagnostics on stderr (-v: info, -vv: debug). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -189,7 +200,13 @@ pub enum Command {
 
 /// Run the CLI; returns the process exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    cli.state_url_on_argv =
+        matches.value_source("state_url") == Some(clap::parser::ValueSource::CommandLine);
     init_tracing(cli.verbose);
     // The registry client's TLS uses the process-wide provider: ring, as the HTTP capability.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -267,8 +284,20 @@ pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, Arc<Se
     let trust_path = trust_file(cli, &data);
     let workspace = workspace(cli, &data, &trust_path)?;
     let trust = chitin_registry::trust::TrustStore::load(&trust_path)?;
-    let services = Arc::new(Services::new(&workspace, data)?.with_trust(trust));
+    let state = open_state(cli, &data)?;
+    let services = Arc::new(Services::with_state(&workspace, data, state)?.with_trust(trust));
     Ok((runtime, policy, services))
+}
+
+/// The state database this invocation uses: PostgreSQL when `--state-url` (or
+/// `CHITIN_STATE_URL`) names one, else the data directory's redb file.
+pub(crate) fn open_state(cli: &Cli, data: &DataDir) -> anyhow::Result<Arc<StateDb>> {
+    let url = cli
+        .state_url
+        .as_deref()
+        .map(|text| StateUrl::parse(text, cli.state_url_on_argv))
+        .transpose()?;
+    Ok(Arc::new(StateDb::open(&data.database(), url.as_ref())?))
 }
 
 /// The workspace this invocation serves: the one given, else the current directory; refused

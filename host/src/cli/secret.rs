@@ -43,7 +43,8 @@ enum Command {
 pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let data = DataDir::resolve(cli.data_dir.as_deref())?;
     // The workspace plays no part here; the data directory itself stands in for it.
-    let services = Services::new(data.root(), data.clone())?;
+    let state = super::open_state(cli, &data)?;
+    let services = Services::with_state(data.root(), data.clone(), state)?;
     let store = services.secrets()?;
     match &args.command {
         Command::Set { name } => {

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use anyhow::Context;
 use rmcp::ServiceExt;
 use rmcp::service::ServerInitializeError;
-use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use super::{Cli, Command, Exit, open_host, open_host_with};
@@ -220,16 +219,34 @@ async fn serve_http(
         rate_per_second: args.rate_limit,
         burst,
     };
-    let shutdown = CancellationToken::new();
+    let shutdown = http::Shutdown::default();
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_signal.cancel();
+        tokio::select! {
+            // Ctrl-C: a person at the terminal wants it stopped now.
+            _ = tokio::signal::ctrl_c() => {}
+            // SIGTERM (an orchestrator draining the replica): stop accepting, let calls in
+            // flight finish, end the sessions at the deadline.
+            _ = terminate.recv() => {
+                on_signal.accepting.cancel();
+                eprintln!(
+                    "SIGTERM: no longer accepting; finishing calls in flight (at most {} s)",
+                    DRAIN.as_secs()
+                );
+                tokio::time::sleep(DRAIN).await;
+            }
         }
+        on_signal.accepting.cancel();
+        on_signal.sessions.cancel();
     });
     http::serve(listener, served, Auth { token, oauth }, &options, shutdown).await?;
     Ok(Exit::Ok)
 }
+
+/// How long SIGTERM lets calls in flight run before the sessions are ended.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// What the operator sees on stderr when serving starts.
 fn banner(cli: &Cli, host: &Host) -> String {
@@ -289,6 +306,8 @@ fn watch_components(
         workspace: cli.workspace.clone(),
         policy: cli.policy.clone(),
         trusted_keys: cli.trusted_keys.clone(),
+        state_url: cli.state_url.clone(),
+        state_url_on_argv: cli.state_url_on_argv,
         verbose: cli.verbose,
         command: Command::Serve(args.clone()),
     });

@@ -1,7 +1,8 @@
 //! `chitin serve --http`: MCP over Streamable HTTP (rmcp's service mounted in axum), guarded by
 //! a per-client rate limit and a bearer token (the static one, and OAuth access tokens when an
 //! issuer is configured, with their protected-resource metadata), with Host/Origin checks
-//! against DNS rebinding and a cap on request bodies.
+//! against DNS rebinding and a cap on request bodies. `/healthz` and `/readyz` answer probes
+//! without a token.
 
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
@@ -30,6 +31,10 @@ use crate::mcp::{McpServer, Served};
 
 /// The path the MCP endpoint is served on.
 pub const MCP_PATH: &str = "/mcp";
+/// Liveness: 200 while the process serves.
+pub const HEALTH_PATH: &str = "/healthz";
+/// Readiness: 200 when components are loaded and the state database answers, else 503.
+pub const READY_PATH: &str = "/readyz";
 
 /// Largest request body accepted (JSON-RPC messages are small; tool arguments are capped too).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -82,13 +87,23 @@ struct Guard {
     limiter: DefaultKeyedRateLimiter<IpAddr>,
 }
 
-/// Serve MCP on `listener` until `shutdown` is cancelled, authenticating requests by `auth`.
+/// When the server stops: `accepting` cancelled stops taking connections and lets requests in
+/// flight finish; `sessions` cancelled ends the MCP sessions (and their streams) too.
+#[derive(Debug, Clone, Default)]
+pub struct Shutdown {
+    /// Stop accepting connections.
+    pub accepting: CancellationToken,
+    /// End every session now.
+    pub sessions: CancellationToken,
+}
+
+/// Serve MCP on `listener` until `shutdown` says stop, authenticating requests by `auth`.
 pub async fn serve(
     listener: TcpListener,
     served: Arc<Served>,
     auth: Auth,
     options: &HttpOptions,
-    shutdown: CancellationToken,
+    shutdown: Shutdown,
 ) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     let hosts = allowed_hosts(addr, &options.extra_hosts);
@@ -99,9 +114,10 @@ pub async fn serve(
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(MAX_BODY_BYTES)
-        .with_cancellation_token(shutdown.child_token());
+        .with_cancellation_token(shutdown.sessions.child_token());
     let page_size = options.page_size;
     let for_sessions = served.clone();
+    let probed = served.clone();
     let service = StreamableHttpService::new(
         move || Ok(McpServer::new(for_sessions.clone(), page_size)),
         Arc::new(LocalSessionManager::default()),
@@ -126,7 +142,12 @@ pub async fn serve(
     for path in metadata_paths {
         app = app.route(&path, get(resource_metadata).with_state(guard.clone()));
     }
-    let app = app.layer(middleware::from_fn_with_state(guard, rate_limit));
+    // Probes come from the orchestrator, without a token; they are added after the
+    // authentication layer, which therefore does not cover them.
+    let app = app
+        .route(HEALTH_PATH, get(|| async { "ok\n" }))
+        .route(READY_PATH, get(ready).with_state(probed))
+        .layer(middleware::from_fn_with_state(guard, rate_limit));
     // Without TCP_NODELAY a response written in more than one segment waits for the client's
     // delayed ACK (~40 ms) on every call after the first on a kept-alive connection.
     let listener = listener.tap_io(|stream| {
@@ -138,8 +159,30 @@ pub async fn serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown.cancelled_owned())
+    .with_graceful_shutdown(shutdown.accepting.cancelled_owned())
     .await
+}
+
+/// `/readyz`: components loaded and the state database reachable.
+async fn ready(State(served): State<Arc<Served>>) -> Response {
+    let host = served.host();
+    if host.components().is_empty() {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: no component is loaded\n".into(),
+        );
+    }
+    let state = host.services().state().clone();
+    // The check may connect to PostgreSQL, which blocks.
+    let checked = tokio::task::spawn_blocking(move || state.ping()).await;
+    match checked {
+        Ok(Ok(())) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(Err(e)) => refusal(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}\n")),
+        Err(e) => refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: the database check failed: {e}\n"),
+        ),
+    }
 }
 
 /// Every request is rate limited first, so guessing tokens is throttled too.

@@ -22,15 +22,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use rmcp::RoleServer;
 use rmcp::model::{
     CallToolResult, ElicitRequest, InputRequest, ServerNotification, Task, TaskStatus,
     TaskStatusNotification, TaskStatusNotificationParams,
 };
 use rmcp::service::Peer;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
+use rmcp::{ErrorData, RoleServer};
 
 use crate::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
 use crate::host::Host;
 use crate::mcp::access::ClientId;
@@ -229,10 +230,16 @@ async fn run(
             report = &mut call => break report,
         }
     };
-    Ok(match report.result {
-        Ok(output) => content::success(output),
-        Err(e) => content::failure(&e),
-    })
+    match report.result {
+        Ok(output) => Ok(content::success(output)),
+        // The host failed, not the tool: the task fails with a JSON-RPC error, as a direct
+        // call would, rather than completing with a tool result.
+        Err(ToolError::HostFault(fault)) => Err(TaskExit::Error(ErrorData::internal_error(
+            format!("host fault: {fault}"),
+            None,
+        ))),
+        Err(e) => Ok(content::failure(&e)),
+    }
 }
 
 fn progress_message(tool: &str, done: f64, total: Option<f64>, message: Option<String>) -> String {

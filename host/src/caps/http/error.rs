@@ -91,6 +91,13 @@ pub enum HttpRefusal {
         /// The database's error, naming the file and what to do.
         reason: String,
     },
+    /// The secrets store failed while credentials were being injected, so the request is not
+    /// sent.
+    #[error("the request was not sent: the secrets store failed ({reason})")]
+    SecretStore {
+        /// The store's error, naming what to do.
+        reason: String,
+    },
     /// The component has no `[capabilities.http]` grant.
     #[error("this component has no HTTP grant ([capabilities.http] in its manifest)")]
     NoGrant,
@@ -137,6 +144,12 @@ pub enum HttpRefusal {
 }
 
 impl HttpRefusal {
+    /// Whether the host failed (its database or secret store) rather than a rule refusing the
+    /// request: the call then ends as a host fault.
+    pub fn is_host_fault(&self) -> bool {
+        matches!(self, Self::RateStore { .. } | Self::SecretStore { .. })
+    }
+
     /// A short stable code for the refusal: `invalid-url`, `not-allowed`, `plain-http`,
     /// `userinfo`, `blocked-address`, `resolve-failed` or `rate-limited`.
     pub fn kind(&self) -> &'static str {
@@ -149,6 +162,7 @@ impl HttpRefusal {
             Self::Resolve { .. } => "resolve-failed",
             Self::RateLimited { .. } => "rate-limited",
             Self::RateStore { .. } => "rate-store-unavailable",
+            Self::SecretStore { .. } => "secret-store-unavailable",
             Self::NoGrant => "no-grant",
             Self::TooManyRequests { .. } => "too-many-requests",
             Self::RequestTooLarge { .. } => "request-too-large",

@@ -23,6 +23,7 @@ use wasmtime_wasi_http::{RequestOptions, WasiHttpHooks};
 use super::HttpConfig;
 use super::error::HttpRefusal;
 use crate::caps::log::{LogLevel, LogSource, SharedLog};
+use crate::fault::Faults;
 use crate::leak::LeakScanner;
 use crate::services::Services;
 
@@ -50,11 +51,13 @@ pub struct HttpCall {
     sent: AtomicU32,
     injected: Mutex<BTreeSet<String>>,
     log: SharedLog,
+    faults: Faults,
 }
 
 impl HttpCall {
     /// The state of one call under `config` (`None`: no HTTP grant), which must end by
-    /// `deadline`; `scanner` knows the secrets the call could reach.
+    /// `deadline`; `scanner` knows the secrets the call could reach; host faults (the rate
+    /// windows or the secret store failing) are recorded in `faults`.
     pub fn new(
         config: Option<Arc<HttpConfig>>,
         services: Arc<Services>,
@@ -62,6 +65,7 @@ impl HttpCall {
         user: String,
         deadline: Instant,
         log: SharedLog,
+        faults: Faults,
     ) -> Self {
         Self {
             config,
@@ -73,6 +77,7 @@ impl HttpCall {
             sent: AtomicU32::new(0),
             injected: Mutex::new(BTreeSet::new()),
             log,
+            faults,
         }
     }
 
@@ -102,6 +107,11 @@ impl HttpCall {
             Err(Failure::Refused(refusal)) => {
                 let message = format!("chitin {}: {refusal}", refusal.kind());
                 self.note(LogLevel::Warn, &message);
+                // The error handed to the component cannot trap it, so the fault is recorded
+                // and the call ends as a host fault whatever the component makes of it.
+                if refusal.is_host_fault() {
+                    self.faults.record(refusal.to_string());
+                }
                 Err(wasmtime_wasi_http::Error::InternalError(Some(message)))
             }
             Err(Failure::Transport(e)) => Err(e),
@@ -192,15 +202,20 @@ impl HttpCall {
             Some(
                 self.services
                     .secrets()
-                    .map_err(|e| HttpRefusal::Credentials {
+                    .map_err(|e| HttpRefusal::SecretStore {
                         reason: e.to_string(),
                     })?,
             )
         };
         if let Some(store) = &store {
             let injected = super::credentials::inject(&mut parts, &config.credentials, store)
-                .map_err(|e| HttpRefusal::Credentials {
-                    reason: e.to_string(),
+                .map_err(|e| match e {
+                    super::credentials::CredentialError::Store(e) => HttpRefusal::SecretStore {
+                        reason: e.to_string(),
+                    },
+                    other => HttpRefusal::Credentials {
+                        reason: other.to_string(),
+                    },
                 })?;
             lock(&self.injected).extend(injected.secrets);
         }

@@ -11,15 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chitin_registry::manifest::http::RateLimitRequest;
-use redb::{ReadableTable, TableDefinition};
 use serde::Deserialize;
 
 use super::error::HttpRefusal;
 use crate::state_db::{StateDb, StateError};
-
-/// (user, tool) → request times in milliseconds since the Unix epoch, as little-endian u64s,
-/// oldest first.
-const TABLE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("http_rate");
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -101,17 +96,17 @@ impl RateLimiter {
             }
             due
         };
-        let db = &self.db;
-        db.write(|txn| {
-            let mut table = txn.open_table(TABLE).map_err(|e| db.storage(e))?;
-            if sweep {
-                sweep_idle(db, &mut table, now)?;
-            }
-            let mut stamps = table
-                .get((user, tool))
-                .map_err(|e| db.storage(e))?
-                .map(|v| decode(v.value()))
-                .unwrap_or_default();
+        if sweep {
+            let idle = |stamps: &[u8]| {
+                let last = decode(stamps).last().copied().unwrap_or_default();
+                now.saturating_sub(last) >= millis(HOUR)
+            };
+            self.db.rate_sweep(&idle)?;
+        }
+        // The record holds request times in milliseconds since the Unix epoch, as
+        // little-endian u64s, oldest first.
+        self.db.rate_update(user, tool, |stored| {
+            let mut stamps = stored.map(decode).unwrap_or_default();
             stamps.retain(|t| now.saturating_sub(*t) < millis(HOUR));
             let full = |window: Duration, limit: u32| {
                 // Timestamps within `window` of now are the ones counted; the first of them is
@@ -144,48 +139,15 @@ impl RateLimiter {
             // order.
             let at = stamps.partition_point(|t| *t <= now);
             stamps.insert(at, now);
-            table
-                .insert((user, tool), encode(&stamps).as_slice())
-                .map_err(|e| db.storage(e))?;
-            Ok(())
+            Ok((encode(&stamps), ()))
         })
     }
 
     /// How many (user, tool) keys hold timestamps (for tests of the storage bound).
     #[cfg(test)]
     fn keys(&self) -> usize {
-        self.db
-            .read(|txn| match txn.open_table(TABLE) {
-                Ok(t) => Ok::<_, StateError>(
-                    redb::ReadableTableMetadata::len(&t).map_err(|e| self.db.storage(e))? as usize,
-                ),
-                Err(_) => Ok(0),
-            })
-            .unwrap_or_default()
+        self.db.rate_len().unwrap_or_default()
     }
-}
-
-/// Drop keys with nothing in the last hour, so idle users and tools cost no space.
-fn sweep_idle(
-    db: &StateDb,
-    table: &mut redb::Table<'_, (&'static str, &'static str), &'static [u8]>,
-    now: u64,
-) -> Result<(), StateError> {
-    let mut idle = Vec::new();
-    for entry in table.iter().map_err(|e| db.storage(e))? {
-        let (key, value) = entry.map_err(|e| db.storage(e))?;
-        let last = decode(value.value()).last().copied().unwrap_or_default();
-        if now.saturating_sub(last) >= millis(HOUR) {
-            let (user, tool) = key.value();
-            idle.push((user.to_owned(), tool.to_owned()));
-        }
-    }
-    for (user, tool) in &idle {
-        table
-            .remove((user.as_str(), tool.as_str()))
-            .map_err(|e| db.storage(e))?;
-    }
-    Ok(())
 }
 
 /// Whole milliseconds of `d`.

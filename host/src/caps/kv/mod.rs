@@ -13,6 +13,7 @@ use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
 pub use store::{KvError, KvStore, Place};
 
+use crate::fault::Faults;
 use crate::grant::GrantError;
 use crate::services::Services;
 use crate::state::HostState;
@@ -92,13 +93,15 @@ pub struct Bucket {
 #[derive(Debug, Clone, Default)]
 pub struct KvCtx {
     config: KvConfig,
+    faults: Faults,
 }
 
 impl KvCtx {
-    /// The call's kv state under `config`.
-    pub fn new(config: &KvConfig) -> Self {
+    /// The call's kv state under `config`, recording database failures in `faults`.
+    pub fn new(config: &KvConfig, faults: Faults) -> Self {
         Self {
             config: config.clone(),
+            faults,
         }
     }
 }
@@ -130,8 +133,8 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// How a kv host function fails: a refusal the guest sees as `error::other`, or a host fault
-/// (a bad resource handle) that traps the instance.
+/// How a kv host function fails: a refusal the guest sees as `error::other`, or a trap (a bad
+/// resource handle; a database failure, recorded as the call's host fault first).
 pub enum KvFault {
     /// Refused; the message goes to the guest.
     Refused(KvError),
@@ -193,6 +196,11 @@ impl wit::Host for KvView<'_> {
 
     fn convert_error(&mut self, err: KvFault) -> wasmtime::Result<wit::Error> {
         match err {
+            // The database failed, not the component: the call ends as a host fault rather
+            // than handing the component an error it could swallow or misreport.
+            KvFault::Refused(e @ KvError::Storage(_)) => {
+                Err(self.ctx.faults.record(e.to_string()).into())
+            }
             KvFault::Refused(e) => Ok(wit::Error::Other(e.to_string())),
             KvFault::Trap(e) => Err(e),
         }

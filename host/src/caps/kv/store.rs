@@ -1,7 +1,7 @@
-//! The key-value store over the shared state database: one table for the capability, keyed by
-//! (component, bucket, key) so components never share data, and one of bytes stored per
-//! component, held under the component's quota. Every write is committed with
-//! `Durability::Immediate` before its call returns. Writes from concurrent calls are
+//! The key-value store over the shared state database: data keyed by (component, bucket,
+//! key) so components never share data, and the bytes stored per component, held under the
+//! component's quota. Every write is committed durably (redb `Durability::Immediate`, or a
+//! PostgreSQL commit) before its call returns. Writes from concurrent calls are
 //! group-committed: a writer thread takes everything queued, applies it in one transaction and
 //! syncs once, so a hundred concurrent writers cost a few fsyncs (and one turn at the
 //! cross-process lock), not a hundred.
@@ -10,15 +10,9 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use redb::{ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
-use crate::state_db::{StateDb, StateError};
-
-/// The capability's table: (component id, bucket, key) → value.
-const TABLE: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("kv");
-/// Bytes stored per component (keys plus values, all buckets), checked against its quota.
-const USAGE: TableDefinition<&str, u64> = TableDefinition::new("kv_usage");
+use crate::state_db::{KvTxn, StateDb, StateError};
 
 /// Most writes applied in one transaction.
 const MAX_GROUP: usize = 512;
@@ -150,15 +144,10 @@ impl KvStore {
     /// The value at `key`.
     pub fn get(&self, place: &Place, key: &str) -> Result<Option<Vec<u8>>, KvError> {
         check_key(key)?;
-        self.read(
-            |table| {
-                let value = table
-                    .get((&*place.component, &*place.bucket, key))
-                    .map_err(KvError::storage)?;
-                Ok(value.map(|v| v.value().to_vec()))
-            },
-            || None,
-        )
+        let mut values = self
+            .db
+            .kv_get_many(&place.component, &place.bucket, &[key])?;
+        Ok(values.pop().flatten())
     }
 
     /// The values at `keys`, in order.
@@ -169,19 +158,10 @@ impl KvStore {
     ) -> Result<Vec<Option<Vec<u8>>>, KvError> {
         check_batch(keys.len())?;
         keys.iter().try_for_each(|k| check_key(k))?;
-        self.read(
-            |table| {
-                keys.iter()
-                    .map(|key| {
-                        let value = table
-                            .get((&*place.component, &*place.bucket, key.as_str()))
-                            .map_err(KvError::storage)?;
-                        Ok(value.map(|v| v.value().to_vec()))
-                    })
-                    .collect()
-            },
-            || vec![None; keys.len()],
-        )
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        Ok(self
+            .db
+            .kv_get_many(&place.component, &place.bucket, &keys)?)
     }
 
     /// One page of the bucket's keys in order, from position `cursor`, and the cursor of the
@@ -192,28 +172,14 @@ impl KvStore {
         cursor: u64,
     ) -> Result<(Vec<String>, Option<u64>), KvError> {
         let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
-        self.read(
-            |table| {
-                let start = (&*place.component, &*place.bucket, "");
-                let mut keys = Vec::new();
-                let mut more = false;
-                for entry in table.range(start..).map_err(KvError::storage)?.skip(skip) {
-                    let (key, _) = entry.map_err(KvError::storage)?;
-                    let (component, bucket, key) = key.value();
-                    if component != &*place.component || bucket != &*place.bucket {
-                        break;
-                    }
-                    if keys.len() == LIST_PAGE {
-                        more = true;
-                        break;
-                    }
-                    keys.push(key.to_owned());
-                }
-                let next = more.then(|| cursor + keys.len() as u64);
-                Ok((keys, next))
-            },
-            || (Vec::new(), None),
-        )
+        // One more than a page tells whether another page follows.
+        let mut keys = self
+            .db
+            .kv_keys(&place.component, &place.bucket, skip, LIST_PAGE + 1)?;
+        let more = keys.len() > LIST_PAGE;
+        keys.truncate(LIST_PAGE);
+        let next = more.then(|| cursor + keys.len() as u64);
+        Ok((keys, next))
     }
 
     /// Sets `pairs` in one transaction.
@@ -243,19 +209,6 @@ impl KvStore {
     pub async fn increment(&self, place: &Place, key: String, delta: u64) -> Result<u64, KvError> {
         check_key(&key)?;
         self.write(place, Op::Increment(key, delta)).await
-    }
-
-    /// Run `f` over the table; `empty` answers when nothing was ever written.
-    fn read<R>(
-        &self,
-        f: impl FnOnce(&redb::ReadOnlyTable<(&str, &str, &str), &[u8]>) -> Result<R, KvError>,
-        empty: impl FnOnce() -> R,
-    ) -> Result<R, KvError> {
-        self.db.read(|txn| match txn.open_table(TABLE) {
-            Ok(table) => f(&table),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(empty()),
-            Err(e) => Err(KvError::storage(e)),
-        })
     }
 
     async fn write(&self, place: &Place, op: Op) -> Result<u64, KvError> {
@@ -312,39 +265,22 @@ fn write_loop(db: &StateDb, queue: &mpsc::Receiver<Job>) {
     }
 }
 
-/// Applies a group in one transaction committed with `Durability::Immediate` (redb's default).
-/// A job that fails on its own (a bad counter, over quota) changes nothing and fails alone; a
-/// storage failure fails the whole group, and nothing of it is committed.
+/// Applies a group in one durable transaction. A job that fails on its own (a bad counter,
+/// over quota) changes nothing and fails alone; a storage failure fails the whole group, and
+/// nothing of it is committed.
 fn apply(db: &StateDb, group: &[Job]) -> Result<Vec<Result<u64, KvError>>, KvError> {
-    db.write(|txn| {
-        let mut table = txn.open_table(TABLE).map_err(KvError::storage)?;
-        let mut usage = txn.open_table(USAGE).map_err(KvError::storage)?;
-        group
-            .iter()
-            .map(|job| apply_job(&mut table, &mut usage, job))
-            .collect()
-    })
+    db.kv_write(|txn| group.iter().map(|job| apply_job(txn, job)).collect())
 }
-
-type KvTable<'t> = redb::Table<'t, (&'static str, &'static str, &'static str), &'static [u8]>;
-type UsageTable<'t> = redb::Table<'t, &'static str, u64>;
 
 /// One job inside the group's transaction: its quota is checked before anything is written.
 /// The outer error is a storage failure (fails the group); the inner one is the job's own.
-fn apply_job(
-    table: &mut KvTable<'_>,
-    usage: &mut UsageTable<'_>,
-    job: &Job,
-) -> Result<Result<u64, KvError>, KvError> {
+fn apply_job(txn: &mut dyn KvTxn, job: &Job) -> Result<Result<u64, KvError>, KvError> {
     let (c, b) = (&*job.place.component, &*job.place.bucket);
-    let before = stored_bytes(table, usage, c)?;
+    let before = txn.usage(c)?;
     let mut after = before;
     let size = |key: &str, value: usize| (key.len() + value) as u64;
-    let old_size = |table: &KvTable<'_>, key: &str| -> Result<u64, KvError> {
-        Ok(table
-            .get((c, b, key))
-            .map_err(KvError::storage)?
-            .map_or(0, |v| size(key, v.value().len())))
+    let old_size = |txn: &mut dyn KvTxn, key: &str| -> Result<u64, KvError> {
+        Ok(txn.get(c, b, key)?.map_or(0, |v| size(key, v.len())))
     };
     let counter = match &job.op {
         Op::Set(pairs) => {
@@ -354,22 +290,19 @@ fn apply_job(
                 last.insert(key.as_str(), value.len());
             }
             for (&key, &len) in &last {
-                after = after - old_size(table, key)?.min(after) + size(key, len);
+                after = after - old_size(txn, key)?.min(after) + size(key, len);
             }
             None
         }
         Op::Delete(keys) => {
             let unique: std::collections::HashSet<&str> = keys.iter().map(String::as_str).collect();
             for key in unique {
-                after -= old_size(table, key)?.min(after);
+                after -= old_size(txn, key)?.min(after);
             }
             None
         }
         Op::Increment(key, delta) => {
-            let current = table
-                .get((c, b, key.as_str()))
-                .map_err(KvError::storage)?
-                .map(|v| v.value().to_vec());
+            let current = txn.get(c, b, key)?;
             let next = match next_counter(key, current.as_deref(), *delta) {
                 Ok(next) => next,
                 Err(e) => return Ok(Err(e)),
@@ -389,55 +322,24 @@ fn apply_job(
     let result = match &job.op {
         Op::Set(pairs) => {
             for (key, value) in pairs {
-                table
-                    .insert((c, b, key.as_str()), value.as_slice())
-                    .map_err(KvError::storage)?;
+                txn.put(c, b, key, value)?;
             }
             0
         }
         Op::Delete(keys) => {
             for key in keys {
-                table
-                    .remove((c, b, key.as_str()))
-                    .map_err(KvError::storage)?;
+                txn.delete(c, b, key)?;
             }
             0
         }
         Op::Increment(key, _) => {
             let next = counter.unwrap_or_default();
-            table
-                .insert((c, b, key.as_str()), next.to_string().as_bytes())
-                .map_err(KvError::storage)?;
+            txn.put(c, b, key, next.to_string().as_bytes())?;
             next
         }
     };
-    usage.insert(c, after).map_err(KvError::storage)?;
+    txn.set_usage(c, after)?;
     Ok(Ok(result))
-}
-
-/// Bytes `component` stores: its usage record, or, for data written before usage was
-/// recorded, the sum over its keys.
-fn stored_bytes(
-    table: &KvTable<'_>,
-    usage: &UsageTable<'_>,
-    component: &str,
-) -> Result<u64, KvError> {
-    if let Some(bytes) = usage.get(component).map_err(KvError::storage)? {
-        return Ok(bytes.value());
-    }
-    let mut total = 0u64;
-    for entry in table
-        .range((component, "", "")..)
-        .map_err(KvError::storage)?
-    {
-        let (key, value) = entry.map_err(KvError::storage)?;
-        let (c, _, k) = key.value();
-        if c != component {
-            break;
-        }
-        total += (k.len() + value.value().len()) as u64;
-    }
-    Ok(total)
 }
 
 /// The counter after adding `delta`; counters are decimal text, as in wasmtime's own
