@@ -132,6 +132,23 @@ impl ResourceServer {
                 reason: "a resource URI is an http(s) URL without a fragment".into(),
             });
         }
+        // The metadata is routed at a path made from the resource's: a segment the router
+        // would read as a capture or a wildcard must be refused here, not panic at start.
+        if let Some(segment) = resource_url
+            .path_segments()
+            .into_iter()
+            .flatten()
+            .find(|s| s.starts_with([':', '*']))
+        {
+            return Err(SetupError::BadUrl {
+                what: "--oauth-resource",
+                url: options.resource,
+                reason: format!(
+                    "the path segment `{segment}` cannot be routed (no segment may start with \
+                     `:` or `*`)"
+                ),
+            });
+        }
         let keys = KeySource::new(&options.issuer, options.jwks_uri, &options.ca_files)?;
         Ok(Self {
             metadata_url: metadata::url(&resource_url),
@@ -257,6 +274,25 @@ mod tests {
 
     fn jwk(value: serde_json::Value) -> Jwk {
         serde_json::from_value(value).expect("jwk")
+    }
+
+    #[test]
+    fn a_resource_path_the_router_cannot_hold_is_refused_naming_the_segment() {
+        for resource in ["http://127.0.0.1:1/mcp/:id", "http://127.0.0.1:1/*all"] {
+            let refused = ResourceServer::new(OAuthOptions {
+                issuer: "https://127.0.0.1:1".into(),
+                resource: resource.into(),
+                jwks_uri: None,
+                ca_files: Vec::new(),
+            });
+            let Err(e) = refused else {
+                panic!("{resource} was accepted")
+            };
+            assert!(
+                e.to_string().contains("cannot be routed"),
+                "{resource}: {e}"
+            );
+        }
     }
 
     #[test]
