@@ -558,6 +558,13 @@ fn a_python_third_party_tool_runs_under_the_default_policy_and_reaches_nothing()
         .filter(|path| path.extension().is_some_and(|e| e == "cwasm"))
         .count();
     assert!(cache >= 1, "nothing compiled at install");
+    let over_mcp = call_over_mcp(
+        &operator,
+        "acme__describe_numbers",
+        serde_json::json!({"numbers": [1, 2, 3, 4]}),
+    );
+    assert_eq!(over_mcp["isError"], false, "{over_mcp}");
+    assert_eq!(over_mcp["structuredContent"]["median"], 2.5, "{over_mcp}");
     let out = operator.ok(&["call", "acme__describe_numbers", r#"{"numbers":[1,2,3,4]}"#]);
     let result: Value = serde_json::from_str(out.trim()).expect("json result");
     assert_eq!(result["count"], 4, "{out}");
@@ -644,6 +651,14 @@ fn a_javascript_third_party_tool_is_published_trusted_installed_audited_and_call
     assert_eq!(result["lines"], 2, "{out}");
     // The bare name belongs to nobody: third-party tools never shadow anything.
     operator.fails(7, &["call", "word_count", r#"{"text":"x"}"#]);
+    // And through MCP, as an agent calls it.
+    let over_mcp = call_over_mcp(
+        &operator,
+        "acme__word_count",
+        serde_json::json!({"text": "one two\nthree\n"}),
+    );
+    assert_eq!(over_mcp["isError"], false, "{over_mcp}");
+    assert_eq!(over_mcp["structuredContent"]["words"], 3, "{over_mcp}");
 }
 
 /// Starts `chitin serve` for `party`'s installed components and completes the MCP handshake;
@@ -695,6 +710,40 @@ fn request(
             return response;
         }
     }
+}
+
+/// Serve `party`'s installed components over MCP stdio, call `tool` with `args` once, and
+/// return the `tools/call` result.
+fn call_over_mcp(party: &Party, tool: &str, args: Value) -> Value {
+    let (mut server, responses) = serve_mcp(party);
+    let init = request(
+        &mut server,
+        &responses,
+        0,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "thirdparty-test", "version": "0"}}),
+    );
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    {
+        let stdin = server.stdin.as_mut().expect("stdin");
+        writeln!(
+            stdin,
+            "{}",
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .expect("initialized");
+    }
+    let response = request(
+        &mut server,
+        &responses,
+        1,
+        "tools/call",
+        serde_json::json!({"name": tool, "arguments": args}),
+    );
+    server.kill().ok();
+    server.wait().ok();
+    response["result"].clone()
 }
 
 #[test]
