@@ -153,6 +153,10 @@ async fn quotas_fail_whole_writes_and_keep_earlier_data() {
         );
         assert_eq!(kv.get(&other, "b").unwrap(), None, "nothing half-written");
         assert_eq!(kv.get(&p, "a").unwrap(), Some(vec![1; 49]));
+        // Replacing a value counts the difference; deleting frees its bytes.
+        kv.set_many(&p, vec![("a".into(), vec![1; 99])])
+            .await
+            .expect("100 bytes fit exactly");
         kv.delete_many(&p, vec!["a".into()]).await.unwrap();
         kv.set_many(&other, vec![("b".into(), vec![2; 90])])
             .await

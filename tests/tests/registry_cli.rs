@@ -686,6 +686,22 @@ fn serve_mcp(party: &Party) -> (std::process::Child, std::sync::mpsc::Receiver<V
             }
         }
     });
+    let init = request(
+        &mut child,
+        &responses,
+        0,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "registry-cli-test", "version": "0"}}),
+    );
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    let stdin = child.stdin.as_mut().expect("stdin");
+    writeln!(
+        stdin,
+        "{}",
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .expect("initialized");
     (child, responses)
 }
 
@@ -716,24 +732,6 @@ fn request(
 /// return the `tools/call` result.
 fn call_over_mcp(party: &Party, tool: &str, args: Value) -> Value {
     let (mut server, responses) = serve_mcp(party);
-    let init = request(
-        &mut server,
-        &responses,
-        0,
-        "initialize",
-        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "thirdparty-test", "version": "0"}}),
-    );
-    assert!(init["result"]["serverInfo"].is_object(), "{init}");
-    {
-        let stdin = server.stdin.as_mut().expect("stdin");
-        writeln!(
-            stdin,
-            "{}",
-            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        )
-        .expect("initialized");
-    }
     let response = request(
         &mut server,
         &responses,
@@ -765,24 +763,6 @@ fn a_rust_component_of_typed_wit_exports_is_installed_and_called_over_mcp() {
     }
 
     let (mut server, responses) = serve_mcp(&operator);
-    let init = request(
-        &mut server,
-        &responses,
-        0,
-        "initialize",
-        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "typed-wit-test", "version": "0"}}),
-    );
-    assert!(init["result"]["serverInfo"].is_object(), "{init}");
-    {
-        let stdin = server.stdin.as_mut().expect("stdin");
-        writeln!(
-            stdin,
-            "{}",
-            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        )
-        .expect("initialized");
-    }
     let list = request(
         &mut server,
         &responses,

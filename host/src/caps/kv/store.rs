@@ -394,52 +394,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn over_quota_writes_fail_whole_and_leave_earlier_data() {
-        let (_dir, kv) = store();
-        let mut p = place("x/a", "b");
-        p.quota = 100;
-        let other = Place {
-            bucket: "c".into(),
-            ..p.clone()
-        };
-        kv.set_many(&p, vec![("a".into(), vec![1; 49])])
-            .await
-            .expect("50 bytes fit");
-        let err = kv
-            .set_many(
-                &other,
-                vec![("b".into(), vec![2; 10]), ("c".into(), vec![3; 49])],
-            )
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                KvError::QuotaExceeded {
-                    would_be: 111,
-                    quota: 100,
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        assert_eq!(kv.get(&other, "b").unwrap(), None, "nothing half-written");
-        assert_eq!(kv.get(&p, "a").unwrap(), Some(vec![1; 49]));
-        // Replacing a value counts the difference; deleting frees its bytes.
-        kv.set_many(&p, vec![("a".into(), vec![1; 99])])
-            .await
-            .expect("100 bytes fit exactly");
-        kv.delete_many(&p, vec!["a".into()]).await.expect("delete");
-        kv.set_many(&other, vec![("b".into(), vec![2; 90])])
-            .await
-            .expect("fits once freed");
-        // Another component has its own quota.
-        kv.set_many(&place("x/z", "b"), vec![("z".into(), vec![0; 500])])
-            .await
-            .expect("other component");
-    }
-
-    #[tokio::test]
     async fn components_and_buckets_are_separate() {
         let (_dir, kv) = store();
         let a = place("x/a", "memory");
