@@ -689,11 +689,12 @@ impl Drop for HttpPeer {
 
 /// The built `http` component re-signed by a bench key with its grant narrowed to `port`.
 fn http_component(dir: &Path, port: u16, key: &SigningKey) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let wasm = std::fs::read(build_dir("build/components", "http")).expect("http.wasm");
-    let manifest = std::fs::read_to_string(root.join("components/http/manifest.toml"))
+    // The built manifest, which records the tool specs the component must match at load.
+    let manifest = chitin_registry::artifact::manifest_text(&wasm)
+        .expect("artifact")
         .expect("manifest")
-        .replace("host = \"*\"", &format!("host = \"*\", port = {port}"));
+        .replace("host = \"*\"", &format!("host = \"*\"\nport = {port}"));
     let bare = chitin_registry::signature::strip(&wasm).expect("strip");
     let embedded = chitin_registry::artifact::embed_manifest(&bare, &manifest).expect("embed");
     let signed = chitin_registry::signature::sign(&embedded, key).expect("sign");

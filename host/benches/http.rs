@@ -51,7 +51,7 @@ fn http_component(dir: &Path, port: u16, key: &SigningKey) -> std::path::PathBuf
     let manifest = chitin_registry::artifact::manifest_text(&wasm)
         .expect("artifact")
         .expect("manifest")
-        .replace("host = \"*\"", &format!("host = \"*\", port = {port}"));
+        .replace("host = \"*\"", &format!("host = \"*\"\nport = {port}"));
     let bare = chitin_registry::signature::strip(&wasm).expect("strip");
     let embedded = chitin_registry::artifact::embed_manifest(&bare, &manifest).expect("embed");
     let signed = chitin_registry::signature::sign(&embedded, key).expect("sign");
