@@ -198,8 +198,6 @@ pub struct LeakScanner {
 struct Compiled {
     set: RegexSet,
     regexes: Vec<Regex>,
-    /// Base64/base64url/hex runs worth decoding.
-    encoded_run: Regex,
     /// Percent-escapes and invisible characters ([`OBFUSCATION`]).
     obfuscation: Regex,
 }
@@ -216,8 +214,6 @@ static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
             .iter()
             .map(|s| Regex::new(s).expect("built-in leak pattern compiles"))
             .collect(),
-        encoded_run: Regex::new(&format!("(?-u)[A-Za-z0-9+/_-]{{{MIN_ENCODED_RUN},}}=*"))
-            .expect("encoded-run pattern compiles"),
         obfuscation: Regex::new(OBFUSCATION).expect("obfuscation pattern compiles"),
     }
 });
@@ -395,8 +391,8 @@ impl LeakScanner {
     /// offsets to the original text's.
     fn find_encoded(&self, bytes: &[u8], map: Option<&[usize]>, out: &mut Vec<Hit>) {
         let mut found = Vec::new();
-        for run in self.compiled.encoded_run.find_iter(bytes) {
-            let Some(decoded) = decode_run(run.as_bytes()) else {
+        for run in encoded_runs(bytes) {
+            let Some(decoded) = decode_run(&bytes[run.clone()]) else {
                 continue;
             };
             found.clear();
@@ -410,8 +406,8 @@ impl LeakScanner {
             // One hit per needle kind in a run is enough to redact or refuse it.
             if let Some(hit) = found.iter().min_by_key(|h| priority(h.needle)) {
                 let (start, end) = match map {
-                    Some(map) => (map[run.start()], map[run.end()]),
-                    None => (run.start(), run.end()),
+                    Some(map) => (map[run.start], map[run.end]),
+                    None => (run.start, run.end),
                 };
                 out.push(Hit {
                     start,
@@ -449,6 +445,45 @@ fn merge(mut hits: Vec<Hit>) -> Vec<Hit> {
         }
     }
     out
+}
+
+/// The base64/base64url/hex alphabet, as a byte table.
+const ENCODED: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'_' | b'-');
+        b += 1;
+    }
+    table
+};
+
+/// The spans of every run of at least [`MIN_ENCODED_RUN`] alphabet bytes, with the `=` padding
+/// after it: what the regex `[A-Za-z0-9+/_-]{16,}=*` finds, in one table-driven pass (the
+/// regex needed a forward and a reverse DFA scan for each run, the larger part of scanning a
+/// megabyte).
+fn encoded_runs(bytes: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at < bytes.len() {
+            let Some(start) = bytes[at..].iter().position(|&b| ENCODED[usize::from(b)]) else {
+                at = bytes.len();
+                break;
+            };
+            let start = at + start;
+            let len = bytes[start..]
+                .iter()
+                .position(|&b| !ENCODED[usize::from(b)])
+                .unwrap_or(bytes.len() - start);
+            at = start + len;
+            if len >= MIN_ENCODED_RUN {
+                at += bytes[at..].iter().take_while(|&&b| b == b'=').count();
+                return Some(start..at);
+            }
+        }
+        None
+    })
 }
 
 /// Decode a run: hex when it is all hex digits of even length (a digest or hex-wrapped text),
@@ -497,6 +532,13 @@ struct View {
 /// has neither (the common case: one pass of `obfuscation`, which has literal prefilters).
 fn normalize(text: &str, obfuscation: &Regex) -> Option<View> {
     let raw = text.as_bytes();
+    // Every match begins with `%` or the lead byte of one of the invisible characters; text
+    // with none of them (most text) skips the regex.
+    if memchr::memchr3(b'%', 0xE2, 0xEF, raw).is_none()
+        && memchr::memchr2(0xC2, 0xE1, raw).is_none()
+    {
+        return None;
+    }
     let mut found = obfuscation.find_iter(raw).peekable();
     found.peek()?;
     let mut bytes = Vec::with_capacity(raw.len());
@@ -587,6 +629,48 @@ impl Scrubbed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoded_runs_are_what_the_run_regex_finds() {
+        let regex =
+            Regex::new(&format!("(?-u)[A-Za-z0-9+/_-]{{{MIN_ENCODED_RUN},}}=*")).expect("regex");
+        let mut cases: Vec<Vec<u8>> = [
+            "",
+            "short words only",
+            "aGVsbG8gd29ybGQgaGVsbG8=",
+            "x=aGVsbG8gd29ybGQgaGVsbG8==,aGVsbG8gd29ybGQgaGVsbG8",
+            "0123456789abcdef0123456789abcdef=== =abcdefghijklmnop",
+            "abcdefghijklmno abcdefghijklmnop\nabcdefghijklmnopq",
+            "é✓aaaaaaaaaaaaaaaaaaaa✓/+_-aaaaaaaaaaaa",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        // Pseudo-random bytes over a small alphabet, so runs of every length and padding occur.
+        let alphabet = b"aZ9+/_-=.= \n\xff";
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for len in [15, 16, 17, 64, 500, 4096] {
+            let bytes = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let pick = (state % 100) as usize;
+                    if pick < 85 {
+                        b'a'
+                    } else {
+                        alphabet[pick % alphabet.len()]
+                    }
+                })
+                .collect();
+            cases.push(bytes);
+        }
+        for bytes in &cases {
+            let expected: Vec<_> = regex.find_iter(bytes).map(|m| m.range()).collect();
+            let found: Vec<_> = encoded_runs(bytes).collect();
+            assert_eq!(found, expected, "{:?}", String::from_utf8_lossy(bytes));
+        }
+    }
 
     /// One sample per pattern, built at run time so no credential-shaped literal sits in the
     /// source for other scanners to trip over.
