@@ -45,9 +45,10 @@ const SECRETS_META: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets
 pub struct RedbState {
     path: PathBuf,
     lock_path: PathBuf,
-    /// The open database, once a transaction opened it; dropped after a failure so the next
-    /// transaction opens the file afresh (a repaired or replaced file is picked up).
-    db: Mutex<Option<Arc<redb::Database>>>,
+    /// The open database and the identity of the file it opened, once a transaction opened it;
+    /// dropped after a failure, or when the path no longer names that file, so the next
+    /// transaction opens the file afresh.
+    db: Mutex<Option<(Arc<redb::Database>, FileId)>>,
     /// Serialises this process's writers before they contend for the file lock.
     writer: Mutex<()>,
 }
@@ -111,25 +112,50 @@ impl RedbState {
         Ok(out)
     }
 
-    /// The open database, opening it in multi-writer mode on first use.
+    /// The open database, opening it in multi-writer mode on first use. The path is checked
+    /// against the open file on every transaction: a file moved, deleted or replaced under a
+    /// running process must not take writes into an inode nobody will read again.
     fn database(&self) -> Result<Arc<redb::Database>, StateError> {
         let mut slot = self.db.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(db) = slot.as_ref() {
+        let now = FileId::of(&self.path);
+        if let Some((db, id)) = slot.as_ref()
+            && now.as_ref() == Some(id)
+        {
             return Ok(db.clone());
         }
+        slot.take();
         let db = redb::Builder::new()
             .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
             .create(&self.path)
             .map_err(|e| self.open_error(e))?;
         let db = Arc::new(db);
-        *slot = Some(db.clone());
+        // Known once the file exists; `create` made it.
+        if let Some(id) = FileId::of(&self.path) {
+            *slot = Some((db.clone(), id));
+        }
         Ok(db)
     }
 
     /// A failure to begin or commit a transaction: the handle is dropped, so the next
-    /// transaction reopens the file, and the error names it.
+    /// transaction reopens the file, and the error names it (a file cut short or overwritten
+    /// under the handle reads as corrupt, as it would on opening).
     fn failed(&self, e: impl Into<redb::Error>) -> StateError {
         self.db.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let e = e.into();
+        let corrupt = match &e {
+            redb::Error::Corrupted(_) => true,
+            redb::Error::Io(io) => matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ),
+            _ => false,
+        };
+        if corrupt {
+            return StateError::Corrupt {
+                path: self.path.clone(),
+                reason: e.to_string(),
+            };
+        }
         self.storage(e)
     }
 
@@ -416,6 +442,25 @@ impl RedbState {
             },
             _ => StateError::Storage { path, reason },
         }
+    }
+}
+
+/// Which file a path named: device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    /// The file `path` names now, if it names one.
+    fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        meta.is_file().then(|| Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
     }
 }
 
