@@ -33,6 +33,16 @@ fn simple_text(_: NoArgs) -> Result<Content, ToolError> {
     Ok(Content::new().text("This is a simple text response for testing."))
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct GreetArgs {
+    /// Who to greet
+    name: String,
+}
+
+fn greet(args: GreetArgs) -> Result<Content, ToolError> {
+    Ok(Content::new().text(format!("Hello, {}!", args.name)))
+}
+
 fn image_content(_: NoArgs) -> Result<Content, ToolError> {
     Ok(Content::new().image(PIXEL_PNG, "image/png"))
 }
@@ -149,6 +159,7 @@ fn asks(_: NoArgs) -> Result<Content, ToolError> {
 fn tools() -> Vec<Tool> {
     vec![
         Tool::new("test_simple_text", "Returns one text block.", simple_text).read_only(),
+        Tool::new("greet", "Returns `Hello, {name}!` at once.", greet).read_only(),
         Tool::new(
             "test_image_content",
             "Returns one PNG image block.",

@@ -198,17 +198,23 @@ impl ServerHandler for McpServer {
         )
     }
 
-    /// The offered tools the request's access reaches (an OAuth token: those its scopes cover).
+    /// The offered tools the request's access reaches (an OAuth token: those its scopes cover)
+    /// and the client can call: a tool that runs only as a task is listed to clients that
+    /// declared tasks.
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let (access, _) = access::of_request(&context);
+        let declares_tasks = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
         let host = self.served.host();
         let tools: Vec<Tool> = host
             .tools()
             .filter(|t| access.reaches(host.policy(), &t.name))
+            .filter(|t| declares_tasks || !host.task_required(&t.name))
             .map(to_mcp_tool)
             .collect();
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
@@ -256,9 +262,16 @@ impl ServerHandler for McpServer {
         let legacy_session = context
             .protocol_version()
             .is_some_and(|v| v.has_initialize());
-        if let Some(limit) = host.asked_time_limit(&request.name)
-            && wants_task
-            && tasks::runs_as_task(limit)
+        let task_required = host.task_required(&request.name);
+        if task_required && !wants_task {
+            return Err(ErrorData::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
+        let asked_limit = host.asked_time_limit(&request.name);
+        if wants_task
+            && (task_required || asked_limit.is_some_and(tasks::runs_as_task))
+            && let Some(limit) = asked_limit.or_else(|| host.time_limit(&request.name))
         {
             // Status notifications need a lasting channel: stdio, or a session.
             let stdio = context.extensions.get::<http::request::Parts>().is_none();

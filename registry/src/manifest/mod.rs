@@ -85,6 +85,9 @@ pub struct ToolHints {
     /// Whether calls should be approved by a person; the policy has the last word.
     #[serde(default)]
     pub approval: ApprovalHint,
+    /// Whether calls may run synchronously or only as MCP tasks.
+    #[serde(default, skip_serializing_if = "TaskHint::is_optional")]
+    pub task: TaskHint,
     /// Description for the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -110,6 +113,25 @@ pub enum ApprovalHint {
     Ask,
     /// Ask every time.
     Always,
+}
+
+/// How a tool's calls run for MCP clients: a task needs the client's tasks extension.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskHint {
+    /// A task when the client declared tasks and the time limit calls for one, else a plain
+    /// call.
+    #[default]
+    Optional,
+    /// Only as a task: a client without the tasks extension is refused (MCP error -32021)
+    /// rather than made to wait on a call that cannot answer within a synchronous request.
+    Required,
+}
+
+impl TaskHint {
+    fn is_optional(&self) -> bool {
+        *self == Self::Optional
+    }
 }
 
 /// Every capability section. Absent means not granted.
