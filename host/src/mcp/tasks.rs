@@ -238,6 +238,11 @@ async fn run(
             format!("host fault: {fault}"),
             None,
         ))),
+        // The instance crashed (trapped): an internal failure, not an error the tool reported.
+        Err(e) if report.crashed => Err(TaskExit::Error(ErrorData::internal_error(
+            format!("the tool crashed: {e}"),
+            None,
+        ))),
         Err(e) => Ok(content::failure(&e)),
     }
 }
