@@ -30,7 +30,9 @@ pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.toml");
 pub const FIRST_PARTY: &str = "chitin";
 
 /// Every capability a manifest can ask for, by its manifest section name.
-pub const CAPABILITIES: [&str; 7] = ["files", "kv", "http", "secrets", "process", "env", "invoke"];
+pub const CAPABILITIES: [&str; 8] = [
+    "files", "kv", "http", "secrets", "process", "env", "invoke", "client",
+];
 
 /// The operator's policy.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -140,7 +142,7 @@ fn ip_nets<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<IpNet>, D::
 #[serde(deny_unknown_fields)]
 pub struct CapabilityPolicy {
     /// Capabilities a manifest may be granted (`files`, `kv`, `http`, `secrets`, `process`,
-    /// `env`); a section for any other is cut from every grant.
+    /// `env`, `invoke`, `client`); a section for any other is cut from every grant.
     pub allow: Vec<String>,
 }
 
@@ -472,6 +474,9 @@ impl Policy {
         }
         if !check("invoke", asked.invoke.is_some()) {
             granted.invoke = None;
+        }
+        if !check("client", asked.client.is_some()) {
+            granted.client = None;
         }
         (granted, cut)
     }

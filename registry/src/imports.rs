@@ -82,6 +82,7 @@ fn capability_coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
             "kv" => "kv",
             "http" => "http",
             "invoke" => "invoke",
+            "client" => "client",
             _ => return Coverage::Never,
         },
         _ => return Coverage::Never,
@@ -93,6 +94,7 @@ fn capability_coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
         "secrets" => c.secrets.is_some(),
         "process" => c.process.is_some(),
         "invoke" => c.invoke.is_some(),
+        "client" => c.client.is_some(),
         _ => false,
     });
     match (declared, package) {

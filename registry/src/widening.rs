@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use crate::manifest::http::{HostPattern, HttpAllow, RateLimitRequest};
 use crate::manifest::{
-    Capabilities, EnvGrant, FileAccess, FilesGrant, HttpGrant, InvokeGrant, KvGrant, LimitRequest,
+    Capabilities, ClientGrant, EnvGrant, FileAccess, FilesGrant, HttpGrant, InvokeGrant, KvGrant, LimitRequest,
     Manifest, ProcessGrant, SecretsGrant,
 };
 
@@ -50,6 +50,20 @@ fn capabilities(old: &Capabilities, new: &Capabilities, out: &mut Vec<String>) {
     }
     if let Some(n) = &new.invoke {
         invoke(old.invoke.as_ref(), n, out);
+    }
+    if let Some(n) = &new.client {
+        client(old.client.as_ref(), n, out);
+    }
+}
+
+fn client(old: Option<&ClientGrant>, new: &ClientGrant, out: &mut Vec<String>) {
+    for method in &new.methods {
+        if !old.is_some_and(|o| o.methods.contains(method)) {
+            out.push(format!(
+                "capabilities.client.methods: adds `{}` (questions to the calling client)",
+                method.as_str()
+            ));
+        }
     }
 }
 

@@ -27,7 +27,9 @@ use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
 use crate::mcp::access;
 use crate::mcp::approver::ElicitationApprover;
+use crate::client::{ClientAsker, ClientMethod};
 use crate::mcp::input_required::InputApprover;
+use crate::mcp::questions::{self, Missed, SessionAsker};
 use crate::mcp::tasks::{self, TaskCall};
 use crate::mcp::{Served, content};
 use crate::spec::ToolSpec;
@@ -252,10 +254,8 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
-        let can_elicit = context
-            .client_capabilities()
-            .and_then(|c| c.elicitation)
-            .is_some();
+        let declared = questions::declared(context.client_capabilities().as_ref());
+        let can_elicit = declared.contains(&ClientMethod::Elicit);
         let wants_task = context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
@@ -279,7 +279,7 @@ impl ServerHandler for McpServer {
                 tool: request.name.to_string(),
                 args_json: args,
                 time_limit: limit,
-                can_elicit,
+                declared,
                 client,
                 notify: (stdio || legacy_session).then(|| context.peer.clone()),
             };
@@ -302,21 +302,30 @@ impl ServerHandler for McpServer {
             let approver = InputApprover::new(
                 &request.name,
                 &args,
-                can_elicit,
+                declared.clone(),
                 request.request_state.as_deref(),
                 request.input_responses.as_ref(),
             )
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
             Some(Arc::new(approver))
         };
-        let approver: Arc<dyn Approver> = match &asking {
-            Some(approver) => approver.clone(),
-            None => Arc::new(ElicitationApprover::new(context.peer.clone(), can_elicit)),
+        let missed = Missed::default();
+        let (approver, client): (Arc<dyn Approver>, Arc<dyn ClientAsker>) = match &asking {
+            Some(asking) => (asking.clone(), asking.clone()),
+            None => (
+                Arc::new(ElicitationApprover::new(context.peer.clone(), can_elicit)),
+                Arc::new(SessionAsker::new(
+                    context.peer.clone(),
+                    declared,
+                    missed.clone(),
+                )),
+            ),
         };
         let ctx = CallContext {
             approver,
             user: "mcp".into(),
             events,
+            client,
         };
         let call = host.call_in(&request.name, &args, &ctx);
         tokio::pin!(call);
@@ -337,7 +346,13 @@ impl ServerHandler for McpServer {
         while let Ok(event) = reports.try_recv() {
             forward.send(event).await;
         }
+        if let Some(method) = missed.method() {
+            return Err(questions::missing_capability(method));
+        }
         if let Some(asking) = &asking {
+            if let Some(method) = asking.missed_question() {
+                return Err(questions::missing_capability(method));
+            }
             if asking.missed_capability() {
                 let mut required = ClientCapabilities::default();
                 required.elicitation = Some(ElicitationCapability::new());

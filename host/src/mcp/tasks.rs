@@ -31,12 +31,14 @@ use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use rmcp::{ErrorData, RoleServer};
 
 use crate::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use crate::client::ClientMethod;
 use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
 use crate::host::Host;
 use crate::mcp::access::ClientId;
 use crate::mcp::approver::{decision, question};
 use crate::mcp::content;
+use crate::mcp::questions::TaskAsker;
 
 /// The longest a call may run synchronously; tools allowed longer may run as tasks.
 pub const SYNC_CALL_LIMIT: Duration = Duration::from_secs(30);
@@ -130,9 +132,9 @@ pub struct TaskCall {
     pub args_json: String,
     /// The tool's time limit.
     pub time_limit: Duration,
-    /// The client declared elicitation, so approval questions are asked through the task's
-    /// `inputRequests`.
-    pub can_elicit: bool,
+    /// The methods the client declared: with elicitation, approval questions are asked through
+    /// the task's `inputRequests`, as are the component's questions it declared the method of.
+    pub declared: Vec<ClientMethod>,
     /// Who asked.
     pub client: ClientId,
     /// Where to send `notifications/tasks`, for a client with a lasting channel.
@@ -152,11 +154,11 @@ pub fn start(host: Arc<Host>, call: TaskCall) -> Result<Task, TaskError> {
         .with_ttl_ms(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
         .with_poll_interval_ms(POLL_INTERVAL_MS)
         .with_status_message(format!("`{}` is running", call.tool));
-    let (tool, args_json, can_elicit) = (call.tool, call.args_json, call.can_elicit);
+    let (tool, args_json, declared) = (call.tool, call.args_json, call.declared);
     let task = manager.spawn(options, move |task| {
         Box::pin(async move {
             let _slot = slot;
-            run(host, tool, args_json, can_elicit, task).await
+            run(host, tool, args_json, declared, task).await
         })
     });
     if let Some(peer) = call.notify {
@@ -198,18 +200,19 @@ async fn run(
     host: Arc<Host>,
     tool: String,
     args_json: String,
-    can_elicit: bool,
+    declared: Vec<ClientMethod>,
     task: TaskContext,
 ) -> Result<CallToolResult, TaskExit> {
     let (events, mut reports) = CallEvents::channel();
     let ctx = CallContext {
         approver: Arc::new(TaskApprover {
             task: task.clone(),
-            can_elicit,
+            can_elicit: declared.contains(&ClientMethod::Elicit),
             asked: AtomicU32::new(0),
         }),
         user: "mcp".into(),
         events,
+        client: Arc::new(TaskAsker::new(task.clone(), declared)),
     };
     let call = host.call_in(&tool, &args_json, &ctx);
     tokio::pin!(call);

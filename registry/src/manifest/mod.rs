@@ -9,6 +9,7 @@ pub mod dependencies;
 pub mod env;
 pub mod files;
 pub mod http;
+pub mod client;
 pub mod invoke;
 pub mod kv;
 pub mod process;
@@ -24,6 +25,7 @@ pub use dependencies::{ComponentKind, ComposedPart, Dependency};
 pub use env::EnvGrant;
 pub use files::{FileAccess, FilesGrant, PathGrant};
 pub use http::HttpGrant;
+pub use client::{ClientGrant, ClientMethod};
 pub use invoke::InvokeGrant;
 pub use kv::KvGrant;
 pub use process::ProcessGrant;
@@ -159,6 +161,9 @@ pub struct Capabilities {
     /// Other tools it may call, by alias (`chitin:host/invoke`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invoke: Option<InvokeGrant>,
+    /// Questions it may put to the calling MCP client (`chitin:host/client`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientGrant>,
 }
 
 /// Per-call limits a component asks for; each is clamped by the policy, and an absent one takes
@@ -306,6 +311,9 @@ impl Manifest {
         }
         if let Some(invoke) = &c.invoke {
             invoke.validate()?;
+        }
+        if let Some(client) = &c.client {
+            client.validate()?;
         }
         for (i, dep) in self.dependencies.iter().enumerate() {
             dep.validate(i)?;
