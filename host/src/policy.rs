@@ -668,6 +668,24 @@ mod tests {
     }
 
     #[test]
+    fn the_client_capability_is_granted_by_default_and_cut_where_not_allowed() {
+        let asked = Capabilities {
+            client: Some(chitin_registry::manifest::ClientGrant {
+                methods: vec![chitin_registry::manifest::ClientMethod::Elicit],
+            }),
+            ..Capabilities::default()
+        };
+        let default = Policy::builtin().unwrap();
+        let (granted, cut) = default.intersect(&asked);
+        assert_eq!(granted.client, asked.client);
+        assert!(cut.is_empty());
+        let minimal = Policy::parse(PROFILES[0].1, Path::new("minimal.toml")).unwrap();
+        let (granted, cut) = minimal.intersect(&asked);
+        assert!(granted.client.is_none());
+        assert_eq!(cut, ["client"]);
+    }
+
+    #[test]
     fn approval_rules_look_at_arguments() {
         let policy = Policy::builtin().unwrap();
         let (mode, why) = policy.approval_mode(

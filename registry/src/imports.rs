@@ -235,6 +235,21 @@ mod tests {
     }
 
     #[test]
+    fn the_client_interface_needs_a_client_section() {
+        let import = "chitin:host/client@0.1.0";
+        assert_eq!(coverage(import, None), Coverage::Undeclared("client"));
+        let manifest = Manifest::parse(
+            "schema = 1\n[component]\nname = \"a\"\nnamespace = \"b\"\nversion = \"1.0.0\"\n\
+             publisher = \"b\"\n[capabilities.client]\nmethods = [\"elicit\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            coverage(import, Some(&manifest)),
+            Coverage::Capability("client")
+        );
+    }
+
+    #[test]
     fn the_secrets_interface_needs_a_secrets_section() {
         let import = "chitin:host/secrets@0.1.0";
         assert_eq!(coverage(import, None), Coverage::Undeclared("secrets"));

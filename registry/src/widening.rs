@@ -624,6 +624,17 @@ mod tests {
     }
 
     #[test]
+    fn client_methods() {
+        let c = |methods: &str| format!("[capabilities.client]\nmethods = [{methods}]\n");
+        assert_widens("", &c("\"elicit\""), "capabilities.client.methods: adds `elicit`");
+        assert_widens(
+            &c("\"elicit\""),
+            &c("\"elicit\", \"sample\""),
+            "capabilities.client.methods: adds `sample`",
+        );
+    }
+
+    #[test]
     fn env_keys() {
         let e = |keys: &str| format!("[capabilities.env]\nkeys = [{keys}]\n");
         assert_widens("", &e("\"LANG\""), "adds env key `LANG`");

@@ -182,3 +182,79 @@ impl HasData for Client {
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     bindings::chitin::host::client::add_to_linker::<HostState, Client>(linker, |s| &mut s.client)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Declares elicitation and answers every question with its own key.
+    struct Echo;
+
+    #[async_trait::async_trait]
+    impl ClientAsker for Echo {
+        fn declared(&self) -> Vec<ClientMethod> {
+            vec![ClientMethod::Elicit, ClientMethod::Sample]
+        }
+
+        async fn ask(&self, questions: &[ClientQuestion]) -> Result<Vec<Value>, String> {
+            Ok(questions
+                .iter()
+                .map(|q| serde_json::json!({"key": q.key, "params": q.params}))
+                .collect())
+        }
+    }
+
+    fn ctx(granted: &[ClientMethod], secret: Option<(&str, &str)>) -> ClientCtx {
+        ClientCtx::new(
+            Arc::new(Echo),
+            granted.iter().copied().collect(),
+            Arc::new(LeakScanner::new(secret)),
+        )
+    }
+
+    fn q(key: &str, method: ClientMethod, params: &str) -> (String, ClientMethod, String) {
+        (key.to_owned(), method, params.to_owned())
+    }
+
+    #[tokio::test]
+    async fn only_granted_methods_declared_by_the_client_are_supported_and_asked() {
+        let mut ctx = ctx(&[ClientMethod::Elicit, ClientMethod::ListRoots], None);
+        assert_eq!(ctx.supported(), [ClientMethod::Elicit]);
+        let answers = ctx
+            .ask(vec![q("name", ClientMethod::Elicit, r#"{"message":"hi"}"#)])
+            .await
+            .expect("asked");
+        assert_eq!(answers.len(), 1);
+        let refused = ctx
+            .ask(vec![q("s", ClientMethod::Sample, "{}")])
+            .await
+            .expect_err("sampling is not granted");
+        assert!(refused.contains("[capabilities.client]"), "{refused}");
+    }
+
+    #[tokio::test]
+    async fn bad_keys_params_and_floods_are_refused_and_secrets_redacted() {
+        let mut ctx = ctx(&[ClientMethod::Elicit], Some(("token", "s3cr3t-value")));
+        let e = ClientMethod::Elicit;
+        for bad in [
+            vec![q("approval", e, "{}")],
+            vec![q("", e, "{}")],
+            vec![q("a", e, "{}"), q("a", e, "{}")],
+            vec![q("a", e, "not json")],
+            vec![q("a", e, "[1]")],
+            Vec::new(),
+        ] {
+            assert!(ctx.ask(bad).await.is_err());
+        }
+        let answers = ctx
+            .ask(vec![q("a", e, r#"{"message":"s3cr3t-value"}"#)])
+            .await
+            .expect("asked");
+        assert!(!answers[0].contains("s3cr3t-value"), "{}", answers[0]);
+        for _ in 0..MAX_ASKS_PER_CALL {
+            let _ = ctx.ask(vec![q("a", e, "{}")]).await;
+        }
+        let flood = ctx.ask(vec![q("a", e, "{}")]).await.expect_err("too many");
+        assert!(flood.contains("at most"), "{flood}");
+    }
+}

@@ -509,6 +509,28 @@ memory_bytes = 16777216
     }
 
     #[test]
+    fn the_client_section_and_the_task_hint_parse_and_bad_ones_are_refused() {
+        let text = format!(
+            "{FS}[capabilities.client]\nmethods = [\"elicit\", \"list-roots\"]\n\
+             [tools.read_file]\ntask = \"required\"\n"
+        );
+        let m = Manifest::parse(&text).expect("parses");
+        let client = m.capabilities.client.as_ref().expect("client");
+        assert_eq!(client.methods, [ClientMethod::Elicit, ClientMethod::ListRoots]);
+        assert_eq!(m.tools["read_file"].task, TaskHint::Required);
+        assert_eq!(m.tools["write_file"].task, TaskHint::Optional);
+        assert_eq!(Manifest::parse(&m.to_toml()).expect("round trip"), m);
+        let twice = format!("{FS}[capabilities.client]\nmethods = [\"sample\", \"sample\"]\n");
+        let err = Manifest::parse(&twice).unwrap_err().to_string();
+        assert!(err.contains("capabilities.client.methods[1]"), "{err}");
+        let none = format!("{FS}[capabilities.client]\nmethods = []\n");
+        let err = Manifest::parse(&none).unwrap_err().to_string();
+        assert!(err.contains("capabilities.client.methods"), "{err}");
+        let unknown = format!("{FS}[capabilities.client]\nmethods = [\"shell\"]\n");
+        assert!(Manifest::parse(&unknown).is_err());
+    }
+
+    #[test]
     fn recorded_tool_specs_round_trip_and_keep_the_approval_hint() {
         let mut m = Manifest::parse(FS).expect("parses");
         assert_eq!(m.tools_without_spec(), ["write_file"]);
