@@ -68,8 +68,10 @@ impl ClientAsker for NoClient {
     }
 
     async fn ask(&self, _questions: &[ClientQuestion]) -> Result<Vec<Value>, String> {
-        Err("no MCP client made this call, so there is nobody to ask; call the tool through \
+        Err(
+            "no MCP client made this call, so there is nobody to ask; call the tool through \
              an MCP client that supports elicitation, sampling or roots"
-            .into())
+                .into(),
+        )
     }
 }

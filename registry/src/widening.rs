@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 
 use crate::manifest::http::{HostPattern, HttpAllow, RateLimitRequest};
 use crate::manifest::{
-    Capabilities, ClientGrant, EnvGrant, FileAccess, FilesGrant, HttpGrant, InvokeGrant, KvGrant, LimitRequest,
-    Manifest, ProcessGrant, SecretsGrant,
+    Capabilities, ClientGrant, EnvGrant, FileAccess, FilesGrant, HttpGrant, InvokeGrant, KvGrant,
+    LimitRequest, Manifest, ProcessGrant, SecretsGrant,
 };
 
 /// Each widening from `old` to `new`, as `key: what changed`.
@@ -626,7 +626,11 @@ mod tests {
     #[test]
     fn client_methods() {
         let c = |methods: &str| format!("[capabilities.client]\nmethods = [{methods}]\n");
-        assert_widens("", &c("\"elicit\""), "capabilities.client.methods: adds `elicit`");
+        assert_widens(
+            "",
+            &c("\"elicit\""),
+            "capabilities.client.methods: adds `elicit`",
+        );
         assert_widens(
             &c("\"elicit\""),
             &c("\"elicit\", \"sample\""),

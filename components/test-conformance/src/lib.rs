@@ -223,7 +223,12 @@ fn root_uris(answer: &Value) -> String {
     let uris: Vec<&str> = answer
         .get("roots")
         .and_then(Value::as_array)
-        .map(|roots| roots.iter().filter_map(|r| r.get("uri")?.as_str()).collect())
+        .map(|roots| {
+            roots
+                .iter()
+                .filter_map(|r| r.get("uri")?.as_str())
+                .collect()
+        })
         .unwrap_or_default();
     uris.join(", ")
 }
@@ -271,7 +276,11 @@ fn ask_several(_: NoArgs) -> Result<Content, ToolError> {
             Method::Elicit,
             form("What is your name?", "name", "string"),
         ),
-        ("greeting", Method::Sample, sampling("Generate a greeting", 50)),
+        (
+            "greeting",
+            Method::Sample,
+            sampling("Generate a greeting", 50),
+        ),
         ("client_roots", Method::ListRoots, json!({})),
     ])?;
     Ok(Content::new().text(format!(

@@ -872,8 +872,15 @@ mod tests {
         )
         .expect("manifest");
         let lines = describe(&manifest.capabilities);
-        let line = lines.iter().find(|l| l.name == "client").expect("a client line");
+        let line = lines
+            .iter()
+            .find(|l| l.name == "client")
+            .expect("a client line");
         assert_eq!(line.scope, "methods `elicit`, `sample`");
-        assert!(line.risk.contains("questions to the calling MCP client"), "{}", line.risk);
+        assert!(
+            line.risk.contains("questions to the calling MCP client"),
+            "{}",
+            line.risk
+        );
     }
 }

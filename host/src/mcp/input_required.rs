@@ -234,7 +234,8 @@ impl InputApprover {
     pub fn input_required(&self) -> Result<Option<InputRequiredResult>, StateError> {
         let poisoned = || StateError::Unavailable("a lock was poisoned".into());
         let pending = self.pending.lock().map_err(|_| poisoned())?.take();
-        let questions = std::mem::take(&mut *self.pending_questions.lock().map_err(|_| poisoned())?);
+        let questions =
+            std::mem::take(&mut *self.pending_questions.lock().map_err(|_| poisoned())?);
         if pending.is_none() && questions.is_empty() {
             return Ok(None);
         }
@@ -356,9 +357,11 @@ impl ClientAsker for InputApprover {
             .lock()
             .map_err(|_| "a lock was poisoned".to_owned())?
             .extend(unanswered);
-        Err("waiting for the client's answers (asked through an input-required result); the \
+        Err(
+            "waiting for the client's answers (asked through an input-required result); the \
              call is run again with them"
-            .into())
+                .into(),
+        )
     }
 }
 
@@ -475,13 +478,79 @@ mod tests {
 
     #[tokio::test]
     async fn a_client_without_elicitation_is_not_asked() {
-        let approver =
-            InputApprover::new("shell_run", r#"{"cmd":"ls"}"#, Vec::new(), None, None).expect("new");
+        let approver = InputApprover::new("shell_run", r#"{"cmd":"ls"}"#, Vec::new(), None, None)
+            .expect("new");
         assert!(matches!(
             approver.approve(&request()).await,
             Decision::Denied(_)
         ));
         assert!(approver.missed_capability());
         assert!(approver.input_required().expect("state").is_none());
+    }
+
+    fn named(key: &str, message: &str) -> ClientQuestion {
+        ClientQuestion {
+            key: key.into(),
+            method: ClientMethod::Elicit,
+            params: serde_json::json!({"mode": "form", "message": message,
+                "requestedSchema": {"type": "object", "properties": {}}}),
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_are_replayed_from_the_state_and_bound_to_their_question() {
+        let args = r#"{"cmd":"ls"}"#;
+        let first = InputApprover::new("shell_run", args, elicit(), None, None).expect("new");
+        assert!(first.ask(&[named("step1", "name?")]).await.is_err());
+        let round1 = first.input_required().expect("state").expect("asks");
+        assert!(
+            round1
+                .input_requests
+                .expect("requests")
+                .contains_key("step1")
+        );
+        let answer = serde_json::json!({"action": "accept", "content": {"name": "Ada"}});
+        // An answer to a key the state did not ask is ignored.
+        let responses = BTreeMap::from([
+            ("step1".to_owned(), answer.clone()),
+            ("other".to_owned(), serde_json::json!({"action": "accept"})),
+        ]);
+        let second = InputApprover::new(
+            "shell_run",
+            args,
+            elicit(),
+            round1.request_state.as_deref(),
+            Some(&responses),
+        )
+        .expect("verified");
+        let got = second
+            .ask(&[named("step1", "name?")])
+            .await
+            .expect("replayed");
+        assert_eq!(got, std::slice::from_ref(&answer));
+        assert!(second.ask(&[named("other", "x?")]).await.is_err());
+        assert!(second.ask(&[named("step2", "color?")]).await.is_err());
+        let round2 = second.input_required().expect("state").expect("asks");
+        let asked = round2.input_requests.expect("requests");
+        assert!(asked.contains_key("step2") && asked.contains_key("other"));
+        assert!(!asked.contains_key("step1"));
+        // The first answer rides in the new state; a different question under its key is asked
+        // again.
+        let third = InputApprover::new(
+            "shell_run",
+            args,
+            elicit(),
+            round2.request_state.as_deref(),
+            None,
+        )
+        .expect("verified");
+        assert_eq!(
+            third
+                .ask(&[named("step1", "name?")])
+                .await
+                .expect("replayed"),
+            [answer]
+        );
+        assert!(third.ask(&[named("step1", "another?")]).await.is_err());
     }
 }

@@ -1,9 +1,11 @@
 //! Tasks (`io.modelcontextprotocol/tasks`): a call to a tool whose manifest asks for a time limit
 //! longer than a synchronous call may take ([`SYNC_CALL_LIMIT`]), and whose policy allows it (the
-//! shell and spawn ask for 305 s), runs as a task when the client declared the extension.
-//! The call answers at once with the task; the client polls `tasks/get` (status, the latest
-//! progress report as the status message, then the result), answers an approval question with
-//! `tasks/update`, and may `tasks/cancel`.
+//! shell and spawn ask for 305 s), or that says `task = "required"`, runs as a task when the
+//! client declared the extension. The call answers at once with the task; the client polls
+//! `tasks/get` (status, the latest progress report as the status message, then the result),
+//! answers approval questions and the component's own questions (`chitin:host/client`) with
+//! `tasks/update`, and may `tasks/cancel`. An error the tool reports completes the task with
+//! `isError`; an instance that crashes fails it with a JSON-RPC error.
 //!
 //! A cancelled task's call is dropped, like a cancelled request: its instance stops within an
 //! epoch tick and its processes are killed with their process group. A task past its TTL is

@@ -4,12 +4,12 @@
 //!
 //! Each capability's section lives in its own module; a section that is absent grants nothing.
 
+pub mod client;
 pub mod credentials;
 pub mod dependencies;
 pub mod env;
 pub mod files;
 pub mod http;
-pub mod client;
 pub mod invoke;
 pub mod kv;
 pub mod process;
@@ -20,12 +20,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use client::{ClientGrant, ClientMethod};
 pub use credentials::{CredentialMapping, InjectKind};
 pub use dependencies::{ComponentKind, ComposedPart, Dependency};
 pub use env::EnvGrant;
 pub use files::{FileAccess, FilesGrant, PathGrant};
 pub use http::HttpGrant;
-pub use client::{ClientGrant, ClientMethod};
 pub use invoke::InvokeGrant;
 pub use kv::KvGrant;
 pub use process::ProcessGrant;
@@ -516,7 +516,10 @@ memory_bytes = 16777216
         );
         let m = Manifest::parse(&text).expect("parses");
         let client = m.capabilities.client.as_ref().expect("client");
-        assert_eq!(client.methods, [ClientMethod::Elicit, ClientMethod::ListRoots]);
+        assert_eq!(
+            client.methods,
+            [ClientMethod::Elicit, ClientMethod::ListRoots]
+        );
         assert_eq!(m.tools["read_file"].task, TaskHint::Required);
         assert_eq!(m.tools["write_file"].task, TaskHint::Optional);
         assert_eq!(Manifest::parse(&m.to_toml()).expect("round trip"), m);
