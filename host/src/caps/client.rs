@@ -114,8 +114,9 @@ impl ClientCtx {
             }
             if !self.granted.contains(&method) {
                 return Err(format!(
-                    "this component's grant does not let it ask `{}` (add it to \
-                     [capabilities.client] methods)",
+                    "this component's grant does not let it ask `{}`: its manifest's \
+                     [capabilities.client] methods do not name it, or the policy's \
+                     capabilities.allow cut the section",
                     method.as_str()
                 ));
             }
@@ -229,7 +230,10 @@ mod tests {
             .ask(vec![q("s", ClientMethod::Sample, "{}")])
             .await
             .expect_err("sampling is not granted");
-        assert!(refused.contains("[capabilities.client]"), "{refused}");
+        assert!(
+            refused.contains("[capabilities.client] methods"),
+            "{refused}"
+        );
     }
 
     #[tokio::test]
