@@ -340,6 +340,96 @@ fn needs_sampling(_: NoArgs) -> Result<Content, ToolError> {
     Ok(Content::new().text(sampled(&answers[0])))
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct PromptArgs {
+    /// The prompt for the client's model
+    prompt: String,
+}
+
+fn sample_prompt(args: PromptArgs) -> Result<Content, ToolError> {
+    let answers = ask(&[("sample", Method::Sample, sampling(&args.prompt, 100))])?;
+    Ok(Content::new().text(format!("LLM response: {}", sampled(&answers[0]))))
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct MessageArgs {
+    /// The message shown to the client's user
+    message: String,
+}
+
+/// The outcome of an elicitation, as the 2025 scenarios print it.
+fn elicited(answer: &Value) -> String {
+    let action = answer.get("action").and_then(Value::as_str).unwrap_or("?");
+    let content = answer.get("content").cloned().unwrap_or(Value::Null);
+    format!("action={action}, content={content}")
+}
+
+fn elicit_user(args: MessageArgs) -> Result<Content, ToolError> {
+    let params = json!({
+        "mode": "form",
+        "message": args.message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "username": {"type": "string", "description": "User's response"},
+                "email": {"type": "string", "description": "User's email address"}
+            },
+            "required": ["username", "email"]
+        }
+    });
+    let answers = ask(&[("user", Method::Elicit, params)])?;
+    Ok(Content::new().text(format!("User response: {}", elicited(&answers[0]))))
+}
+
+fn elicit_form(schema: Value) -> Result<Content, ToolError> {
+    let params = json!({
+        "mode": "form",
+        "message": "Please review and update the form fields",
+        "requestedSchema": schema
+    });
+    let answers = ask(&[("form", Method::Elicit, params)])?;
+    Ok(Content::new().text(format!(
+        "Elicitation completed: {}",
+        elicited(&answers[0])
+    )))
+}
+
+fn elicit_defaults(_: NoArgs) -> Result<Content, ToolError> {
+    elicit_form(json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "score": {"type": "number", "default": 95.5},
+            "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+            "verified": {"type": "boolean", "default": true}
+        }
+    }))
+}
+
+fn elicit_enums(_: NoArgs) -> Result<Content, ToolError> {
+    elicit_form(json!({
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {"type": "string", "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"}
+            ]},
+            "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"]},
+            "untitledMulti": {"type": "array", "items": {"type": "string",
+                "enum": ["option1", "option2", "option3"]}},
+            "titledMulti": {"type": "array", "items": {"anyOf": [
+                {"const": "value1", "title": "First Choice"},
+                {"const": "value2", "title": "Second Choice"},
+                {"const": "value3", "title": "Third Choice"}
+            ]}}
+        }
+    }))
+}
+
 fn tools() -> Vec<Tool> {
     vec![
         Tool::new("test_simple_text", "Returns one text block.", simple_text).read_only(),
@@ -472,6 +562,30 @@ fn tools() -> Vec<Tool> {
             "test_missing_capability",
             "Needs the client's sampling capability.",
             needs_sampling,
+        )
+        .read_only(),
+        Tool::new(
+            "test_sampling",
+            "Asks the client's model to complete the prompt.",
+            sample_prompt,
+        )
+        .read_only(),
+        Tool::new(
+            "test_elicitation",
+            "Asks the client's user for a username and an email.",
+            elicit_user,
+        )
+        .read_only(),
+        Tool::new(
+            "test_elicitation_sep1034_defaults",
+            "Asks the client's user a form whose fields have defaults (SEP-1034).",
+            elicit_defaults,
+        )
+        .read_only(),
+        Tool::new(
+            "test_elicitation_sep1330_enums",
+            "Asks the client's user a form of the five enum shapes (SEP-1330).",
+            elicit_enums,
         )
         .read_only(),
         Tool::new(
