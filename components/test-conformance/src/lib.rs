@@ -388,10 +388,7 @@ fn elicit_form(schema: Value) -> Result<Content, ToolError> {
         "requestedSchema": schema
     });
     let answers = ask(&[("form", Method::Elicit, params)])?;
-    Ok(Content::new().text(format!(
-        "Elicitation completed: {}",
-        elicited(&answers[0])
-    )))
+    Ok(Content::new().text(format!("Elicitation completed: {}", elicited(&answers[0]))))
 }
 
 fn elicit_defaults(_: NoArgs) -> Result<Content, ToolError> {
