@@ -5,7 +5,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 # First-party tool components, built into build/components (the folder the host loads by default).
 components := "echo time json fs memory shell markdown http web-fetch html-to-markdown"
 # Test fixtures (hostile and special-purpose components), built into build/fixtures.
-fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance test-invoke test-reader test-lib-text test-lib-files test-composed test-composed-b test-http test-specs test-typed test-mixed"
+fixtures := "test-counter test-hostile test-future-contract test-minimal test-conformance test-conformance-tasks test-invoke test-reader test-lib-text test-lib-files test-composed test-composed-b test-http test-specs test-typed test-mixed"
 # The native test run: every workspace crate but the components (built for wasm32-wasip2 instead),
 # except fs and memory, whose pure logic has native unit tests. One run builds them all with one
 # set of dependency features.

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::client::{ClientAsker, NoClient};
 use crate::events::CallEvents;
 
 /// What a person is asked to approve.
@@ -63,6 +64,8 @@ pub struct CallContext {
     pub user: String,
     /// Where the call's progress and log reports go while it runs (nowhere by default).
     pub events: CallEvents,
+    /// Who puts the component's questions to the calling MCP client (nobody by default).
+    pub client: Arc<dyn ClientAsker>,
 }
 
 impl Default for CallContext {
@@ -72,6 +75,7 @@ impl Default for CallContext {
             approver: Arc::new(NoApprover),
             user: "local".into(),
             events: CallEvents::none(),
+            client: Arc::new(NoClient),
         }
     }
 }

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chitin_registry::manifest::{ApprovalHint, CredentialMapping, LimitRequest, Manifest};
+use chitin_registry::manifest::{
+    ApprovalHint, ClientMethod, CredentialMapping, LimitRequest, Manifest,
+};
 
 use crate::caps::env::{self, EnvConfig};
 use crate::caps::files::{self, FilesConfig};
@@ -64,6 +66,8 @@ pub struct Grant {
     pub process: Option<Arc<ProcessConfig>>,
     /// Tools it may invoke: alias → tool name.
     pub invoke: Arc<BTreeMap<String, String>>,
+    /// What it may ask the calling MCP client.
+    pub client: Arc<[ClientMethod]>,
     /// Secret names it may ask about, and the store.
     pub secrets: SecretsConfig,
     /// Secrets the host injects into its HTTP requests; each names a granted secret.
@@ -87,6 +91,7 @@ impl Grant {
             kv: KvConfig::default(),
             process: None,
             invoke: Arc::default(),
+            client: Arc::new([]),
             secrets: SecretsConfig::default(),
             credentials: Arc::new([]),
             http: None,
@@ -145,6 +150,11 @@ impl Grant {
                     .map(|i| i.tools.clone())
                     .unwrap_or_default(),
             ),
+            client: caps
+                .client
+                .as_ref()
+                .map(|c| c.methods.iter().copied().collect::<Arc<[ClientMethod]>>())
+                .unwrap_or_else(|| Arc::new([])),
             manifest: Some(Arc::new(manifest)),
         })
     }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chitin_registry::artifact::ContentHash;
-use chitin_registry::manifest::ApprovalHint;
+use chitin_registry::manifest::{ApprovalHint, TaskHint};
 
 use crate::approval::{ApprovalRequest, CallContext, Decision};
 use crate::approvals::{Approval, ApprovalStore};
@@ -230,6 +230,25 @@ impl Host {
         let grant = &self.inner.components[c].grant;
         let asked = grant.manifest.as_ref()?.limits.timeout_ms;
         asked.map(|_| grant.limits.timeout())
+    }
+
+    /// The wall-clock limit of a call to tool `name` (its grant's), if such a tool is served.
+    pub fn time_limit(&self, name: &str) -> Option<std::time::Duration> {
+        let &(c, _) = self.inner.index.get(name)?;
+        Some(self.inner.components[c].grant.limits.timeout())
+    }
+
+    /// Whether tool `name`'s manifest says it runs only as an MCP task (`task = "required"`).
+    pub fn task_required(&self, name: &str) -> bool {
+        let Some(&(c, t)) = self.inner.index.get(name) else {
+            return false;
+        };
+        let component = &self.inner.components[c];
+        component.grant.manifest.as_ref().is_some_and(|m| {
+            m.tools
+                .get(&component.tools[t].own_name)
+                .is_some_and(|hints| hints.task == TaskHint::Required)
+        })
     }
 
     /// Call tool `name` with `args_json` in a fresh sandbox as the local user, with nobody to

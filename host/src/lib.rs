@@ -10,6 +10,7 @@ mod bindings;
 pub mod cache;
 pub mod caps;
 pub mod cli;
+pub mod client;
 pub mod contract;
 pub mod data_dir;
 pub mod engine;

@@ -251,6 +251,7 @@ fn asks_capabilities(m: &Manifest) -> bool {
         || c.process.is_some()
         || c.env.is_some()
         || c.invoke.is_some()
+        || c.client.is_some()
 }
 
 /// Resolve `manifest`'s dependencies among `libraries`, then each of `imports` that needs one.

@@ -30,7 +30,9 @@ pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.toml");
 pub const FIRST_PARTY: &str = "chitin";
 
 /// Every capability a manifest can ask for, by its manifest section name.
-pub const CAPABILITIES: [&str; 7] = ["files", "kv", "http", "secrets", "process", "env", "invoke"];
+pub const CAPABILITIES: [&str; 8] = [
+    "files", "kv", "http", "secrets", "process", "env", "invoke", "client",
+];
 
 /// The operator's policy.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -140,7 +142,7 @@ fn ip_nets<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<IpNet>, D::
 #[serde(deny_unknown_fields)]
 pub struct CapabilityPolicy {
     /// Capabilities a manifest may be granted (`files`, `kv`, `http`, `secrets`, `process`,
-    /// `env`); a section for any other is cut from every grant.
+    /// `env`, `invoke`, `client`); a section for any other is cut from every grant.
     pub allow: Vec<String>,
 }
 
@@ -473,6 +475,9 @@ impl Policy {
         if !check("invoke", asked.invoke.is_some()) {
             granted.invoke = None;
         }
+        if !check("client", asked.client.is_some()) {
+            granted.client = None;
+        }
         (granted, cut)
     }
 
@@ -660,6 +665,24 @@ mod tests {
         let (granted, cut) = policy.intersect(&asked);
         assert!(granted.env.is_none());
         assert_eq!(cut, ["env"]);
+    }
+
+    #[test]
+    fn the_client_capability_is_granted_by_default_and_cut_where_not_allowed() {
+        let asked = Capabilities {
+            client: Some(chitin_registry::manifest::ClientGrant {
+                methods: vec![chitin_registry::manifest::ClientMethod::Elicit],
+            }),
+            ..Capabilities::default()
+        };
+        let default = Policy::builtin().unwrap();
+        let (granted, cut) = default.intersect(&asked);
+        assert_eq!(granted.client, asked.client);
+        assert!(cut.is_empty());
+        let minimal = Policy::parse(PROFILES[0].1, Path::new("minimal.toml")).unwrap();
+        let (granted, cut) = minimal.intersect(&asked);
+        assert!(granted.client.is_none());
+        assert_eq!(cut, ["client"]);
     }
 
     #[test]

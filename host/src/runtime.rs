@@ -151,6 +151,9 @@ pub struct CallReport {
     pub fuel_used: u64,
     /// Wall-clock time of the sandboxed run.
     pub duration: Duration,
+    /// The sandbox stopped the instance (trap, memory, fuel): the tool crashed rather than
+    /// reported an error.
+    pub crashed: bool,
 }
 
 /// A successful tool result as handed to the agent.
@@ -170,6 +173,7 @@ impl CallReport {
             log: LogRecord::default(),
             fuel_used: 0,
             duration: Duration::ZERO,
+            crashed: false,
         }
     }
 }
@@ -734,6 +738,7 @@ impl Runtime {
                     log: report.log,
                     fuel_used: report.fuel_used,
                     duration: report.duration,
+                    crashed: report.crashed,
                 }
             }
             (Entry::Tool(pre), None) => {
@@ -760,6 +765,7 @@ impl Runtime {
             log,
             fuel_used: report.fuel_used,
             duration: report.duration,
+            crashed: report.crashed,
         }
     }
 }

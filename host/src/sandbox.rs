@@ -29,6 +29,9 @@ pub struct RunReport<T> {
     pub fuel_used: u64,
     /// Wall-clock time from store creation to the end of the call.
     pub duration: Duration,
+    /// The sandbox stopped the instance (a trap, its memory or fuel spent): the tool crashed
+    /// rather than reported an error.
+    pub crashed: bool,
 }
 
 /// A fresh store for one call holding `state`, under `limits`.
@@ -68,6 +71,7 @@ macro_rules! run_in_sandbox {
                 log: LogRecord::default(),
                 fuel_used: 0,
                 duration: started.elapsed(),
+                crashed: false,
             },
             Ok(mut store) => {
                 let outcome = {
@@ -76,16 +80,21 @@ macro_rules! run_in_sandbox {
                 };
                 let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
                 let log = store.data().log.log.lock().finish();
-                let result = match outcome {
-                    Err(_elapsed) => Err(timeout_error(limits)),
-                    Ok(Err(trap)) => Err(trap_to_error(&trap, &store, limits, &log)),
-                    Ok(Ok(value)) => Ok(value),
+                let (result, crashed) = match outcome {
+                    Err(_elapsed) => (Err(timeout_error(limits)), false),
+                    Ok(Err(trap)) => {
+                        let trap: wasmtime::Error = trap;
+                        let crashed = trap.downcast_ref::<DeadlineExceeded>().is_none();
+                        (Err(trap_to_error(&trap, &store, limits, &log)), crashed)
+                    }
+                    Ok(Ok(value)) => (Ok(value), false),
                 };
                 RunReport {
                     result,
                     log,
                     fuel_used,
                     duration: started.elapsed(),
+                    crashed,
                 }
             }
         }
@@ -126,6 +135,7 @@ pub async fn call(
         log: report.log,
         fuel_used: report.fuel_used,
         duration: report.duration,
+        crashed: report.crashed,
     }
 }
 

@@ -7,6 +7,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::approval::CallContext;
 use crate::caps::approval::ApprovalCtx;
+use crate::caps::client::ClientCtx;
 use crate::caps::http::HttpCtx;
 use crate::caps::http::outgoing::HttpCall;
 use crate::caps::invoke::{InvokeCtx, InvokeScope};
@@ -43,6 +44,7 @@ pub struct HostState {
     pub(crate) log: LogCtx,
     pub(crate) process: ProcessCtx,
     pub(crate) approval: ApprovalCtx,
+    pub(crate) client: ClientCtx,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) progress: ProgressCtx,
     pub(crate) kv: KvCtx,
@@ -103,6 +105,11 @@ impl HostState {
                 env.ctx.approver.clone(),
                 scanner.clone(),
                 env.grant.id().unwrap_or_else(|| "(no manifest)".into()),
+            ),
+            client: ClientCtx::new(
+                env.ctx.client.clone(),
+                env.grant.client.clone(),
+                scanner.clone(),
             ),
             limiter: MemoryLimiter::new(limits.memory_bytes),
             progress: ProgressCtx {

@@ -82,6 +82,7 @@ fn capability_coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
             "kv" => "kv",
             "http" => "http",
             "invoke" => "invoke",
+            "client" => "client",
             _ => return Coverage::Never,
         },
         _ => return Coverage::Never,
@@ -93,6 +94,7 @@ fn capability_coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
         "secrets" => c.secrets.is_some(),
         "process" => c.process.is_some(),
         "invoke" => c.invoke.is_some(),
+        "client" => c.client.is_some(),
         _ => false,
     });
     match (declared, package) {
@@ -229,6 +231,21 @@ mod tests {
                 "wasi:sockets/tcp@0.2.0: linked, every use refused (no grant; chitin never \
                  grants raw sockets)"
             ]
+        );
+    }
+
+    #[test]
+    fn the_client_interface_needs_a_client_section() {
+        let import = "chitin:host/client@0.1.0";
+        assert_eq!(coverage(import, None), Coverage::Undeclared("client"));
+        let manifest = Manifest::parse(
+            "schema = 1\n[component]\nname = \"a\"\nnamespace = \"b\"\nversion = \"1.0.0\"\n\
+             publisher = \"b\"\n[capabilities.client]\nmethods = [\"elicit\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            coverage(import, Some(&manifest)),
+            Coverage::Capability("client")
         );
     }
 

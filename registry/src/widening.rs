@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 
 use crate::manifest::http::{HostPattern, HttpAllow, RateLimitRequest};
 use crate::manifest::{
-    Capabilities, EnvGrant, FileAccess, FilesGrant, HttpGrant, InvokeGrant, KvGrant, LimitRequest,
-    Manifest, ProcessGrant, SecretsGrant,
+    Capabilities, ClientGrant, EnvGrant, FileAccess, FilesGrant, HttpGrant, InvokeGrant, KvGrant,
+    LimitRequest, Manifest, ProcessGrant, SecretsGrant,
 };
 
 /// Each widening from `old` to `new`, as `key: what changed`.
@@ -50,6 +50,20 @@ fn capabilities(old: &Capabilities, new: &Capabilities, out: &mut Vec<String>) {
     }
     if let Some(n) = &new.invoke {
         invoke(old.invoke.as_ref(), n, out);
+    }
+    if let Some(n) = &new.client {
+        client(old.client.as_ref(), n, out);
+    }
+}
+
+fn client(old: Option<&ClientGrant>, new: &ClientGrant, out: &mut Vec<String>) {
+    for method in &new.methods {
+        if !old.is_some_and(|o| o.methods.contains(method)) {
+            out.push(format!(
+                "capabilities.client.methods: adds `{}` (questions to the calling client)",
+                method.as_str()
+            ));
+        }
     }
 }
 
@@ -607,6 +621,21 @@ mod tests {
         assert_widens(&p(""), &p("env = [\"LANG\"]\n"), "adds env key `LANG`");
         assert_widens(&p(""), &p("network = true\n"), "network: turned on");
         assert_widens(&p("read_only = true\n"), &p(""), "read_only: turned off");
+    }
+
+    #[test]
+    fn client_methods() {
+        let c = |methods: &str| format!("[capabilities.client]\nmethods = [{methods}]\n");
+        assert_widens(
+            "",
+            &c("\"elicit\""),
+            "capabilities.client.methods: adds `elicit`",
+        );
+        assert_widens(
+            &c("\"elicit\""),
+            &c("\"elicit\", \"sample\""),
+            "capabilities.client.methods: adds `sample`",
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 """MCP 2026-07-28 round trips against `chitin serve --http`: from the official Python SDK, a plain
-call and a call whose approval goes through an input-required result (the question, the answer,
-the retry); as raw stateless JSON-RPC, a plain echo call and a shell call that creates a task
+call, a call whose approval goes through an input-required result (the question, the answer,
+the retry), and calls whose component asks the client (one round, two rounds); as raw stateless JSON-RPC, a plain echo call and a shell call that creates a task
 (then cancelled, untimed). Prints p50 and p99 of sequential calls; figures only, nothing is
 asserted.
 
@@ -113,6 +113,10 @@ async def main(calls):
     try:
         row("plain call (test_simple_text)", await series(server, "test_simple_text", calls))
         row("approval via input-required (test_approval)", await series(server, "test_approval", calls))
+        row("component question via input-required", await series(
+            server, "test_input_required_result_elicitation", calls))
+        row("two rounds of component questions", await series(
+            server, "test_input_required_result_multi_round", calls))
     finally:
         server.stop()
     await anyio.to_thread.run_sync(task_series, calls)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the official MCP conformance suite (server scenarios) against `chitin serve --http` with the
-# conformance fixture component, then check every scenario's checks.json.
+# conformance fixture components (the tools, and the long tools of the tasks scenarios), then check every scenario's checks.json.
 #
 #   conformance.sh                            the 2025-era suite (0.1.16, active scenarios)
 #   conformance.sh --requirements 2026-07-28  the scenarios spec 2026-07-28 requires (0.2.0-alpha.12)
@@ -43,6 +43,7 @@ trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; [ 
 "$target/debug/chitin" serve --http 127.0.0.1:0 --insecure-no-token --no-watch \
     --data-dir "$work/data" --trusted-keys "$repo/build/trusted_keys" --workspace "$work/workspace" \
     --components "$repo/build/fixtures/test-conformance.wasm" \
+    --components "$repo/build/fixtures/test-conformance-tasks.wasm" \
     2>"$work/serve.log" &
 server=$!
 for _ in $(seq 1 600); do

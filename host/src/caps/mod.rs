@@ -2,6 +2,7 @@
 //! visible list in [`add_to_linker`].
 
 pub mod approval;
+pub mod client;
 pub mod env;
 pub mod files;
 pub mod http;
@@ -30,6 +31,7 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     kv::add_to_linker(linker)?;
     process::add_to_linker(linker)?;
     approval::add_to_linker(linker)?;
+    client::add_to_linker(linker)?;
     invoke::add_to_linker(linker)?;
     secrets::add_to_linker(linker)?;
     http::add_to_linker(linker)?;
@@ -47,6 +49,7 @@ pub fn is_linked(import: &str) -> bool {
         || import.starts_with(kv::LINKED_PACKAGE)
         || import.starts_with("chitin:host/process@")
         || import.starts_with("chitin:host/approval@")
+        || import.starts_with("chitin:host/client@")
         || import.starts_with("chitin:host/invoke@")
         || import.starts_with("chitin:host/secrets@")
         || import.starts_with(http::LINKED_PACKAGE)

@@ -188,6 +188,20 @@ pub(super) fn describe(caps: &Capabilities) -> Vec<CapabilityLine> {
             });
         }
     }
+    if let Some(client) = &caps.client {
+        let methods: Vec<String> = client
+            .methods
+            .iter()
+            .map(|m| m.as_str().to_owned())
+            .collect();
+        out.push(CapabilityLine {
+            name: "client",
+            scope: format!("methods {}", quoted(&methods)),
+            risk: "can put questions to the calling MCP client (its user's forms, its model's \
+                   completions, its roots), whose answers come back to the component"
+                .into(),
+        });
+    }
     out
 }
 
@@ -847,6 +861,26 @@ mod tests {
                 .iter()
                 .all(|(key, ..)| *key != "kv_max_bytes"),
             "no kv grant, no quota row"
+        );
+    }
+
+    #[test]
+    fn the_client_capability_is_described_in_plain_words() {
+        let manifest = Manifest::parse(
+            "schema = 1\n[component]\nname = \"q\"\nnamespace = \"acme\"\nversion = \"1.0.0\"\n\
+             publisher = \"acme\"\n[capabilities.client]\nmethods = [\"elicit\", \"sample\"]\n",
+        )
+        .expect("manifest");
+        let lines = describe(&manifest.capabilities);
+        let line = lines
+            .iter()
+            .find(|l| l.name == "client")
+            .expect("a client line");
+        assert_eq!(line.scope, "methods `elicit`, `sample`");
+        assert!(
+            line.risk.contains("questions to the calling MCP client"),
+            "{}",
+            line.risk
         );
     }
 }

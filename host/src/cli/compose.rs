@@ -63,7 +63,8 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             || c.secrets.is_some()
             || c.process.is_some()
             || c.env.is_some()
-            || c.invoke.is_some();
+            || c.invoke.is_some()
+            || c.client.is_some();
         if has_capabilities {
             anyhow::bail!(
                 "{}: `{id}` has capabilities of its own; it cannot be composed in, the host \

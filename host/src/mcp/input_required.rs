@@ -1,12 +1,17 @@
-//! Approvals for MCP 2026-07-28 clients, through input-required results: the server cannot send
-//! a request in the middle of a call, so a call that needs approval ends with an
-//! `input_required` result carrying the question (as an elicitation) and a signed request state.
-//! The client asks the person and retries the call with the answer and the state; the retry runs
-//! the call again, and the questions the state records as approved are approved without asking.
+//! Approvals and a component's questions for MCP 2026-07-28 clients, through input-required
+//! results: the server cannot send a request in the middle of a call, so a call that needs
+//! approval, or whose component asks the client something (`chitin:host/client`), ends with an
+//! `input_required` result carrying the questions and a signed request state. The client
+//! answers and retries the call with the answers and the state; the retry runs the call again in
+//! a fresh instance, and what the state records (questions approved, earlier answers) and the
+//! retry's answers are replayed to it in order. A question not answered yet (a new round, or a
+//! key the client left out) ends the retry with another input-required result, whose state
+//! carries every answer so far.
 //!
 //! The state is HMAC-SHA256 signed with a per-process key and bound to the tool and its
 //! arguments, expires after [`STATE_TTL`], and is accepted once: a tampered, foreign, expired or
-//! replayed state is refused.
+//! replayed state is refused. An answer is bound to its question's digest, so a component that
+//! asks something else under the same key is asked again.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +25,9 @@ use rmcp::model::{
 use serde::{Deserialize, Serialize};
 
 use crate::approval::{ApprovalRequest, Approver, Decision};
+use crate::client::{ClientAsker, ClientMethod, ClientQuestion};
 use crate::mcp::approver::{decision, question};
+use crate::mcp::questions::{Missed, input_request};
 
 /// The key of the approval question in `inputRequests` and `inputResponses`.
 pub const APPROVAL_KEY: &str = "approval";
@@ -59,8 +66,33 @@ struct State {
     nonce: String,
     /// Digests of the questions already approved for this call.
     approved: Vec<String>,
-    /// The digest of the question the person is being asked.
+    /// The digest of the approval question the person is being asked (empty: none).
     asked: String,
+    /// Answers to the component's questions so far, by key.
+    #[serde(default)]
+    answers: BTreeMap<String, Answer>,
+    /// The component's questions being asked: key → the question's digest.
+    #[serde(default)]
+    questions: BTreeMap<String, String>,
+}
+
+/// The client's answer to one of the component's questions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Answer {
+    /// The digest of the question it answers.
+    question: String,
+    /// The client's result.
+    answer: serde_json::Value,
+}
+
+/// A component question's identity: its key, method and params.
+fn question_digest(q: &ClientQuestion) -> String {
+    let mut hasher = blake3::Hasher::new();
+    for part in [q.key.as_str(), q.mcp_method(), &q.params.to_string()] {
+        hasher.update(&(part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher.finalize().to_hex().to_string()
 }
 
 /// The per-process signing key and the states already redeemed.
@@ -125,6 +157,14 @@ pub struct InputApprover {
     pending: Mutex<Option<ApprovalRequest>>,
     /// A question was put to a client that cannot elicit.
     missed_capability: AtomicBool,
+    /// The methods the client declared, for the component's questions.
+    declared: Vec<ClientMethod>,
+    /// Answers to the component's questions, from the state and the retry.
+    answers: BTreeMap<String, Answer>,
+    /// The component's questions nobody has answered yet: key → (digest, request).
+    pending_questions: Mutex<BTreeMap<String, (String, InputRequest)>>,
+    /// A component question needed a method the client did not declare.
+    missed: Missed,
 }
 
 impl InputApprover {
@@ -133,26 +173,43 @@ impl InputApprover {
     pub fn new(
         tool: &str,
         args_json: &str,
-        can_elicit: bool,
+        declared: Vec<ClientMethod>,
         request_state: Option<&str>,
         responses: Option<&InputResponses>,
     ) -> Result<Self, StateError> {
         let mut approver = Self {
             tool: tool.to_owned(),
             args_json: args_json.to_owned(),
-            can_elicit,
+            can_elicit: declared.contains(&ClientMethod::Elicit),
             approved: HashSet::new(),
             refused: None,
             pending: Mutex::new(None),
             missed_capability: AtomicBool::new(false),
+            declared,
+            answers: BTreeMap::new(),
+            pending_questions: Mutex::new(BTreeMap::new()),
+            missed: Missed::default(),
         };
         let Some(sealed) = request_state else {
             return Ok(approver);
         };
         let state = redeem(sealed, &binding(tool, args_json))?;
         approver.approved.extend(state.approved);
+        approver.answers = state.answers;
+        // Only answers to the questions the state says were asked count; other keys are ignored.
+        for (key, question) in state.questions {
+            if let Some(answer) = responses.and_then(|r| r.get(&key)) {
+                let answer = Answer {
+                    question,
+                    answer: answer.clone(),
+                };
+                approver.answers.insert(key, answer);
+            }
+        }
         // No answer: the question is asked again.
-        if let Some(answer) = responses.and_then(|r| r.get(APPROVAL_KEY)) {
+        if let Some(answer) = responses.and_then(|r| r.get(APPROVAL_KEY))
+            && !state.asked.is_empty()
+        {
             match decision(tool, answer) {
                 Decision::Approved | Decision::ApprovedAlways => {
                     approver.approved.insert(state.asked);
@@ -168,22 +225,40 @@ impl InputApprover {
         self.missed_capability.load(Ordering::Relaxed)
     }
 
-    /// The input-required result asking the pending question, if the call stopped at one.
+    /// The method a component question needed that the client did not declare, if any.
+    pub fn missed_question(&self) -> Option<ClientMethod> {
+        self.missed.method()
+    }
+
+    /// The input-required result asking the pending questions, if the call stopped at any.
     pub fn input_required(&self) -> Result<Option<InputRequiredResult>, StateError> {
-        let pending = match self.pending.lock() {
-            Ok(mut pending) => pending.take(),
-            Err(_) => return Err(StateError::Unavailable("a lock was poisoned".into())),
-        };
-        let Some(request) = pending else {
+        let poisoned = || StateError::Unavailable("a lock was poisoned".into());
+        let pending = self.pending.lock().map_err(|_| poisoned())?.take();
+        let questions =
+            std::mem::take(&mut *self.pending_questions.lock().map_err(|_| poisoned())?);
+        if pending.is_none() && questions.is_empty() {
             return Ok(None);
-        };
+        }
         let states = states()?;
         let mut approved: Vec<String> = self.approved.iter().cloned().collect();
         approved.sort();
+        let mut requests = BTreeMap::new();
+        if let Some(request) = &pending {
+            let params = question(request).map_err(StateError::Unavailable)?;
+            let ask = InputRequest::Elicitation(ElicitRequest::new(params));
+            requests.insert(APPROVAL_KEY.to_owned(), ask);
+        }
+        let mut asked = BTreeMap::new();
+        for (key, (digest, request)) in questions {
+            requests.insert(key.clone(), request);
+            asked.insert(key, digest);
+        }
         let state = State {
             nonce: random_nonce()?,
             approved,
-            asked: digest(&request),
+            asked: pending.as_ref().map(digest).unwrap_or_default(),
+            answers: self.answers.clone(),
+            questions: asked,
         };
         let payload =
             serde_json::to_vec(&state).map_err(|e| StateError::Unavailable(e.to_string()))?;
@@ -192,9 +267,6 @@ impl InputApprover {
             &payload,
             &SealOptions::new().associated_data(&bound).ttl(STATE_TTL),
         );
-        let params = question(&request).map_err(StateError::Unavailable)?;
-        let ask = InputRequest::Elicitation(ElicitRequest::new(params));
-        let requests = BTreeMap::from([(APPROVAL_KEY.to_owned(), ask)]);
         Ok(Some(InputRequiredResult::new(Some(requests), Some(sealed))))
     }
 }
@@ -258,9 +330,48 @@ impl Approver for InputApprover {
     }
 }
 
+#[async_trait::async_trait]
+impl ClientAsker for InputApprover {
+    fn declared(&self) -> Vec<ClientMethod> {
+        self.declared.clone()
+    }
+
+    /// The answers, when the state and the retry hold one for every question; otherwise the
+    /// unanswered questions are kept for the input-required result and the component is told
+    /// to stop.
+    async fn ask(&self, questions: &[ClientQuestion]) -> Result<Vec<serde_json::Value>, String> {
+        self.missed.check(&self.declared, questions)?;
+        let mut answers = Vec::with_capacity(questions.len());
+        let mut unanswered = Vec::new();
+        for q in questions {
+            let digest = question_digest(q);
+            match self.answers.get(&q.key) {
+                Some(a) if a.question == digest => answers.push(a.answer.clone()),
+                _ => unanswered.push((q.key.clone(), (digest, input_request(q)?))),
+            }
+        }
+        if unanswered.is_empty() {
+            return Ok(answers);
+        }
+        self.pending_questions
+            .lock()
+            .map_err(|_| "a lock was poisoned".to_owned())?
+            .extend(unanswered);
+        Err(
+            "waiting for the client's answers (asked through an input-required result); the \
+             call is run again with them"
+                .into(),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn elicit() -> Vec<ClientMethod> {
+        vec![ClientMethod::Elicit]
+    }
 
     fn request() -> ApprovalRequest {
         ApprovalRequest {
@@ -280,7 +391,7 @@ mod tests {
 
     async fn first_round() -> String {
         let approver =
-            InputApprover::new("shell_run", r#"{"cmd":"ls"}"#, true, None, None).expect("new");
+            InputApprover::new("shell_run", r#"{"cmd":"ls"}"#, elicit(), None, None).expect("new");
         assert!(matches!(
             approver.approve(&request()).await,
             Decision::Denied(_)
@@ -302,7 +413,7 @@ mod tests {
         let retry = InputApprover::new(
             "shell_run",
             r#"{"cmd":"ls"}"#,
-            true,
+            elicit(),
             Some(&state),
             Some(&answer),
         )
@@ -312,7 +423,7 @@ mod tests {
         let replay = InputApprover::new(
             "shell_run",
             r#"{"cmd":"ls"}"#,
-            true,
+            elicit(),
             Some(&state),
             Some(&answer),
         );
@@ -326,7 +437,7 @@ mod tests {
         let other = InputApprover::new(
             "shell_run",
             r#"{"cmd":"rm -rf /"}"#,
-            true,
+            elicit(),
             Some(&state),
             Some(&answer),
         );
@@ -336,7 +447,7 @@ mod tests {
         let forged = InputApprover::new(
             "shell_run",
             r#"{"cmd":"ls"}"#,
-            true,
+            elicit(),
             Some(&tampered),
             Some(&answer),
         );
@@ -353,7 +464,7 @@ mod tests {
         let retry = InputApprover::new(
             "shell_run",
             r#"{"cmd":"ls"}"#,
-            true,
+            elicit(),
             Some(&state),
             Some(&answer),
         )
@@ -367,13 +478,79 @@ mod tests {
 
     #[tokio::test]
     async fn a_client_without_elicitation_is_not_asked() {
-        let approver =
-            InputApprover::new("shell_run", r#"{"cmd":"ls"}"#, false, None, None).expect("new");
+        let approver = InputApprover::new("shell_run", r#"{"cmd":"ls"}"#, Vec::new(), None, None)
+            .expect("new");
         assert!(matches!(
             approver.approve(&request()).await,
             Decision::Denied(_)
         ));
         assert!(approver.missed_capability());
         assert!(approver.input_required().expect("state").is_none());
+    }
+
+    fn named(key: &str, message: &str) -> ClientQuestion {
+        ClientQuestion {
+            key: key.into(),
+            method: ClientMethod::Elicit,
+            params: serde_json::json!({"mode": "form", "message": message,
+                "requestedSchema": {"type": "object", "properties": {}}}),
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_are_replayed_from_the_state_and_bound_to_their_question() {
+        let args = r#"{"cmd":"ls"}"#;
+        let first = InputApprover::new("shell_run", args, elicit(), None, None).expect("new");
+        assert!(first.ask(&[named("step1", "name?")]).await.is_err());
+        let round1 = first.input_required().expect("state").expect("asks");
+        assert!(
+            round1
+                .input_requests
+                .expect("requests")
+                .contains_key("step1")
+        );
+        let answer = serde_json::json!({"action": "accept", "content": {"name": "Ada"}});
+        // An answer to a key the state did not ask is ignored.
+        let responses = BTreeMap::from([
+            ("step1".to_owned(), answer.clone()),
+            ("other".to_owned(), serde_json::json!({"action": "accept"})),
+        ]);
+        let second = InputApprover::new(
+            "shell_run",
+            args,
+            elicit(),
+            round1.request_state.as_deref(),
+            Some(&responses),
+        )
+        .expect("verified");
+        let got = second
+            .ask(&[named("step1", "name?")])
+            .await
+            .expect("replayed");
+        assert_eq!(got, std::slice::from_ref(&answer));
+        assert!(second.ask(&[named("other", "x?")]).await.is_err());
+        assert!(second.ask(&[named("step2", "color?")]).await.is_err());
+        let round2 = second.input_required().expect("state").expect("asks");
+        let asked = round2.input_requests.expect("requests");
+        assert!(asked.contains_key("step2") && asked.contains_key("other"));
+        assert!(!asked.contains_key("step1"));
+        // The first answer rides in the new state; a different question under its key is asked
+        // again.
+        let third = InputApprover::new(
+            "shell_run",
+            args,
+            elicit(),
+            round2.request_state.as_deref(),
+            None,
+        )
+        .expect("verified");
+        assert_eq!(
+            third
+                .ask(&[named("step1", "name?")])
+                .await
+                .expect("replayed"),
+            [answer]
+        );
+        assert!(third.ask(&[named("step1", "another?")]).await.is_err());
     }
 }

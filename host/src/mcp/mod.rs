@@ -7,6 +7,7 @@ pub mod content;
 pub mod http;
 pub mod input_required;
 pub mod oauth;
+pub mod questions;
 pub mod served;
 mod server;
 pub mod tasks;

@@ -23,11 +23,13 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::approval::Approver;
 use crate::approval::CallContext;
 use crate::caps::log::LogLevel;
+use crate::client::{ClientAsker, ClientMethod};
 use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
 use crate::mcp::access;
 use crate::mcp::approver::ElicitationApprover;
 use crate::mcp::input_required::InputApprover;
+use crate::mcp::questions::{self, Missed, SessionAsker};
 use crate::mcp::tasks::{self, TaskCall};
 use crate::mcp::{Served, content};
 use crate::spec::ToolSpec;
@@ -198,17 +200,23 @@ impl ServerHandler for McpServer {
         )
     }
 
-    /// The offered tools the request's access reaches (an OAuth token: those its scopes cover).
+    /// The offered tools the request's access reaches (an OAuth token: those its scopes cover)
+    /// and the client can call: a tool that runs only as a task is listed to clients that
+    /// declared tasks.
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let (access, _) = access::of_request(&context);
+        let declares_tasks = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
         let host = self.served.host();
         let tools: Vec<Tool> = host
             .tools()
             .filter(|t| access.reaches(host.policy(), &t.name))
+            .filter(|t| declares_tasks || !host.task_required(&t.name))
             .map(to_mcp_tool)
             .collect();
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
@@ -246,19 +254,24 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
-        let can_elicit = context
-            .client_capabilities()
-            .and_then(|c| c.elicitation)
-            .is_some();
+        let declared = questions::declared(context.client_capabilities().as_ref());
+        let can_elicit = declared.contains(&ClientMethod::Elicit);
         let wants_task = context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
         let legacy_session = context
             .protocol_version()
             .is_some_and(|v| v.has_initialize());
-        if let Some(limit) = host.asked_time_limit(&request.name)
-            && wants_task
-            && tasks::runs_as_task(limit)
+        let task_required = host.task_required(&request.name);
+        if task_required && !wants_task {
+            return Err(ErrorData::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
+        let asked_limit = host.asked_time_limit(&request.name);
+        if wants_task
+            && (task_required || asked_limit.is_some_and(tasks::runs_as_task))
+            && let Some(limit) = asked_limit.or_else(|| host.time_limit(&request.name))
         {
             // Status notifications need a lasting channel: stdio, or a session.
             let stdio = context.extensions.get::<http::request::Parts>().is_none();
@@ -266,7 +279,7 @@ impl ServerHandler for McpServer {
                 tool: request.name.to_string(),
                 args_json: args,
                 time_limit: limit,
-                can_elicit,
+                declared,
                 client,
                 notify: (stdio || legacy_session).then(|| context.peer.clone()),
             };
@@ -289,21 +302,30 @@ impl ServerHandler for McpServer {
             let approver = InputApprover::new(
                 &request.name,
                 &args,
-                can_elicit,
+                declared.clone(),
                 request.request_state.as_deref(),
                 request.input_responses.as_ref(),
             )
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
             Some(Arc::new(approver))
         };
-        let approver: Arc<dyn Approver> = match &asking {
-            Some(approver) => approver.clone(),
-            None => Arc::new(ElicitationApprover::new(context.peer.clone(), can_elicit)),
+        let missed = Missed::default();
+        let (approver, client): (Arc<dyn Approver>, Arc<dyn ClientAsker>) = match &asking {
+            Some(asking) => (asking.clone(), asking.clone()),
+            None => (
+                Arc::new(ElicitationApprover::new(context.peer.clone(), can_elicit)),
+                Arc::new(SessionAsker::new(
+                    context.peer.clone(),
+                    declared,
+                    missed.clone(),
+                )),
+            ),
         };
         let ctx = CallContext {
             approver,
             user: "mcp".into(),
             events,
+            client,
         };
         let call = host.call_in(&request.name, &args, &ctx);
         tokio::pin!(call);
@@ -324,7 +346,13 @@ impl ServerHandler for McpServer {
         while let Ok(event) = reports.try_recv() {
             forward.send(event).await;
         }
+        if let Some(method) = missed.method() {
+            return Err(questions::missing_capability(method));
+        }
         if let Some(asking) = &asking {
+            if let Some(method) = asking.missed_question() {
+                return Err(questions::missing_capability(method));
+            }
             if asking.missed_capability() {
                 let mut required = ClientCapabilities::default();
                 required.elicitation = Some(ElicitationCapability::new());

@@ -1,9 +1,11 @@
 //! Tasks (`io.modelcontextprotocol/tasks`): a call to a tool whose manifest asks for a time limit
 //! longer than a synchronous call may take ([`SYNC_CALL_LIMIT`]), and whose policy allows it (the
-//! shell and spawn ask for 305 s), runs as a task when the client declared the extension.
-//! The call answers at once with the task; the client polls `tasks/get` (status, the latest
-//! progress report as the status message, then the result), answers an approval question with
-//! `tasks/update`, and may `tasks/cancel`.
+//! shell and spawn ask for 305 s), or that says `task = "required"`, runs as a task when the
+//! client declared the extension. The call answers at once with the task; the client polls
+//! `tasks/get` (status, the latest progress report as the status message, then the result),
+//! answers approval questions and the component's own questions (`chitin:host/client`) with
+//! `tasks/update`, and may `tasks/cancel`. An error the tool reports completes the task with
+//! `isError`; an instance that crashes fails it with a JSON-RPC error.
 //!
 //! A cancelled task's call is dropped, like a cancelled request: its instance stops within an
 //! epoch tick and its processes are killed with their process group. A task past its TTL is
@@ -31,12 +33,14 @@ use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use rmcp::{ErrorData, RoleServer};
 
 use crate::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use crate::client::ClientMethod;
 use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
 use crate::host::Host;
 use crate::mcp::access::ClientId;
 use crate::mcp::approver::{decision, question};
 use crate::mcp::content;
+use crate::mcp::questions::TaskAsker;
 
 /// The longest a call may run synchronously; tools allowed longer may run as tasks.
 pub const SYNC_CALL_LIMIT: Duration = Duration::from_secs(30);
@@ -130,9 +134,9 @@ pub struct TaskCall {
     pub args_json: String,
     /// The tool's time limit.
     pub time_limit: Duration,
-    /// The client declared elicitation, so approval questions are asked through the task's
-    /// `inputRequests`.
-    pub can_elicit: bool,
+    /// The methods the client declared: with elicitation, approval questions are asked through
+    /// the task's `inputRequests`, as are the component's questions it declared the method of.
+    pub declared: Vec<ClientMethod>,
     /// Who asked.
     pub client: ClientId,
     /// Where to send `notifications/tasks`, for a client with a lasting channel.
@@ -152,11 +156,11 @@ pub fn start(host: Arc<Host>, call: TaskCall) -> Result<Task, TaskError> {
         .with_ttl_ms(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
         .with_poll_interval_ms(POLL_INTERVAL_MS)
         .with_status_message(format!("`{}` is running", call.tool));
-    let (tool, args_json, can_elicit) = (call.tool, call.args_json, call.can_elicit);
+    let (tool, args_json, declared) = (call.tool, call.args_json, call.declared);
     let task = manager.spawn(options, move |task| {
         Box::pin(async move {
             let _slot = slot;
-            run(host, tool, args_json, can_elicit, task).await
+            run(host, tool, args_json, declared, task).await
         })
     });
     if let Some(peer) = call.notify {
@@ -198,18 +202,19 @@ async fn run(
     host: Arc<Host>,
     tool: String,
     args_json: String,
-    can_elicit: bool,
+    declared: Vec<ClientMethod>,
     task: TaskContext,
 ) -> Result<CallToolResult, TaskExit> {
     let (events, mut reports) = CallEvents::channel();
     let ctx = CallContext {
         approver: Arc::new(TaskApprover {
             task: task.clone(),
-            can_elicit,
+            can_elicit: declared.contains(&ClientMethod::Elicit),
             asked: AtomicU32::new(0),
         }),
         user: "mcp".into(),
         events,
+        client: Arc::new(TaskAsker::new(task.clone(), declared)),
     };
     let call = host.call_in(&tool, &args_json, &ctx);
     tokio::pin!(call);
@@ -236,6 +241,11 @@ async fn run(
         // call would, rather than completing with a tool result.
         Err(ToolError::HostFault(fault)) => Err(TaskExit::Error(ErrorData::internal_error(
             format!("host fault: {fault}"),
+            None,
+        ))),
+        // The instance crashed (trapped): an internal failure, not an error the tool reported.
+        Err(e) if report.crashed => Err(TaskExit::Error(ErrorData::internal_error(
+            format!("the tool crashed: {e}"),
             None,
         ))),
         Err(e) => Ok(content::failure(&e)),

@@ -4,6 +4,7 @@
 //!
 //! Each capability's section lives in its own module; a section that is absent grants nothing.
 
+pub mod client;
 pub mod credentials;
 pub mod dependencies;
 pub mod env;
@@ -19,6 +20,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use client::{ClientGrant, ClientMethod};
 pub use credentials::{CredentialMapping, InjectKind};
 pub use dependencies::{ComponentKind, ComposedPart, Dependency};
 pub use env::EnvGrant;
@@ -85,6 +87,9 @@ pub struct ToolHints {
     /// Whether calls should be approved by a person; the policy has the last word.
     #[serde(default)]
     pub approval: ApprovalHint,
+    /// Whether calls may run synchronously or only as MCP tasks.
+    #[serde(default, skip_serializing_if = "TaskHint::is_optional")]
+    pub task: TaskHint,
     /// Description for the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -112,6 +117,25 @@ pub enum ApprovalHint {
     Always,
 }
 
+/// How a tool's calls run for MCP clients: a task needs the client's tasks extension.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskHint {
+    /// A task when the client declared tasks and the time limit calls for one, else a plain
+    /// call.
+    #[default]
+    Optional,
+    /// Only as a task: a client without the tasks extension is refused (MCP error -32021)
+    /// rather than made to wait on a call that cannot answer within a synchronous request.
+    Required,
+}
+
+impl TaskHint {
+    fn is_optional(&self) -> bool {
+        *self == Self::Optional
+    }
+}
+
 /// Every capability section. Absent means not granted.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -137,6 +161,9 @@ pub struct Capabilities {
     /// Other tools it may call, by alias (`chitin:host/invoke`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invoke: Option<InvokeGrant>,
+    /// Questions it may put to the calling MCP client (`chitin:host/client`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientGrant>,
 }
 
 /// Per-call limits a component asks for; each is clamped by the policy, and an absent one takes
@@ -284,6 +311,9 @@ impl Manifest {
         }
         if let Some(invoke) = &c.invoke {
             invoke.validate()?;
+        }
+        if let Some(client) = &c.client {
+            client.validate()?;
         }
         for (i, dep) in self.dependencies.iter().enumerate() {
             dep.validate(i)?;
@@ -476,6 +506,31 @@ memory_bytes = 16777216
         let bad_glob = format!("{base}[capabilities.secrets]\nnames = [\"github_[\"]\n");
         let err = Manifest::parse(&bad_glob).unwrap_err().to_string();
         assert!(err.contains("capabilities.secrets.names[0]"), "{err}");
+    }
+
+    #[test]
+    fn the_client_section_and_the_task_hint_parse_and_bad_ones_are_refused() {
+        let text = format!(
+            "{FS}[capabilities.client]\nmethods = [\"elicit\", \"list-roots\"]\n\
+             [tools.read_file]\ntask = \"required\"\n"
+        );
+        let m = Manifest::parse(&text).expect("parses");
+        let client = m.capabilities.client.as_ref().expect("client");
+        assert_eq!(
+            client.methods,
+            [ClientMethod::Elicit, ClientMethod::ListRoots]
+        );
+        assert_eq!(m.tools["read_file"].task, TaskHint::Required);
+        assert_eq!(m.tools["write_file"].task, TaskHint::Optional);
+        assert_eq!(Manifest::parse(&m.to_toml()).expect("round trip"), m);
+        let twice = format!("{FS}[capabilities.client]\nmethods = [\"sample\", \"sample\"]\n");
+        let err = Manifest::parse(&twice).unwrap_err().to_string();
+        assert!(err.contains("capabilities.client.methods[1]"), "{err}");
+        let none = format!("{FS}[capabilities.client]\nmethods = []\n");
+        let err = Manifest::parse(&none).unwrap_err().to_string();
+        assert!(err.contains("capabilities.client.methods"), "{err}");
+        let unknown = format!("{FS}[capabilities.client]\nmethods = [\"shell\"]\n");
+        assert!(Manifest::parse(&unknown).is_err());
     }
 
     #[test]
