@@ -133,20 +133,12 @@ impl Replica {
 
     /// A 2026-07-28 stateless `tools/call`: the result, or the JSON-RPC error.
     async fn call(&self, tool: &str, arguments: Value) -> Value {
-        self.call_with(tool, arguments, json!({})).await
-    }
-
-    /// As [`Replica::call`] from a client that can ask a person (form elicitation), with
-    /// `extra` merged into the params (an approval's `inputResponses` and `requestState`).
-    async fn call_with(&self, tool: &str, arguments: Value, extra: Value) -> Value {
-        let mut params = json!({"name": tool, "arguments": arguments, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "replicas-test", "version": "0"},
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}});
-        if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
-            params.extend(extra.clone());
-        }
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "replicas-test", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {}}}});
         let request = Request::post("/mcp")
             .header("host", &self.addr)
             .header("authorization", format!("Bearer {}", self.token))
@@ -321,33 +313,89 @@ fn ok(out: &std::process::Output) -> String {
     text
 }
 
-/// An MCP session (2025-11-25, over Streamable HTTP) that counts `tools/list_changed`.
-struct Listener(tokio::sync::mpsc::UnboundedSender<()>);
+/// An MCP client (a 2025-11-25 session over Streamable HTTP) whose person approves every
+/// question with "always allow", counting the questions and the `tools/list_changed` it gets.
+struct Listener {
+    changed: tokio::sync::mpsc::UnboundedSender<()>,
+    asked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
 
 impl rmcp::ClientHandler for Listener {
     async fn on_tool_list_changed(
         &self,
         _: rmcp::service::NotificationContext<rmcp::service::RoleClient>,
     ) {
-        let _ = self.0.send(());
+        let _ = self.changed.send(());
+    }
+
+    async fn create_elicitation(
+        &self,
+        _: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<rmcp::service::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.asked
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(
+            rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+                .with_content(json!({"approve": true, "always": true})),
+        )
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut capabilities = rmcp::model::ClientCapabilities::default();
+        let mut elicitation = rmcp::model::ElicitationCapability::new();
+        elicitation.form = Some(rmcp::model::FormElicitationCapability::default());
+        capabilities.elicitation = Some(elicitation);
+        rmcp::model::ClientConfig::new(
+            capabilities,
+            rmcp::model::Implementation::new("replicas-test", "0"),
+        )
     }
 }
 
 type Session = rmcp::service::RunningService<rmcp::service::RoleClient, Listener>;
 
-async fn session(replica: &Replica) -> (Session, tokio::sync::mpsc::UnboundedReceiver<()>) {
+/// A session with `replica`: the client, its `tools/list_changed` and how many questions its
+/// person answered.
+async fn session(
+    replica: &Replica,
+) -> (
+    Session,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
     use rmcp::ServiceExt;
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let config =
         StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", replica.addr))
             .auth_header(replica.token.clone());
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let client = Listener(tx)
+    let (changed, rx) = tokio::sync::mpsc::unbounded_channel();
+    let asked = std::sync::Arc::default();
+    let listener = Listener {
+        changed,
+        asked: std::sync::Arc::clone(&asked),
+    };
+    let client = listener
         .serve(StreamableHttpClientTransport::from_config(config))
         .await
         .expect("initialize over HTTP");
-    (client, rx)
+    (client, rx, asked)
+}
+
+/// Call `tool` in `session`: the result, whether the tool succeeded or failed.
+async fn call_raw(session: &Session, tool: &str, arguments: Value) -> Value {
+    let params = rmcp::model::CallToolRequestParams::new(tool.to_owned())
+        .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+    let result = session.call_tool(params).await.expect("tools/call");
+    serde_json::to_value(&result).expect("json")
+}
+
+/// Call `tool` in `session`, requiring success.
+async fn call_in(session: &Session, tool: &str, arguments: Value) -> Value {
+    let result = call_raw(session, tool, arguments).await;
+    assert_eq!(result["isError"], false, "{tool}: {result}");
+    result
 }
 
 async fn tool_names(session: &Session) -> Vec<String> {
@@ -371,6 +419,8 @@ async fn replicas_share_approvals_rate_limits_and_the_installed_set() {
 }
 
 async fn shared_by_replicas() {
+    // The MCP client's TLS stack wants a process-wide provider: ring, as chitin itself uses.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let pg = tokio::task::spawn_blocking(Postgres::start)
         .await
         .expect("start PostgreSQL");
@@ -408,40 +458,32 @@ async fn shared_by_replicas() {
     let a = Replica::start_with(&dir_a, &pg, &setup).await;
     let b = Replica::start_with(&dir_b, &pg, &setup).await;
 
-    // An approval remembered ("always") on A, revoked through B's CLI: A asks again.
+    // An approval remembered ("always allow") through A, revoked through B's CLI: A asks
+    // again.
+    let (session_a, mut changed_a, asked_a) = session(&a).await;
+    let (session_b, mut changed_b, _) = session(&b).await;
+    let count = |asked: &std::sync::atomic::AtomicUsize| asked.load(std::sync::atomic::Ordering::SeqCst);
     let write = json!({"path": "note.txt", "content": "from A\n"});
-    let asked = a.call("write_file", write.clone()).await;
-    let state = asked["requestState"]
-        .as_str()
-        .unwrap_or_else(|| panic!("write_file asks for approval: {asked}"))
-        .to_owned();
-    let always = json!({"inputResponses": {"approval": {
-        "action": "accept", "content": {"approve": true, "always": true}}},
-        "requestState": state});
-    let wrote = a.call_with("write_file", write.clone(), always).await;
-    assert_eq!(wrote["isError"], false, "{wrote}");
-    let again = a.call("write_file", write.clone()).await;
-    assert_eq!(again["isError"], false, "remembered, so not asked: {again}");
+    call_in(&session_a, "write_file", write.clone()).await;
+    assert_eq!(count(&asked_a), 1, "write_file asks for approval");
+    call_in(&session_a, "write_file", write.clone()).await;
+    assert_eq!(count(&asked_a), 1, "remembered, so not asked again");
     let out = cli(
         &dir_b,
         &trust,
         &["approvals", "revoke", "write_file", "--state-url", &pg.url()],
     );
     assert!(ok(&out).contains("revoked approval"), "{}", ok(&out));
-    let asked = a.call("write_file", write.clone()).await;
-    assert!(
-        asked["requestState"].is_string(),
-        "revoked through B, so A asks again: {asked}"
-    );
+    call_in(&session_a, "write_file", write.clone()).await;
+    assert_eq!(count(&asked_a), 2, "revoked through B, so A asks again");
 
     // The rate limit per (user, tool) is one across the replicas: three requests a minute in
     // all, through A and B together.
     let get = json!({"method": "GET", "url": server.url("/echo")});
-    for replica in [&a, &b, &a] {
-        let done = replica.call("http", get.clone()).await;
-        assert_eq!(done["isError"], false, "{done}");
+    for session in [&session_a, &session_b, &session_a] {
+        call_in(session, "http", get.clone()).await;
     }
-    let refused = b.call("http", get.clone()).await;
+    let refused = call_raw(&session_b, "http", get.clone()).await;
     assert_eq!(refused["isError"], true, "{refused}");
     assert!(text_of(&refused).contains("rate"), "{refused}");
 
@@ -465,8 +507,6 @@ async fn shared_by_replicas() {
             &registry_url,
         ],
     ));
-    let (session_a, mut changed_a) = session(&a).await;
-    let (session_b, mut changed_b) = session(&b).await;
     assert!(!tool_names(&session_a).await.contains(&"test__echo".into()));
     let out = cli(
         &dir_b,
@@ -493,6 +533,8 @@ async fn shared_by_replicas() {
         assert!(names.contains(&"test__echo".into()), "{names:?}");
     }
     let echoed = b.call("test__echo", json!({"message": "fleet"})).await;
+    assert!(text_of(&echoed).contains("fleet"), "{echoed}");
+    let echoed = call_in(&session_a, "test__echo", json!({"message": "fleet"})).await;
     assert!(text_of(&echoed).contains("fleet"), "{echoed}");
     let listed = ok(&cli(
         &dir_a,
