@@ -324,10 +324,17 @@ impl HttpReplica {
 
 /// One client: `CLIENT_CALLS` stateless (2026-07-28) calls of `tool` on one keep-alive
 /// connection to `replica`; the latency of each.
-async fn client_loop(addr: String, token: String, tool: &'static str, tag: String) -> Vec<Duration> {
+async fn client_loop(
+    addr: String,
+    token: String,
+    tool: &'static str,
+    tag: String,
+) -> Vec<Duration> {
     use http_body_util::{BodyExt, Full};
     use hyper::body::Bytes;
-    let stream = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    let stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await
@@ -358,7 +365,12 @@ async fn client_loop(addr: String, token: String, tool: &'static str, tag: Strin
         let t = Instant::now();
         let response = sender.send_request(request).await.expect("send");
         let status = response.status();
-        let bytes = response.into_body().collect().await.expect("body").to_bytes();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
         times.push(t.elapsed());
         let text = String::from_utf8_lossy(&bytes);
         assert!(status.is_success(), "{status}: {text}");
@@ -425,15 +437,22 @@ fn main() {
     let pg = postgres::Postgres::start();
     let (mut pg_w, mut pg_s) = backend_run(Some(&pg.url()));
     // Writes first (they fill the documents the searches then look through).
-    let fleet: Vec<(String, f64, Vec<Duration>)> = [("memory_write", 1), ("memory_write", 2),
-        ("memory_search", 1), ("memory_search", 2)]
-        .into_iter()
-        .map(|(tool, n)| {
-            let (rate, times) = replicas_run(n, &pg.url(), tool);
-            let what = format!("{tool}, {n} replica{} on PostgreSQL", if n == 1 { "" } else { "s" });
-            (what, rate, times)
-        })
-        .collect();
+    let fleet: Vec<(String, f64, Vec<Duration>)> = [
+        ("memory_write", 1),
+        ("memory_write", 2),
+        ("memory_search", 1),
+        ("memory_search", 2),
+    ]
+    .into_iter()
+    .map(|(tool, n)| {
+        let (rate, times) = replicas_run(n, &pg.url(), tool);
+        let what = format!(
+            "{tool}, {n} replica{} on PostgreSQL",
+            if n == 1 { "" } else { "s" }
+        );
+        (what, rate, times)
+    })
+    .collect();
     drop(pg);
     println!("| measure | p50 | p99 | samples | note |");
     println!("|---|---|---|---|---|");

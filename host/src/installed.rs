@@ -136,7 +136,11 @@ impl Installed {
     /// Make `lock` the installed set: write `files` (name and bytes, each named as
     /// [`Installed::file_name`] names it), commit the lockfile, then sweep the files no longer
     /// named. The caller checked the files against `lock`'s pins.
-    pub fn replace(&self, lock: &Lockfile, files: &[(String, Vec<u8>)]) -> Result<(), InstalledError> {
+    pub fn replace(
+        &self,
+        lock: &Lockfile,
+        files: &[(String, Vec<u8>)],
+    ) -> Result<(), InstalledError> {
         let _guard = self.exclusive()?;
         for (name, bytes) in files {
             write_atomic(&self.dir.join(name), bytes)?;

@@ -333,8 +333,7 @@ impl rmcp::ClientHandler for Listener {
         _: rmcp::model::ElicitRequestParams,
         _: rmcp::service::RequestContext<rmcp::service::RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        self.asked
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(
             rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
                 .with_content(json!({"approve": true, "always": true})),
@@ -462,7 +461,8 @@ async fn shared_by_replicas() {
     // again.
     let (session_a, mut changed_a, asked_a) = session(&a).await;
     let (session_b, mut changed_b, _) = session(&b).await;
-    let count = |asked: &std::sync::atomic::AtomicUsize| asked.load(std::sync::atomic::Ordering::SeqCst);
+    let count =
+        |asked: &std::sync::atomic::AtomicUsize| asked.load(std::sync::atomic::Ordering::SeqCst);
     let write = json!({"path": "note.txt", "content": "from A\n"});
     call_in(&session_a, "write_file", write.clone()).await;
     assert_eq!(count(&asked_a), 1, "write_file asks for approval");
@@ -471,7 +471,13 @@ async fn shared_by_replicas() {
     let out = cli(
         &dir_b,
         &trust,
-        &["approvals", "revoke", "write_file", "--state-url", &pg.url()],
+        &[
+            "approvals",
+            "revoke",
+            "write_file",
+            "--state-url",
+            &pg.url(),
+        ],
     );
     assert!(ok(&out).contains("revoked approval"), "{}", ok(&out));
     call_in(&session_a, "write_file", write.clone()).await;

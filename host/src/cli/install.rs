@@ -429,20 +429,6 @@ async fn finish(
         grants,
         approved_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     };
-    let shared = services.state().postgres().map(SharedSet::new);
-    let committed = match &shared {
-        Some(shared) => {
-            let locked = Locked {
-                file: Installed::file_name(&locked.name, &ContentHash::of(&bytes)),
-                ..locked
-            };
-            Some(shared.commit(&locked, current.as_ref())?)
-        }
-        None => {
-            installed.commit(&bytes, locked)?;
-            None
-        }
-    };
     let tools: Vec<String> = manifest
         .tool_specs()
         .iter()
@@ -453,21 +439,31 @@ async fn finish(
     } else {
         tools.join(", ")
     };
-    match (committed, &shared) {
-        (Some(generation), Some(shared)) => println!(
-            "installed {} from {} (tools: {tools}) into the shared installed set in PostgreSQL \
-             {} (generation {generation}); every replica fetches, verifies and serves it within \
-             {} s",
-            entry.label(),
-            registry.name(),
-            shared.target(),
-            super::shared_set::POLL.as_secs()
-        ),
-        _ => println!(
-            "installed {} from {} (tools: {tools}); a running `chitin serve` picks it up",
-            entry.label(),
-            registry.name(),
-        ),
+    match services.state().postgres().map(SharedSet::new) {
+        Some(shared) => {
+            let locked = Locked {
+                file: Installed::file_name(&locked.name, &ContentHash::of(&bytes)),
+                ..locked
+            };
+            let generation = shared.commit(&locked, current.as_ref())?;
+            println!(
+                "installed {} from {} (tools: {tools}) into the shared installed set in \
+                 PostgreSQL {} (generation {generation}); every replica fetches, verifies and \
+                 serves it within {} s",
+                entry.label(),
+                registry.name(),
+                shared.target(),
+                super::shared_set::POLL.as_secs()
+            );
+        }
+        None => {
+            installed.commit(&bytes, locked)?;
+            println!(
+                "installed {} from {} (tools: {tools}); a running `chitin serve` picks it up",
+                entry.label(),
+                registry.name(),
+            );
+        }
     }
     Ok(Exit::Ok)
 }

@@ -239,7 +239,8 @@ fn check_pinned(locked: &Locked, bytes: &[u8], trust: &TrustStore) -> Result<(),
     if manifest_hash != locked.manifest_hash {
         return Err(pin("manifest hash", &locked.manifest_hash, manifest_hash));
     }
-    let manifest = Manifest::parse(text).map_err(|e| pin("manifest", "one that parses", e.to_string()))?;
+    let manifest =
+        Manifest::parse(text).map_err(|e| pin("manifest", "one that parses", e.to_string()))?;
     let identity = format!("{}@{}", manifest.id(), manifest.component.version);
     if manifest.id() != locked.name || manifest.component.version != locked.version {
         let pinned = format!("{}@{}", locked.name, locked.version);
