@@ -54,12 +54,10 @@ pub enum SyncError {
     #[error(transparent)]
     Shared(#[from] SharedError),
     /// The registry cannot be opened or the download failed.
-    #[error("cannot fetch {component} {version} from registry {registry}: {reason}")]
+    #[error("cannot fetch {component} from registry {registry}: {reason}")]
     Fetch {
-        /// The component.
+        /// The component and the version pinned (`namespace/name@version`).
         component: String,
-        /// The version pinned.
-        version: semver::Version,
         /// The registry the lockfile names.
         registry: String,
         /// What failed.
@@ -67,14 +65,12 @@ pub enum SyncError {
     },
     /// The download is not what the lockfile pinned.
     #[error(
-        "{component} {version}: the download's {what} is {found}, not the {pinned} pinned in the \
-         shared installed set; refusing it"
+        "{component}: the download's {what} is {found}, not the {pinned} pinned in the shared \
+         installed set; refusing it"
     )]
     Pin {
-        /// The component.
+        /// The component and the version pinned (`namespace/name@version`).
         component: String,
-        /// The version pinned.
-        version: semver::Version,
         /// Which pin (`sha256 digest`, `content hash`, `manifest hash`, `manifest`, …).
         what: &'static str,
         /// What the lockfile pins.
@@ -84,14 +80,12 @@ pub enum SyncError {
     },
     /// The signature does not verify against this replica's trust store.
     #[error(
-        "{component} {version}: {reason} (trust the publisher's key for its namespace on this \
-         replica too: `chitin trust add`)"
+        "{component}: {reason} (trust the publisher's key for its namespace on this replica \
+         too: `chitin trust add`)"
     )]
     Signature {
-        /// The component.
+        /// The component and the version pinned (`namespace/name@version`).
         component: String,
-        /// The version pinned.
-        version: semver::Version,
         /// What verification said.
         reason: String,
     },
@@ -201,15 +195,13 @@ pub async fn fetch_pinned(
     };
     let bytes = registry.fetch(&entry).await.map_err(|e| match e {
         StoreError::DigestMismatch { found, .. } => SyncError::Pin {
-            component: locked.name.clone(),
-            version: locked.version.clone(),
+            component: label(locked),
             what: "sha256 digest",
             pinned: locked.digest.clone(),
             found,
         },
         other => SyncError::Fetch {
-            component: locked.name.clone(),
-            version: locked.version.clone(),
+            component: label(locked),
             registry: locked.registry.clone(),
             reason: other.to_string(),
         },
@@ -218,11 +210,15 @@ pub async fn fetch_pinned(
     Ok(bytes)
 }
 
+/// `namespace/name@version`, as messages name a component.
+fn label(locked: &Locked) -> String {
+    format!("{}@{}", locked.name, locked.version)
+}
+
 /// Check downloaded `bytes` against the pins of `locked`.
 fn check_pinned(locked: &Locked, bytes: &[u8], trust: &TrustStore) -> Result<(), SyncError> {
     let pin = |what: &'static str, pinned: &str, found: String| SyncError::Pin {
-        component: locked.name.clone(),
-        version: locked.version.clone(),
+        component: label(locked),
         what,
         pinned: pinned.to_owned(),
         found,
@@ -253,8 +249,7 @@ fn check_pinned(locked: &Locked, bytes: &[u8], trust: &TrustStore) -> Result<(),
                 .map(drop)
         })
         .map_err(|e| SyncError::Signature {
-            component: locked.name.clone(),
-            version: locked.version.clone(),
+            component: label(locked),
             reason: e.to_string(),
         })
 }
@@ -286,8 +281,7 @@ pub async fn sync(
                 Slot::Occupied(slot) => slot.into_mut(),
                 Slot::Vacant(slot) => {
                     slot.insert(open(&pinned.registry).map_err(|reason| SyncError::Fetch {
-                        component: pinned.name.clone(),
-                        version: pinned.version.clone(),
+                        component: label(pinned),
                         registry: pinned.registry.clone(),
                         reason,
                     })?)
