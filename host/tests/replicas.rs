@@ -38,6 +38,8 @@ struct Replica {
     child: Child,
     addr: String,
     token: String,
+    /// What it said on stderr after its banner.
+    said: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// How a replica is started besides its data directory and database.
@@ -109,9 +111,12 @@ impl Replica {
         }
         // What the replica says goes to the test's output, shown when a test fails.
         let shown = addr.clone();
+        let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = said.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 eprintln!("[replica {shown}] {line}");
+                keep.lock().expect("log").push(line);
             }
         });
         let token = std::fs::read_to_string(data.join("http-token")).expect("token");
@@ -119,6 +124,29 @@ impl Replica {
             child,
             addr,
             token: token.trim().to_owned(),
+            said,
+        }
+    }
+
+    /// Wait up to 30 s until a line it said contains every one of `words`; that line.
+    async fn said(&self, words: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let found = self
+                .said
+                .lock()
+                .expect("log")
+                .iter()
+                .find(|l| words.iter().all(|w| l.contains(w)))
+                .cloned();
+            if let Some(line) = found {
+                return line;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the replica never said {words:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
@@ -548,6 +576,72 @@ async fn shared_by_replicas() {
         &["list", "--installed", "--state-url", &pg.url()],
     ));
     assert!(listed.contains("test/relay"), "{listed}");
+
+    // A component signed by a key the terminal trusts but the replicas do not: each replica
+    // refuses it by name and keeps serving the set it had.
+    let stranger = chitin_registry::keys::SigningKey::generate();
+    let mut terminal_trust = common::test_trust();
+    terminal_trust
+        .add(
+            chitin_registry::trust::TrustedKey::new(
+                stranger.public().clone(),
+                "stranger",
+                vec![chitin_registry::trust::Scope::parse("test/*").expect("scope")],
+            )
+            .expect("entry"),
+        )
+        .expect("trust the stranger");
+    let terminal_keys = root.join("terminal_keys");
+    terminal_trust.save(&terminal_keys).expect("trust store");
+    let other = publisher.join("other.wasm");
+    let other_manifest = manifest
+        .replace("name = \"relay\"", "name = \"other\"")
+        .replace("on every replica", "by a stranger");
+    let bare = chitin_registry::signature::strip(&echo).expect("strip");
+    let embedded = chitin_registry::artifact::embed_manifest(
+        &bare,
+        &common::with_recorded_specs(&echo, &other_manifest),
+    )
+    .expect("embed");
+    let signed = chitin_registry::signature::sign(&embedded, &stranger).expect("sign");
+    std::fs::write(&other, signed).expect("other.wasm");
+    let before = tool_names(&session_a).await;
+    ok(&cli(
+        &publisher,
+        &terminal_keys,
+        &[
+            "publish",
+            other.to_str().expect("utf-8"),
+            "--registry",
+            &registry_url,
+        ],
+    ));
+    ok(&cli(
+        &dir_b,
+        &terminal_keys,
+        &[
+            "install",
+            "test/other",
+            "--registry",
+            "lab",
+            "--yes",
+            "--state-url",
+            &pg.url(),
+        ],
+    ));
+    for replica in [&a, &b] {
+        let line = replica.said(&["test/other@1.0.0", "trust store"]).await;
+        assert!(line.contains("still serving the previous set"), "{line}");
+    }
+    assert_eq!(tool_names(&session_a).await, before);
+    let echoed = a.call("test__echo", json!({"message": "kept"})).await;
+    assert!(text_of(&echoed).contains("kept"), "{echoed}");
+    let removed = ok(&cli(
+        &dir_b,
+        &trust,
+        &["remove", "test/other", "--state-url", &pg.url()],
+    ));
+    assert!(removed.contains("shared installed set"), "{removed}");
 
     // The publisher moves the 1.0.0 tag to other content: a new replica refuses it by its
     // pinned digest, names the component, and serves the set it had (none).

@@ -80,8 +80,8 @@ pub enum SyncError {
     },
     /// The signature does not verify against this replica's trust store.
     #[error(
-        "{component}: {reason} (trust the publisher's key for its namespace on this replica \
-         too: `chitin trust add`)"
+        "{component}: {reason} (checked against this replica's own trust store, which must \
+         vouch for the publisher's key in the component's namespace)"
     )]
     Signature {
         /// The component and the version pinned (`namespace/name@version`).
