@@ -2,8 +2,13 @@
 //! one `chitin serve` and from four at once; how long transactions waited for the database lock
 //! under that load (from the servers' `chitin::state_db` debug events); and the whole-process
 //! time of `chitin call echo` while four servers write; and `memory_write`/`memory_search` with
-//! the state in redb against a throwaway PostgreSQL, same run. Run with
+//! the state in redb against a throwaway PostgreSQL, same run; and calls per second through one
+//! and through two `chitin serve --http` replicas sharing that PostgreSQL. Run with
 //! `cargo bench -p chitin-host --bench shared_state` after `just build-components`.
+//!
+//! On a machine of few cores the replica figures show that concurrent calls through several
+//! replicas stay correct (every call succeeds, the shared quota row serialises writers), not a
+//! scaling factor: the replicas, the database and the clients share the same cores.
 //!
 //! Figures are reported, never asserted: the machines are shared and noisy, and every commit
 //! waits for fsync, whose cost depends on the disk. The goal (lock wait p99 under 100 ms) is
@@ -28,6 +33,10 @@ const WRITES: usize = 200;
 const SERVERS: usize = 4;
 /// `chitin call echo` runs timed.
 const ECHOES: usize = 20;
+/// Clients calling at once in the replica runs, spread over the replicas.
+const CLIENTS: usize = 4;
+/// Calls each client makes per replica run.
+const CLIENT_CALLS: usize = 100;
 
 fn built(name: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -263,6 +272,148 @@ fn backend_run(url: Option<&str>) -> (Vec<Duration>, Vec<Duration>) {
     (writes, searches)
 }
 
+/// A `chitin serve --http` replica with its state in PostgreSQL.
+struct HttpReplica {
+    child: Child,
+    addr: String,
+    token: String,
+    _data: tempfile::TempDir,
+}
+
+impl HttpReplica {
+    fn start(url: &str) -> Self {
+        let data = tempfile::tempdir().expect("tempdir");
+        let mut child = chitin(data.path())
+            .env("CHITIN_STATE_URL", url)
+            .arg("--components")
+            .arg(built("memory"))
+            // The per-address limit would otherwise throttle the clients, all on 127.0.0.1.
+            .args(["serve", "--no-watch", "--http", "127.0.0.1:0"])
+            .args(["--rate-limit", "1000000"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start chitin serve --http");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let mut addr = None;
+        for line in lines.by_ref() {
+            let line = line.expect("banner");
+            if let Some((_, rest)) = line.split_once("over HTTP at http://") {
+                addr = rest.split('/').next().map(str::to_owned);
+            }
+            if line.contains("bearer token") {
+                break;
+            }
+        }
+        std::thread::spawn(move || lines.for_each(drop));
+        let token = std::fs::read_to_string(data.path().join("http-token")).expect("token");
+        Self {
+            child,
+            addr: addr.expect("the replica names its address"),
+            token: token.trim().to_owned(),
+            _data: data,
+        }
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One client: `CLIENT_CALLS` stateless (2026-07-28) calls of `tool` on one keep-alive
+/// connection to `replica`; the latency of each.
+async fn client_loop(
+    addr: String,
+    token: String,
+    tool: &'static str,
+    tag: String,
+) -> Vec<Duration> {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Bytes;
+    let stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .expect("HTTP/1.1 handshake");
+    tokio::spawn(connection);
+    let mut times = Vec::with_capacity(CLIENT_CALLS);
+    for i in 0..CLIENT_CALLS {
+        let arguments = match tool {
+            "memory_write" => json!({"content": format!("{tag} note {i}: the quick brown fox\n"),
+                "target": format!("{tag}.md")}),
+            _ => json!({"query": format!("{tag} note {i} fox")}),
+        };
+        let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+            "name": tool, "arguments": arguments, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let request = hyper::Request::post("/mcp")
+            .header("host", &addr)
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", tool)
+            .body(Full::new(Bytes::from(body.to_string())))
+            .expect("request");
+        let t = Instant::now();
+        let response = sender.send_request(request).await.expect("send");
+        let status = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        times.push(t.elapsed());
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(status.is_success(), "{status}: {text}");
+        assert!(text.contains("\"isError\":false"), "{text}");
+    }
+    times
+}
+
+/// `CLIENTS` clients calling `tool` at once through `n` replicas on the PostgreSQL at `url`:
+/// calls per second over the whole run and every call's latency.
+fn replicas_run(n: usize, url: &str, tool: &'static str) -> (f64, Vec<Duration>) {
+    let replicas: Vec<HttpReplica> = (0..n).map(|_| HttpReplica::start(url)).collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let started = Instant::now();
+    let times: Vec<Duration> = runtime.block_on(async {
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let replica = &replicas[c % n];
+                tokio::spawn(client_loop(
+                    replica.addr.clone(),
+                    replica.token.clone(),
+                    tool,
+                    format!("c{c}"),
+                ))
+            })
+            .collect();
+        let mut all = Vec::new();
+        for client in clients {
+            all.extend(client.await.expect("client"));
+        }
+        all
+    });
+    let rate = times.len() as f64 / started.elapsed().as_secs_f64();
+    for replica in replicas {
+        replica.stop();
+    }
+    (rate, times)
+}
+
 fn main() {
     // Idle baseline for `chitin call echo`.
     let idle = tempfile::tempdir().expect("tempdir");
@@ -285,6 +436,23 @@ fn main() {
     let (mut redb_w, mut redb_s) = backend_run(None);
     let pg = postgres::Postgres::start();
     let (mut pg_w, mut pg_s) = backend_run(Some(&pg.url()));
+    // Writes first (they fill the documents the searches then look through).
+    let fleet: Vec<(String, f64, Vec<Duration>)> = [
+        ("memory_write", 1),
+        ("memory_write", 2),
+        ("memory_search", 1),
+        ("memory_search", 2),
+    ]
+    .into_iter()
+    .map(|(tool, n)| {
+        let (rate, times) = replicas_run(n, &pg.url(), tool);
+        let what = format!(
+            "{tool}, {n} replica{} on PostgreSQL",
+            if n == 1 { "" } else { "s" }
+        );
+        (what, rate, times)
+    })
+    .collect();
     drop(pg);
     println!("| measure | p50 | p99 | samples | note |");
     println!("|---|---|---|---|---|");
@@ -324,6 +492,13 @@ fn main() {
         &mut pg_s,
         "1 server, loopback server",
     );
+    for (what, rate, mut times) in fleet {
+        row(
+            &what,
+            &mut times,
+            &format!("{rate:.0} calls/s, {CLIENTS} HTTP clients at once"),
+        );
+    }
     row("chitin call echo, idle", &mut idle_echo, "whole process");
     row(
         &format!("chitin call echo, {SERVERS} servers writing"),

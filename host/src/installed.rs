@@ -6,6 +6,11 @@
 //! crash at any point leaves the lockfile naming complete files: before the commit the old
 //! state, after it the new. Files no lockfile names are never loaded and are swept away by the
 //! next install or removal.
+//!
+//! With `--state-url` the lockfile that counts is the one in the state database, shared by
+//! every replica ([`shared`]); this folder then holds the replica's verified copy of it.
+
+pub mod shared;
 
 use std::path::{Path, PathBuf};
 
@@ -126,6 +131,23 @@ impl Installed {
         lock.save(&self.lock_path())?;
         self.sweep(&lock);
         Ok(locked)
+    }
+
+    /// Make `lock` the installed set: write `files` (name and bytes, each named as
+    /// [`Installed::file_name`] names it), commit the lockfile, then sweep the files no longer
+    /// named. The caller checked the files against `lock`'s pins.
+    pub fn replace(
+        &self,
+        lock: &Lockfile,
+        files: &[(String, Vec<u8>)],
+    ) -> Result<(), InstalledError> {
+        let _guard = self.exclusive()?;
+        for (name, bytes) in files {
+            write_atomic(&self.dir.join(name), bytes)?;
+        }
+        lock.save(&self.lock_path())?;
+        self.sweep(lock);
+        Ok(())
     }
 
     /// Uninstall `name`: commit the lockfile without it, then remove its file.

@@ -161,6 +161,15 @@ impl StateDb {
         }
     }
 
+    /// The PostgreSQL backend, when this is one: it alone also holds the installed set that
+    /// replicas share (the embedded store leaves that to the data directory's lockfile).
+    pub fn postgres(&self) -> Option<&PgState> {
+        match self {
+            Self::Redb(_) => None,
+            Self::Postgres(db) => Some(db),
+        }
+    }
+
     /// Whether the database answers now (readiness); the embedded file always can be tried.
     pub fn ping(&self) -> Result<(), StateError> {
         match self {

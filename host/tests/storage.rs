@@ -275,3 +275,53 @@ async fn rate_limits_are_shared_between_handles() {
     })
     .await;
 }
+
+/// The installed set replicas share lives only in PostgreSQL: every change raises the
+/// generation another handle reads, and a change made against a stale view of a component is
+/// refused whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_installed_set_has_generations_and_refuses_lost_updates() {
+    use chitin_host::installed::shared::{SharedError, SharedSet};
+    use chitin_registry::lockfile::Locked;
+
+    let backend = Backend::Postgres(Postgres::start());
+    let (one, other) = (backend.open(), backend.open());
+    let (one, other) = (
+        SharedSet::new(one.postgres().expect("postgres")),
+        SharedSet::new(other.postgres().expect("postgres")),
+    );
+    assert_eq!(other.generation().expect("generation"), 0);
+    assert!(other.lock().expect("lock").1.components.is_empty());
+    let entry = |version: &str, hash: &str| Locked {
+        name: "acme/words".into(),
+        version: version.parse().expect("version"),
+        registry: "lab".into(),
+        file: format!("acme__words-{hash}.wasm"),
+        hash: format!("blake3:{hash}"),
+        digest: "sha256:00".into(),
+        signers: vec!["SHA256:k".into()],
+        manifest_hash: "blake3:11".into(),
+        grants: Vec::new(),
+        approved_at: "2026-11-24T00:00:00Z".into(),
+    };
+    let v1 = entry("1.0.0", "aa");
+    assert_eq!(one.commit(&v1, None).expect("first install"), 1);
+    let (generation, lock) = other.lock().expect("lock");
+    assert_eq!(generation, 1);
+    assert_eq!(lock.get("acme/words"), Some(&v1));
+
+    // Both saw 1.0.0; the first update wins, the second is refused and changes nothing.
+    let v2 = entry("1.1.0", "bb");
+    assert_eq!(one.commit(&v2, Some(&v1)).expect("update"), 2);
+    let err = other.commit(&entry("1.2.0", "cc"), Some(&v1)).unwrap_err();
+    assert!(matches!(err, SharedError::Conflict { .. }), "{err}");
+    assert!(err.to_string().contains("run the command again"), "{err}");
+    assert_eq!(other.lock().expect("lock").1.get("acme/words"), Some(&v2));
+    assert_eq!(other.generation().expect("generation"), 2);
+
+    let (removed, generation) = other.remove("acme/words").expect("remove").expect("there");
+    assert_eq!((removed, generation), (v2, 3));
+    assert!(one.remove("acme/words").expect("remove").is_none());
+    assert!(one.lock().expect("lock").1.components.is_empty());
+    assert_eq!(one.generation().expect("generation"), 3);
+}

@@ -66,30 +66,38 @@ impl Lockfile {
         let Some(text) = read_optional(path)? else {
             return Ok(Self::default());
         };
-        let lock: Self = toml::from_str(&text).map_err(|e| StoreError::Io {
+        Self::parse(&text).map_err(|reason| StoreError::Io {
             path: path.to_owned(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
-        })?;
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, reason),
+        })
+    }
+
+    /// The lockfile in `text` (as [`Lockfile::to_toml`] writes it), refused when its schema is
+    /// not [`LOCK_SCHEMA`].
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let lock: Self = toml::from_str(text).map_err(|e| e.to_string())?;
         if lock.schema != LOCK_SCHEMA {
-            return Err(StoreError::Io {
-                path: path.to_owned(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("lockfile schema {} is not {LOCK_SCHEMA}", lock.schema),
-                ),
-            });
+            return Err(format!(
+                "lockfile schema {} is not {LOCK_SCHEMA}",
+                lock.schema
+            ));
         }
         Ok(lock)
     }
 
-    /// Write it to `path` atomically.
-    pub fn save(&self, path: &Path) -> Result<(), StoreError> {
+    /// The lockfile as TOML text, with a comment saying what wrote it.
+    pub fn to_toml(&self) -> String {
         let mut text = String::from(
             "# Installed components, as approved; written by `chitin install`, `update` and \
              `remove`.\n",
         );
         text.push_str(&toml::to_string_pretty(self).unwrap_or_default());
-        write_atomic(path, text.as_bytes())
+        text
+    }
+
+    /// Write it to `path` atomically.
+    pub fn save(&self, path: &Path) -> Result<(), StoreError> {
+        write_atomic(path, self.to_toml().as_bytes())
     }
 
     /// The entry for `name`.

@@ -8,7 +8,7 @@ use std::io::Write as _;
 
 use anyhow::Context;
 use chitin_registry::artifact::{self, ContentHash, WitWorld};
-use chitin_registry::lockfile::Locked;
+use chitin_registry::lockfile::{Locked, Lockfile};
 use chitin_registry::manifest::Manifest;
 use chitin_registry::signature;
 use chitin_registry::store::{Entry, Index, Registry};
@@ -17,6 +17,8 @@ use chitin_registry::widening::widenings;
 use super::audit::{self, Opened};
 use super::{Cli, Exit, open_runtime, registry};
 use crate::installed::Installed;
+use crate::installed::shared::{self, SharedSet};
+use crate::services::Services;
 
 /// Arguments of `chitin install`.
 #[derive(Debug, clap::Args)]
@@ -167,8 +169,7 @@ pub(super) async fn update(cli: &Cli, args: &UpdateArgs) -> anyhow::Result<Exit>
         policy: &policy,
         services: &services,
     };
-    let installed = Installed::new(&services.data_dir().components());
-    let lock = installed.lock()?;
+    let lock = installed_lock(&services)?;
     let targets: Vec<(Locked, Option<semver::Version>)> = match &args.component {
         Some(spec) => {
             let (name, version) = parse_spec(spec)?;
@@ -213,6 +214,28 @@ pub(super) async fn update(cli: &Cli, args: &UpdateArgs) -> anyhow::Result<Exit>
 pub(super) async fn remove(cli: &Cli, args: &RemoveArgs) -> anyhow::Result<Exit> {
     let (_runtime, _policy, services) = open_runtime(cli)?;
     let (name, _) = parse_spec(&args.component)?;
+    if let Some(db) = services.state().postgres() {
+        let shared = SharedSet::new(db);
+        return match shared.remove(&name)? {
+            Some((removed, generation)) => {
+                println!(
+                    "removed {name} {} from the shared installed set in PostgreSQL {} \
+                     (generation {generation}); every replica drops its tools within {} s",
+                    removed.version,
+                    shared.target(),
+                    super::shared_set::POLL.as_secs()
+                );
+                Ok(Exit::Ok)
+            }
+            None => {
+                eprintln!(
+                    "{name} is not in the shared installed set (`chitin list --installed` shows \
+                     what is)"
+                );
+                Ok(Exit::NotFound)
+            }
+        };
+    }
     let installed = Installed::new(&services.data_dir().components());
     match installed.remove(&name)? {
         Some(removed) => {
@@ -247,7 +270,7 @@ async fn finish(
 ) -> anyhow::Result<Exit> {
     let services = open.services;
     let installed = Installed::new(&services.data_dir().components());
-    let current = installed.lock()?.get(&entry.name).cloned();
+    let current = installed_lock(services)?.get(&entry.name).cloned();
     if let Some(current) = &current {
         if current.version == entry.version {
             if current.hash == entry.hash {
@@ -333,7 +356,16 @@ async fn finish(
     download
         .write_all(&bytes)
         .context("cannot stage the download")?;
-    let previous = current.as_ref().map(|c| installed.file(c));
+    let staged_previous = match &current {
+        Some(c) if services.state().postgres().is_some() => {
+            Some(stage_shared_previous(services, &installed, c).await?)
+        }
+        _ => None,
+    };
+    let previous = match &staged_previous {
+        Some(staged) => Some(staged.path().to_owned()),
+        None => current.as_ref().map(|c| installed.file(c)),
+    };
     let old_manifest = match &previous {
         Some(path) => std::fs::read(path)
             .ok()
@@ -397,23 +429,86 @@ async fn finish(
         grants,
         approved_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     };
-    installed.commit(&bytes, locked)?;
     let tools: Vec<String> = manifest
         .tool_specs()
         .iter()
         .map(|t| crate::spec::exposed_name(&manifest.component.namespace, &t.name))
         .collect();
-    println!(
-        "installed {} from {} (tools: {}); a running `chitin serve` picks it up",
-        entry.label(),
-        registry.name(),
-        if tools.is_empty() {
-            "none".to_owned()
-        } else {
-            tools.join(", ")
+    let tools = if tools.is_empty() {
+        "none".to_owned()
+    } else {
+        tools.join(", ")
+    };
+    match services.state().postgres().map(SharedSet::new) {
+        Some(shared) => {
+            let locked = Locked {
+                file: Installed::file_name(&locked.name, &ContentHash::of(&bytes)),
+                ..locked
+            };
+            let generation = shared.commit(&locked, current.as_ref())?;
+            println!(
+                "installed {} from {} (tools: {tools}) into the shared installed set in \
+                 PostgreSQL {} (generation {generation}); every replica fetches, verifies and \
+                 serves it within {} s",
+                entry.label(),
+                registry.name(),
+                shared.target(),
+                super::shared_set::POLL.as_secs()
+            );
         }
-    );
+        None => {
+            installed.commit(&bytes, locked)?;
+            println!(
+                "installed {} from {} (tools: {tools}); a running `chitin serve` picks it up",
+                entry.label(),
+                registry.name(),
+            );
+        }
+    }
     Ok(Exit::Ok)
+}
+
+/// The installed set this invocation changes: the one replicas share when the state is in
+/// PostgreSQL, else the data directory's lockfile.
+fn installed_lock(services: &Services) -> anyhow::Result<Lockfile> {
+    Ok(match services.state().postgres() {
+        Some(db) => SharedSet::new(db).lock()?.1,
+        None => Installed::new(&services.data_dir().components()).lock()?,
+    })
+}
+
+/// The version the shared set has installed now, in a file of its own for the audit to compare
+/// grants with: this data directory's copy when it holds that version, else fetched from its
+/// registry by its pins.
+async fn stage_shared_previous(
+    services: &Services,
+    installed: &Installed,
+    current: &Locked,
+) -> anyhow::Result<tempfile::NamedTempFile> {
+    let local = installed
+        .lock()?
+        .get(&current.name)
+        .filter(|l| l.hash == current.hash)
+        .and_then(|l| installed.read(l).ok());
+    let bytes = match local {
+        Some(bytes) => bytes,
+        None => {
+            let registry = registry::open(services, Some(&current.registry))?;
+            shared::fetch_pinned(current, &registry, services.trust()).await?
+        }
+    };
+    let downloads = services.data_dir().downloads();
+    std::fs::create_dir_all(&downloads)
+        .with_context(|| format!("cannot create {}", downloads.display()))?;
+    let mut staged = tempfile::Builder::new()
+        .prefix("installed-")
+        .suffix(".wasm")
+        .tempfile_in(&downloads)
+        .context("cannot stage the installed version")?;
+    staged
+        .write_all(&bytes)
+        .context("cannot stage the installed version")?;
+    Ok(staged)
 }
 
 /// The artifact's manifest, which must name what the index says it is.

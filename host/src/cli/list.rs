@@ -3,6 +3,7 @@
 use super::{Cli, Exit, open_host};
 use crate::data_dir::DataDir;
 use crate::installed::Installed;
+use crate::installed::shared::SharedSet;
 
 /// Arguments of `chitin list`.
 #[derive(Debug, clap::Args)]
@@ -10,7 +11,8 @@ pub struct Args {
     /// Print the full specs (schemas, annotations) as JSON.
     #[arg(long)]
     json: bool,
-    /// List the installed components (from the lockfile) instead of the tools.
+    /// List the installed components (from the lockfile, or with --state-url the set the
+    /// replicas share) instead of the tools.
     #[arg(long)]
     installed: bool,
 }
@@ -42,7 +44,12 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
 
 fn installed(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let data = DataDir::resolve(cli.data_dir.as_deref())?;
-    let lock = Installed::new(&data.components()).lock()?;
+    let state = super::open_state(cli, &data)?;
+    // With --state-url the set that counts is the one the replicas share.
+    let lock = match state.postgres() {
+        Some(db) => SharedSet::new(db).lock()?.1,
+        None => Installed::new(&data.components()).lock()?,
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&lock.components)?);
         return Ok(Exit::Ok);

@@ -20,6 +20,7 @@ mod schema;
 mod search;
 mod secret;
 mod serve;
+mod shared_set;
 mod sign;
 mod trust;
 mod verify;
@@ -363,7 +364,11 @@ pub(crate) async fn open_host_with(
 ) -> anyhow::Result<Host> {
     let started = std::time::Instant::now();
     let (runtime, policy, services) = match services {
-        None => open_runtime(cli)?,
+        None => {
+            let (runtime, policy, services) = open_runtime(cli)?;
+            shared_set::sync_at_start(&services).await;
+            (runtime, policy, services)
+        }
         Some(services) => {
             let data = services.data_dir().clone();
             let runtime = Runtime::new(&data.cache(), &EngineOptions::default())?;
@@ -412,10 +417,15 @@ pub(crate) async fn open_host_with(
 }
 
 /// The component sources: those named, else `build/components` when it exists and the
-/// installed components when any are.
+/// installed components when any are. With `--state-url` the installed components (the set the
+/// replicas share) are served besides whatever is named.
 fn component_sources(cli: &Cli, data: &DataDir) -> Vec<PathBuf> {
     if !cli.components.is_empty() {
-        return cli.components.clone();
+        let mut sources = cli.components.clone();
+        if cli.state_url.is_some() && !sources.contains(&data.components()) {
+            sources.push(data.components());
+        }
+        return sources;
     }
     let built = Path::new(BUILD_COMPONENTS_DIR);
     let installed = data.components();
@@ -423,7 +433,10 @@ fn component_sources(cli: &Cli, data: &DataDir) -> Vec<PathBuf> {
     if built.is_dir() {
         sources.push(built.to_owned());
     }
-    if sources.is_empty() || crate::installed::Installed::is_managed(&installed) {
+    if sources.is_empty()
+        || cli.state_url.is_some()
+        || crate::installed::Installed::is_managed(&installed)
+    {
         sources.push(installed);
     }
     sources

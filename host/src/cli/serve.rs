@@ -10,7 +10,7 @@ use rmcp::ServiceExt;
 use rmcp::service::ServerInitializeError;
 use url::Url;
 
-use super::{Cli, Command, Exit, open_host, open_host_with};
+use super::{Cli, Command, Exit, open_host, open_host_with, shared_set};
 use crate::data_dir::DataDir;
 use crate::host::Host;
 use crate::mcp::http::{self, Auth, HttpOptions};
@@ -82,6 +82,11 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     } else {
         watch_components(cli, args, &served)?
     };
+    let _following = shared_set::follow(
+        reload_setup(cli, args),
+        served.clone(),
+        served.host().services().clone(),
+    );
     match args.http {
         Some(addr) => serve_http(cli, args, addr, served, &banner).await,
         None => serve_stdio(McpServer::new(served, args.page_size), &banner).await,
@@ -267,6 +272,21 @@ fn banner(cli: &Cli, host: &Host) -> String {
     )
 }
 
+/// The options a reload reopens the host with: exactly those of the start, owned.
+fn reload_setup(cli: &Cli, args: &Args) -> Arc<Cli> {
+    Arc::new(Cli {
+        data_dir: cli.data_dir.clone(),
+        components: cli.components.clone(),
+        workspace: cli.workspace.clone(),
+        policy: cli.policy.clone(),
+        trusted_keys: cli.trusted_keys.clone(),
+        state_url: cli.state_url.clone(),
+        state_url_on_argv: cli.state_url_on_argv,
+        verbose: cli.verbose,
+        command: Command::Serve(args.clone()),
+    })
+}
+
 /// Watch the served component directories and reload on change.
 fn watch_components(
     cli: &Cli,
@@ -280,12 +300,15 @@ fn watch_components(
         let installed = served.host().services().data_dir().components();
         std::fs::create_dir_all(&installed)
             .with_context(|| format!("cannot create {}", installed.display()))?;
+        // A shared installed set is followed through the database, not the folder.
+        let shared = cli.state_url.is_some();
         served
             .host()
             .components()
             .iter()
             .filter_map(|c| c.path.parent().map(|p| p.to_owned()))
-            .chain(std::iter::once(installed))
+            .chain(std::iter::once(installed.clone()))
+            .filter(|dir| !(shared && dir == &installed))
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect()
@@ -299,18 +322,7 @@ fn watch_components(
     if dirs.is_empty() {
         return Ok(None);
     }
-    // The reload reopens the host exactly as at start, from an owned copy of the options.
-    let setup = Arc::new(Cli {
-        data_dir: cli.data_dir.clone(),
-        components: cli.components.clone(),
-        workspace: cli.workspace.clone(),
-        policy: cli.policy.clone(),
-        trusted_keys: cli.trusted_keys.clone(),
-        state_url: cli.state_url.clone(),
-        state_url_on_argv: cli.state_url_on_argv,
-        verbose: cli.verbose,
-        command: Command::Serve(args.clone()),
-    });
+    let setup = reload_setup(cli, args);
     // The reloaded host shares this one's services: the database allows one opener per
     // process, and the workspace and trust store stay those the server started with.
     let services = served.host().services().clone();

@@ -71,6 +71,14 @@ const MIGRATIONS: &[&str] = &[
         stamps bytea NOT NULL,
         PRIMARY KEY (usr, tool));
     "#,
+    // 2: the installed set shared by replicas: one lockfile, and a generation counter that
+    // every change raises, which replicas poll.
+    r#"
+    CREATE TABLE chitin_installed (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        generation bigint NOT NULL,
+        lockfile text NOT NULL);
+    "#,
 ];
 
 /// A state URL that cannot be used.
@@ -561,6 +569,64 @@ impl PgState {
                     })
                 })
                 .collect()
+        })
+    }
+
+    /// The generation of the shared installed set (0 before the first install): replicas
+    /// poll this one-row read and fetch the lockfile only when it moved.
+    pub fn installed_generation(&self) -> Result<u64, StateError> {
+        self.transaction(|t| {
+            let row = t.query_opt("SELECT generation FROM chitin_installed", &[])?;
+            let generation: i64 = row.map_or(0, |r| r.get(0));
+            Ok(u64::try_from(generation).unwrap_or_default())
+        })
+    }
+
+    /// The shared installed set: its generation and lockfile text (`None` before the first
+    /// install).
+    pub fn installed_get(&self) -> Result<Option<(u64, String)>, StateError> {
+        self.transaction(|t| {
+            let row = t.query_opt(
+                "SELECT generation, lockfile FROM chitin_installed WHERE generation > 0",
+                &[],
+            )?;
+            Ok(row.map(|r| {
+                let generation: i64 = r.get(0);
+                (u64::try_from(generation).unwrap_or_default(), r.get(1))
+            }))
+        })
+    }
+
+    /// Replace the shared lockfile with what `f` makes of the current one (`None` before the
+    /// first install), raising the generation, in one transaction that concurrent changes
+    /// wait for; the new generation and `f`'s result. When `f` fails, nothing is written.
+    pub fn installed_update<R: Send, E: From<StateError> + Send>(
+        &self,
+        mut f: impl FnMut(Option<&str>) -> Result<(String, R), E> + Send,
+    ) -> Result<(u64, R), E> {
+        self.transaction(|t| {
+            // The row exists first so that there is a row to lock: two first installs racing
+            // then take turns instead of the second overwriting the first.
+            t.execute(
+                "INSERT INTO chitin_installed (only_row, generation, lockfile) \
+                 VALUES (true, 0, '') ON CONFLICT (only_row) DO NOTHING",
+                &[],
+            )?;
+            let row = t.query_opt(
+                "SELECT generation, lockfile FROM chitin_installed FOR UPDATE",
+                &[],
+            )?;
+            let (generation, old): (i64, Option<String>) = match row {
+                Some(r) if r.get::<_, i64>(0) > 0 => (r.get(0), Some(r.get(1))),
+                _ => (0, None),
+            };
+            let (text, out) = f(old.as_deref())?;
+            let next = generation.saturating_add(1);
+            t.execute(
+                "UPDATE chitin_installed SET generation = $1, lockfile = $2",
+                &[&next, &text],
+            )?;
+            Ok((u64::try_from(next).unwrap_or_default(), out))
         })
     }
 
