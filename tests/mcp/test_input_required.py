@@ -122,3 +122,26 @@ async def test_a_client_without_elicitation_gets_missing_capability(http_server)
             await c.call_tool("test_approval", {})
         assert refused.value.error.code == MISSING_CLIENT_CAPABILITY
         assert "elicitation" in refused.value.error.data["requiredCapabilities"]
+
+
+@pytest.mark.anyio
+async def test_an_always_answer_is_remembered_and_not_asked_again():
+    # A server of its own: the remembered approval outlives the call.
+    data = tempfile.mkdtemp(prefix="chitin-mcp-input-required-always-")
+    server = HttpServer(["--components", str(CONFORMANCE)], data)
+    try:
+        asked = []
+
+        async def always(context, params):
+            asked.append(params.message)
+            return types.ElicitResult(action="accept", content={"approve": True, "always": True})
+
+        async with client(server, elicitation_callback=always) as c:
+            first = await c.call_tool("test_approval", {})
+            assert not first.is_error, text_of(first)
+            second = await c.call_tool("test_approval", {})
+            assert not second.is_error, text_of(second)
+        assert len(asked) == 1, asked
+    finally:
+        server.stop()
+        shutil.rmtree(data, ignore_errors=True)

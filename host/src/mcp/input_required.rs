@@ -151,6 +151,9 @@ pub struct InputApprover {
     /// The client declared elicitation for this request.
     can_elicit: bool,
     approved: HashSet<String>,
+    /// Of those, the one this retry's answer approved for good ("always"): the host remembers
+    /// it as it does an elicitation's.
+    approved_always: Option<String>,
     /// The question the retry answered with a refusal, and why it is refused.
     refused: Option<(String, String)>,
     /// The first question nobody has answered yet.
@@ -182,6 +185,7 @@ impl InputApprover {
             args_json: args_json.to_owned(),
             can_elicit: declared.contains(&ClientMethod::Elicit),
             approved: HashSet::new(),
+            approved_always: None,
             refused: None,
             pending: Mutex::new(None),
             missed_capability: AtomicBool::new(false),
@@ -211,8 +215,12 @@ impl InputApprover {
             && !state.asked.is_empty()
         {
             match decision(tool, answer) {
-                Decision::Approved | Decision::ApprovedAlways => {
+                Decision::Approved => {
                     approver.approved.insert(state.asked);
+                }
+                Decision::ApprovedAlways => {
+                    approver.approved.insert(state.asked.clone());
+                    approver.approved_always = Some(state.asked);
                 }
                 Decision::Denied(why) => approver.refused = Some((state.asked, why)),
             }
@@ -303,6 +311,9 @@ impl Approver for InputApprover {
     async fn approve(&self, request: &ApprovalRequest) -> Decision {
         let id = digest(request);
         if self.approved.contains(&id) {
+            if self.approved_always.as_ref() == Some(&id) {
+                return Decision::ApprovedAlways;
+            }
             return Decision::Approved;
         }
         if let Some((refused, why)) = &self.refused
@@ -404,6 +415,24 @@ mod tests {
                 .contains_key(APPROVAL_KEY)
         );
         result.request_state.expect("state")
+    }
+
+    #[tokio::test]
+    async fn an_always_answer_is_passed_on_to_be_remembered() {
+        let state = first_round().await;
+        let answer = BTreeMap::from([(
+            APPROVAL_KEY.to_owned(),
+            serde_json::json!({"action": "accept", "content": {"approve": true, "always": true}}),
+        )]);
+        let retry = InputApprover::new(
+            "shell_run",
+            r#"{"cmd":"ls"}"#,
+            elicit(),
+            Some(&state),
+            Some(&answer),
+        )
+        .expect("verified");
+        assert_eq!(retry.approve(&request()).await, Decision::ApprovedAlways);
     }
 
     #[tokio::test]
