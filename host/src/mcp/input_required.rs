@@ -230,6 +230,18 @@ impl InputApprover {
         self.missed.method()
     }
 
+    /// The call stopped at something it could not answer: a question (approval or the
+    /// component's) to ask, or one the client lacks the capability for.
+    pub fn waiting(&self) -> bool {
+        self.missed_capability()
+            || self.missed_question().is_some()
+            || self.pending.lock().map_or(true, |p| p.is_some())
+            || self
+                .pending_questions
+                .lock()
+                .map_or(true, |q| !q.is_empty())
+    }
+
     /// The input-required result asking the pending questions, if the call stopped at any.
     pub fn input_required(&self) -> Result<Option<InputRequiredResult>, StateError> {
         let poisoned = || StateError::Unavailable("a lock was poisoned".into());
