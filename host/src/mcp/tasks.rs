@@ -5,7 +5,9 @@
 //! `tasks/get` (status, the latest progress report as the status message, then the result),
 //! answers approval questions and the component's own questions (`chitin:host/client`) with
 //! `tasks/update`, and may `tasks/cancel`. An error the tool reports completes the task with
-//! `isError`; an instance that crashes fails it with a JSON-RPC error.
+//! `isError`; an instance that crashes fails it with a JSON-RPC error. A `task = "required"`
+//! tool called by a 2026-07-28 client first gathers its input through input-required rounds
+//! (see `gather`).
 //!
 //! A cancelled task's call is dropped, like a cancelled request: its instance stops within an
 //! epoch tick and its processes are killed with their process group. A task past its TTL is
