@@ -6,7 +6,8 @@
 //! the client's retry runs a fresh instance with the answers replayed from the signed state, as
 //! for any call. Otherwise (the instance ends, or runs the whole window without such a question)
 //! the call answers with a task that the same instance goes on running as; a new question from
-//! then on goes to the task's `inputRequests`.
+//! then on goes to the task's `inputRequests` (one answered in an earlier round is answered
+//! from the state).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,7 +88,11 @@ impl Approver for Gathering {
         };
         // The person may take long to answer: the phase is not held meanwhile.
         drop(phase);
-        approver.approve(request).await
+        // A question answered in an earlier round is not asked again.
+        match self.input.recorded(request) {
+            Some(decision) => decision,
+            None => approver.approve(request).await,
+        }
     }
 }
 
@@ -109,7 +114,10 @@ impl ClientAsker for Gathering {
             Phase::Task { asker, .. } => asker.clone(),
         };
         drop(phase);
-        asker.ask(questions).await
+        match self.input.replayed(questions) {
+            Some(answers) => Ok(answers),
+            None => asker.ask(questions).await,
+        }
     }
 }
 

@@ -230,6 +230,31 @@ impl InputApprover {
         self.missed.method()
     }
 
+    /// The decision the state and the retry hold for `request`, if any.
+    pub fn recorded(&self, request: &ApprovalRequest) -> Option<Decision> {
+        let id = digest(request);
+        if self.approved.contains(&id) {
+            return Some(Decision::Approved);
+        }
+        match &self.refused {
+            Some((refused, why)) if *refused == id => Some(Decision::Denied(why.clone())),
+            _ => None,
+        }
+    }
+
+    /// The answers the state and the retry hold for `questions`, if they hold one for each.
+    pub fn replayed(&self, questions: &[ClientQuestion]) -> Option<Vec<serde_json::Value>> {
+        questions
+            .iter()
+            .map(|q| {
+                self.answers
+                    .get(&q.key)
+                    .filter(|a| a.question == question_digest(q))
+                    .map(|a| a.answer.clone())
+            })
+            .collect()
+    }
+
     /// The call stopped at something it could not answer: a question (approval or the
     /// component's) to ask, or one the client lacks the capability for.
     pub fn waiting(&self) -> bool {
@@ -313,14 +338,8 @@ fn redeem(sealed: &str, bound: &[u8]) -> Result<State, StateError> {
 #[async_trait::async_trait]
 impl Approver for InputApprover {
     async fn approve(&self, request: &ApprovalRequest) -> Decision {
-        let id = digest(request);
-        if self.approved.contains(&id) {
-            return Decision::Approved;
-        }
-        if let Some((refused, why)) = &self.refused
-            && *refused == id
-        {
-            return Decision::Denied(why.clone());
+        if let Some(decision) = self.recorded(request) {
+            return decision;
         }
         if !self.can_elicit {
             self.missed_capability.store(true, Ordering::Relaxed);
@@ -431,6 +450,7 @@ mod tests {
         )
         .expect("verified");
         assert_eq!(retry.approve(&request()).await, Decision::Approved);
+        assert_eq!(retry.recorded(&request()), Some(Decision::Approved));
         assert!(retry.input_required().expect("state").is_none());
         let replay = InputApprover::new(
             "shell_run",
@@ -540,6 +560,12 @@ mod tests {
             .await
             .expect("replayed");
         assert_eq!(got, std::slice::from_ref(&answer));
+        // Replayed without recording anything, as a gathering call that became a task asks.
+        assert_eq!(
+            second.replayed(&[named("step1", "name?")]),
+            Some(vec![answer.clone()])
+        );
+        assert_eq!(second.replayed(&[named("step1", "another?")]), None);
         assert!(second.ask(&[named("other", "x?")]).await.is_err());
         assert!(second.ask(&[named("step2", "color?")]).await.is_err());
         let round2 = second.input_required().expect("state").expect("asks");
