@@ -123,6 +123,18 @@ fn multi_input(_: NoArgs) -> Result<Content, ToolError> {
     )))
 }
 
+/// Asks the user's name, then greets them; runs only as a task, so a 2026-07-28 client answers
+/// through an input-required round before the call becomes a task.
+fn test_tool_with_task(_: NoArgs) -> Result<Content, ToolError> {
+    let answers = ask(&[form("user_name", "What is your name?", "name", "string")])?;
+    let name = answers[0]
+        .pointer("/content/name")
+        .and_then(Value::as_str)
+        .filter(|_| accepted(&answers[0]))
+        .ok_or_else(|| ToolError::PermissionDenied("no name was given".into()))?;
+    Ok(Content::new().text(format!("Hello, {name}! (from a task)")))
+}
+
 fn tools() -> Vec<Tool> {
     vec![
         Tool::new(
@@ -148,6 +160,12 @@ fn tools() -> Vec<Tool> {
             "multi_input",
             "Asks the client's user two questions at once.",
             multi_input,
+        )
+        .read_only(),
+        Tool::new(
+            "test_tool_with_task",
+            "Asks the client's user their name, then greets them; runs only as a task.",
+            test_tool_with_task,
         )
         .read_only(),
         Tool::new(

@@ -238,6 +238,46 @@ impl InputApprover {
         self.missed.method()
     }
 
+    /// The decision the state and the retry hold for `request`, if any.
+    pub fn recorded(&self, request: &ApprovalRequest) -> Option<Decision> {
+        let id = digest(request);
+        if self.approved.contains(&id) {
+            if self.approved_always.as_ref() == Some(&id) {
+                return Some(Decision::ApprovedAlways);
+            }
+            return Some(Decision::Approved);
+        }
+        match &self.refused {
+            Some((refused, why)) if *refused == id => Some(Decision::Denied(why.clone())),
+            _ => None,
+        }
+    }
+
+    /// The answers the state and the retry hold for `questions`, if they hold one for each.
+    pub fn replayed(&self, questions: &[ClientQuestion]) -> Option<Vec<serde_json::Value>> {
+        questions
+            .iter()
+            .map(|q| {
+                self.answers
+                    .get(&q.key)
+                    .filter(|a| a.question == question_digest(q))
+                    .map(|a| a.answer.clone())
+            })
+            .collect()
+    }
+
+    /// The call stopped at something it could not answer: a question (approval or the
+    /// component's) to ask, or one the client lacks the capability for.
+    pub fn waiting(&self) -> bool {
+        self.missed_capability()
+            || self.missed_question().is_some()
+            || self.pending.lock().map_or(true, |p| p.is_some())
+            || self
+                .pending_questions
+                .lock()
+                .map_or(true, |q| !q.is_empty())
+    }
+
     /// The input-required result asking the pending questions, if the call stopped at any.
     pub fn input_required(&self) -> Result<Option<InputRequiredResult>, StateError> {
         let poisoned = || StateError::Unavailable("a lock was poisoned".into());
@@ -309,17 +349,8 @@ fn redeem(sealed: &str, bound: &[u8]) -> Result<State, StateError> {
 #[async_trait::async_trait]
 impl Approver for InputApprover {
     async fn approve(&self, request: &ApprovalRequest) -> Decision {
-        let id = digest(request);
-        if self.approved.contains(&id) {
-            if self.approved_always.as_ref() == Some(&id) {
-                return Decision::ApprovedAlways;
-            }
-            return Decision::Approved;
-        }
-        if let Some((refused, why)) = &self.refused
-            && *refused == id
-        {
-            return Decision::Denied(why.clone());
+        if let Some(decision) = self.recorded(request) {
+            return decision;
         }
         if !self.can_elicit {
             self.missed_capability.store(true, Ordering::Relaxed);
@@ -448,6 +479,7 @@ mod tests {
         )
         .expect("verified");
         assert_eq!(retry.approve(&request()).await, Decision::Approved);
+        assert_eq!(retry.recorded(&request()), Some(Decision::Approved));
         assert!(retry.input_required().expect("state").is_none());
         let replay = InputApprover::new(
             "shell_run",
@@ -557,6 +589,12 @@ mod tests {
             .await
             .expect("replayed");
         assert_eq!(got, std::slice::from_ref(&answer));
+        // Replayed without recording anything, as a gathering call that became a task asks.
+        assert_eq!(
+            second.replayed(&[named("step1", "name?")]),
+            Some(vec![answer.clone()])
+        );
+        assert_eq!(second.replayed(&[named("step1", "another?")]), None);
         assert!(second.ask(&[named("other", "x?")]).await.is_err());
         assert!(second.ask(&[named("step2", "color?")]).await.is_err());
         let round2 = second.input_required().expect("state").expect("asks");

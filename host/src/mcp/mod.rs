@@ -4,6 +4,7 @@
 pub mod access;
 pub mod approver;
 pub mod content;
+pub mod gather;
 pub mod http;
 pub mod input_required;
 pub mod oauth;

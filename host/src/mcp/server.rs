@@ -28,6 +28,7 @@ use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
 use crate::mcp::access;
 use crate::mcp::approver::ElicitationApprover;
+use crate::mcp::gather::{self, Gathered};
 use crate::mcp::input_required::InputApprover;
 use crate::mcp::questions::{self, Missed, SessionAsker};
 use crate::mcp::tasks::{self, TaskCall};
@@ -174,6 +175,23 @@ pub fn page<T: Clone>(
     Ok((items[start..end].to_vec(), next))
 }
 
+/// What a call that asked through an input-required result answers, if it stopped at a
+/// question: -32021 for a capability the client lacks, else the input-required result.
+fn asked(asking: &InputApprover) -> Result<Option<CallToolResponse>, ErrorData> {
+    if let Some(method) = asking.missed_question() {
+        return Err(questions::missing_capability(method));
+    }
+    if asking.missed_capability() {
+        let mut required = ClientCapabilities::default();
+        required.elicitation = Some(ElicitationCapability::new());
+        return Err(ErrorData::missing_required_client_capability(required));
+    }
+    let question = asking
+        .input_required()
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    Ok(question.map(Into::into))
+}
+
 impl ServerHandler for McpServer {
     /// What is served, and nothing more: tools (with list changes), logging for sessions that
     /// ask, tasks, and prompts, resources and completions that are always empty (chitin serves
@@ -269,19 +287,57 @@ impl ServerHandler for McpServer {
             ));
         }
         let asked_limit = host.asked_time_limit(&request.name);
-        if wants_task
-            && (task_required || asked_limit.is_some_and(tasks::runs_as_task))
+        // Status notifications need a lasting channel: stdio, or a session.
+        let stdio = context.extensions.get::<http::request::Parts>().is_none();
+        let notify = (stdio || legacy_session).then(|| context.peer.clone());
+        // A tool that needs a task gathers its input through input-required rounds first, for a
+        // client that answers through them.
+        if task_required
+            && !legacy_session
             && let Some(limit) = asked_limit.or_else(|| host.time_limit(&request.name))
         {
-            // Status notifications need a lasting channel: stdio, or a session.
-            let stdio = context.extensions.get::<http::request::Parts>().is_none();
+            let input = InputApprover::new(
+                &request.name,
+                &args,
+                declared.clone(),
+                request.request_state.as_deref(),
+                request.input_responses.as_ref(),
+            )
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
             let call = TaskCall {
                 tool: request.name.to_string(),
                 args_json: args,
                 time_limit: limit,
                 declared,
                 client,
-                notify: (stdio || legacy_session).then(|| context.peer.clone()),
+                notify,
+            };
+            let gathered = tokio::select! {
+                biased;
+                () = context.ct.cancelled() => {
+                    tracing::info!(tool = %request.name, "call cancelled by the client");
+                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+                gathered = gather::gather(host, call, input) => gathered,
+            };
+            return match gathered.map_err(|e| ErrorData::invalid_request(e.to_string(), None))? {
+                Gathered::Task(task) => Ok(CreateTaskResult::new(task).into()),
+                Gathered::Input(asking) => asked(&asking)?.ok_or_else(|| {
+                    ErrorData::internal_error("the call stopped without a question", None)
+                }),
+            };
+        }
+        if wants_task
+            && (task_required || asked_limit.is_some_and(tasks::runs_as_task))
+            && let Some(limit) = asked_limit.or_else(|| host.time_limit(&request.name))
+        {
+            let call = TaskCall {
+                tool: request.name.to_string(),
+                args_json: args,
+                time_limit: limit,
+                declared,
+                client,
+                notify,
             };
             let task = tasks::start(host, call)
                 .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
@@ -349,21 +405,10 @@ impl ServerHandler for McpServer {
         if let Some(method) = missed.method() {
             return Err(questions::missing_capability(method));
         }
-        if let Some(asking) = &asking {
-            if let Some(method) = asking.missed_question() {
-                return Err(questions::missing_capability(method));
-            }
-            if asking.missed_capability() {
-                let mut required = ClientCapabilities::default();
-                required.elicitation = Some(ElicitationCapability::new());
-                return Err(ErrorData::missing_required_client_capability(required));
-            }
-            if let Some(question) = asking
-                .input_required()
-                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
-            {
-                return Ok(question.into());
-            }
+        if let Some(asking) = &asking
+            && let Some(response) = asked(asking)?
+        {
+            return Ok(response);
         }
         let result = match report.result {
             Ok(output) => content::success(output),

@@ -5,7 +5,9 @@
 //! `tasks/get` (status, the latest progress report as the status message, then the result),
 //! answers approval questions and the component's own questions (`chitin:host/client`) with
 //! `tasks/update`, and may `tasks/cancel`. An error the tool reports completes the task with
-//! `isError`; an instance that crashes fails it with a JSON-RPC error.
+//! `isError`; an instance that crashes fails it with a JSON-RPC error. A `task = "required"`
+//! tool called by a 2026-07-28 client first gathers its input through input-required rounds
+//! (see `gather`).
 //!
 //! A cancelled task's call is dropped, like a cancelled request: its instance stops within an
 //! epoch tick and its processes are killed with their process group. A task past its TTL is
@@ -20,6 +22,7 @@
 //! `tasks/get`: the SDK cannot yet route task notifications through `subscriptions/listen`.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -31,6 +34,7 @@ use rmcp::model::{
 use rmcp::service::Peer;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use rmcp::{ErrorData, RoleServer};
+use tokio::sync::mpsc;
 
 use crate::approval::{ApprovalRequest, Approver, CallContext, Decision};
 use crate::client::ClientMethod;
@@ -41,6 +45,7 @@ use crate::mcp::access::ClientId;
 use crate::mcp::approver::{decision, question};
 use crate::mcp::content;
 use crate::mcp::questions::TaskAsker;
+use crate::runtime::CallReport;
 
 /// The longest a call may run synchronously; tools allowed longer may run as tasks.
 pub const SYNC_CALL_LIMIT: Duration = Duration::from_secs(30);
@@ -85,7 +90,7 @@ fn per_client() -> &'static Mutex<HashMap<ClientId, usize>> {
 
 /// One running task of a client, counted until the task's call ends (or is dropped, when the
 /// task is aborted at its TTL).
-struct ClientSlot(ClientId);
+pub(crate) struct ClientSlot(ClientId);
 
 impl ClientSlot {
     fn take(client: ClientId) -> Result<Self, TaskError> {
@@ -145,19 +150,10 @@ pub struct TaskCall {
 
 /// Start `call` as a task.
 pub fn start(host: Arc<Host>, call: TaskCall) -> Result<Task, TaskError> {
-    let manager = tasks();
-    let running = manager.running_task_count();
-    if running >= MAX_RUNNING {
-        return Err(TaskError::TooMany(running));
-    }
-    let slot = ClientSlot::take(call.client)?;
-    let ttl = call.time_limit + RESULT_TTL;
-    let options = TaskOptions::new()
-        .with_ttl_ms(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
-        .with_poll_interval_ms(POLL_INTERVAL_MS)
-        .with_status_message(format!("`{}` is running", call.tool));
+    let slot = admit(call.client)?;
+    let options = options(&call.tool, call.time_limit);
     let (tool, args_json, declared) = (call.tool, call.args_json, call.declared);
-    let task = manager.spawn(options, move |task| {
+    let task = tasks().spawn(options, move |task| {
         Box::pin(async move {
             let _slot = slot;
             run(host, tool, args_json, declared, task).await
@@ -169,9 +165,28 @@ pub fn start(host: Arc<Host>, call: TaskCall) -> Result<Task, TaskError> {
     Ok(task)
 }
 
+/// Admit one more task of `client` within [`MAX_RUNNING`] and [`MAX_PER_CLIENT`]; the slot is
+/// held until dropped.
+pub(crate) fn admit(client: ClientId) -> Result<ClientSlot, TaskError> {
+    let running = tasks().running_task_count();
+    if running >= MAX_RUNNING {
+        return Err(TaskError::TooMany(running));
+    }
+    ClientSlot::take(client)
+}
+
+/// The options of a task running `tool` within `time_limit`.
+pub(crate) fn options(tool: &str, time_limit: Duration) -> TaskOptions {
+    let ttl = time_limit + RESULT_TTL;
+    TaskOptions::new()
+        .with_ttl_ms(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
+        .with_poll_interval_ms(POLL_INTERVAL_MS)
+        .with_status_message(format!("`{tool}` is running"))
+}
+
 /// Send `notifications/tasks` to `peer` on every status change of the task, until it ends (or
 /// is gone, or the client is).
-async fn report_status(task_id: String, peer: Peer<RoleServer>) {
+pub(crate) async fn report_status(task_id: String, peer: Peer<RoleServer>) {
     // The client learnt `working` from the call's answer.
     let mut last = TaskStatus::Working;
     loop {
@@ -205,22 +220,31 @@ async fn run(
     declared: Vec<ClientMethod>,
     task: TaskContext,
 ) -> Result<CallToolResult, TaskExit> {
-    let (events, mut reports) = CallEvents::channel();
+    let (events, reports) = CallEvents::channel();
     let ctx = CallContext {
-        approver: Arc::new(TaskApprover {
-            task: task.clone(),
-            can_elicit: declared.contains(&ClientMethod::Elicit),
-            asked: AtomicU32::new(0),
-        }),
+        approver: Arc::new(TaskApprover::new(
+            task.clone(),
+            declared.contains(&ClientMethod::Elicit),
+        )),
         user: "mcp".into(),
         events,
         client: Arc::new(TaskAsker::new(task.clone(), declared)),
     };
-    let call = host.call_in(&tool, &args_json, &ctx);
+    let call = async { outcome(host.call_in(&tool, &args_json, &ctx).await) };
+    drive(&task, &tool, call, reports).await
+}
+
+/// Run a task's call to its end, its progress reports shown as the task's status message.
+pub(crate) async fn drive(
+    task: &TaskContext,
+    tool: &str,
+    call: impl Future<Output = Result<CallToolResult, TaskExit>>,
+    mut reports: mpsc::Receiver<CallEvent>,
+) -> Result<CallToolResult, TaskExit> {
     tokio::pin!(call);
     // Dropping the call future (on cancel, or on abort at the TTL) stops the instance at the
     // next epoch tick and kills its processes' group.
-    let report = loop {
+    loop {
         tokio::select! {
             biased;
             () = task.cancelled() => {
@@ -229,12 +253,16 @@ async fn run(
             }
             Some(event) = reports.recv() => {
                 if let CallEvent::Progress { done, total, message } = event {
-                    task.set_status_message(progress_message(&tool, done, total, message));
+                    task.set_status_message(progress_message(tool, done, total, message));
                 }
             }
-            report = &mut call => break report,
+            result = &mut call => return result,
         }
-    };
+    }
+}
+
+/// A finished call as a task's outcome.
+pub(crate) fn outcome(report: CallReport) -> Result<CallToolResult, TaskExit> {
     match report.result {
         Ok(output) => Ok(content::success(output)),
         // The host failed, not the tool: the task fails with a JSON-RPC error, as a direct
@@ -265,10 +293,21 @@ fn progress_message(tool: &str, done: f64, total: Option<f64>, message: Option<S
 
 /// Asks approval questions through the task: the task reports `input_required` with the
 /// question until the client answers it with `tasks/update`.
-struct TaskApprover {
+pub(crate) struct TaskApprover {
     task: TaskContext,
     can_elicit: bool,
     asked: AtomicU32,
+}
+
+impl TaskApprover {
+    /// Ask through `task`; `can_elicit`: the client declared elicitation.
+    pub(crate) fn new(task: TaskContext, can_elicit: bool) -> Self {
+        Self {
+            task,
+            can_elicit,
+            asked: AtomicU32::new(0),
+        }
+    }
 }
 
 #[async_trait::async_trait]
