@@ -296,14 +296,7 @@ impl ServerHandler for McpServer {
             && !legacy_session
             && let Some(limit) = asked_limit.or_else(|| host.time_limit(&request.name))
         {
-            let input = InputApprover::new(
-                &request.name,
-                &args,
-                declared.clone(),
-                request.request_state.as_deref(),
-                request.input_responses.as_ref(),
-            )
-            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+            let input = input_approver(&request, &args, &declared)?;
             let call = TaskCall {
                 tool: request.name.to_string(),
                 args_json: args,
@@ -355,14 +348,7 @@ impl ServerHandler for McpServer {
         let asking = if legacy_session {
             None
         } else {
-            let approver = InputApprover::new(
-                &request.name,
-                &args,
-                declared.clone(),
-                request.request_state.as_deref(),
-                request.input_responses.as_ref(),
-            )
-            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+            let approver = input_approver(&request, &args, &declared)?;
             Some(Arc::new(approver))
         };
         let missed = Missed::default();
@@ -502,6 +488,23 @@ impl ServerHandler for McpServer {
             }
         }
     }
+}
+
+/// The input-required approver of a 2026-07-28 `tools/call` with `args`: its request state is
+/// verified and redeemed here, so a tampered or replayed state is an invalid-params error.
+fn input_approver(
+    request: &CallToolRequestParams,
+    args: &str,
+    declared: &[ClientMethod],
+) -> Result<InputApprover, ErrorData> {
+    InputApprover::new(
+        &request.name,
+        args,
+        declared.to_vec(),
+        request.request_state.as_deref(),
+        request.input_responses.as_ref(),
+    )
+    .map_err(|e| ErrorData::invalid_params(e.to_string(), None))
 }
 
 #[cfg(test)]
