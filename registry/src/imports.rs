@@ -24,6 +24,7 @@
 //! component, so it is covered when the manifest declares `[[dependencies]]`; the host resolves
 //! each such import to a trusted library at load, and refuses the component if none fits.
 
+use crate::capability::SECTIONS;
 use crate::manifest::{Capabilities, Manifest};
 
 /// Which part of a manifest covers an import, if any.
@@ -66,41 +67,26 @@ fn capability_coverage(import: &str, caps: Option<&Capabilities>) -> Coverage {
     if package.starts_with("wasi:") && !is_wasi_02(import) {
         return Coverage::Never;
     }
-    let capability = match package {
-        "wasi:io" | "wasi:clocks" | "wasi:random" | "chitin:tool" => return Coverage::Base,
+    match package {
+        "wasi:io" | "wasi:clocks" | "wasi:random" | "wasi:cli" | "chitin:tool" => {
+            return Coverage::Base;
+        }
         "wasi:sockets" => return Coverage::NoGrant("sockets"),
-        "wasi:cli" => return Coverage::Base,
         "chitin:host" if matches!(interface, "log" | "progress" | "approval") => {
             return Coverage::Base;
         }
-        "wasi:filesystem" => "files",
-        "wasi:http" => "http",
-        "wasi:keyvalue" => "kv",
-        "chitin:host" => match interface {
-            "secrets" => "secrets",
-            "process" => "process",
-            "kv" => "kv",
-            "http" => "http",
-            "invoke" => "invoke",
-            "client" => "client",
-            _ => return Coverage::Never,
-        },
-        _ => return Coverage::Never,
+        _ => {}
+    }
+    let Some(section) = SECTIONS.iter().find(|s| s.covers(unversioned)) else {
+        return Coverage::Never;
     };
-    let declared = caps.is_some_and(|c| match capability {
-        "files" => c.files.is_some(),
-        "http" => c.http.is_some(),
-        "kv" => c.kv.is_some(),
-        "secrets" => c.secrets.is_some(),
-        "process" => c.process.is_some(),
-        "invoke" => c.invoke.is_some(),
-        "client" => c.client.is_some(),
-        _ => false,
-    });
-    match (declared, package) {
-        (true, _) => Coverage::Capability(capability),
-        (false, "wasi:filesystem" | "wasi:http") => Coverage::NoGrant(capability),
-        (false, _) => Coverage::Undeclared(capability),
+    match (
+        caps.is_some_and(section.present),
+        section.linked_without_grant,
+    ) {
+        (true, _) => Coverage::Capability(section.name),
+        (false, true) => Coverage::NoGrant(section.name),
+        (false, false) => Coverage::Undeclared(section.name),
     }
 }
 

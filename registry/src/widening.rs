@@ -5,16 +5,15 @@
 
 use std::collections::BTreeSet;
 
-use crate::manifest::http::{HostPattern, HttpAllow, RateLimitRequest};
-use crate::manifest::{
-    Capabilities, ClientGrant, EnvGrant, FileAccess, FilesGrant, HttpGrant, InvokeGrant, KvGrant,
-    LimitRequest, Manifest, ProcessGrant, SecretsGrant,
-};
+use crate::capability::SECTIONS;
+use crate::manifest::{LimitRequest, Manifest};
 
 /// Each widening from `old` to `new`, as `key: what changed`.
 pub fn widenings(old: &Manifest, new: &Manifest) -> Vec<String> {
     let mut out = Vec::new();
-    capabilities(&old.capabilities, &new.capabilities, &mut out);
+    for section in SECTIONS {
+        (section.widenings)(&old.capabilities, &new.capabilities, &mut out);
+    }
     limits(&old.limits, &new.limits, &mut out);
     for (tool, hints) in &new.tools {
         if let Some(before) = old.tools.get(tool)
@@ -29,87 +28,8 @@ pub fn widenings(old: &Manifest, new: &Manifest) -> Vec<String> {
     out
 }
 
-fn capabilities(old: &Capabilities, new: &Capabilities, out: &mut Vec<String>) {
-    if let Some(n) = &new.files {
-        files(old.files.as_ref(), n, out);
-    }
-    if let Some(n) = &new.kv {
-        kv(old.kv.as_ref(), n, out);
-    }
-    if let Some(n) = &new.http {
-        http(old.http.as_ref(), n, out);
-    }
-    if let Some(n) = &new.secrets {
-        secrets(old.secrets.as_ref(), n, out);
-    }
-    if let Some(n) = &new.process {
-        process(old.process.as_ref(), n, out);
-    }
-    if let Some(n) = &new.env {
-        env(old.env.as_ref(), n, out);
-    }
-    if let Some(n) = &new.invoke {
-        invoke(old.invoke.as_ref(), n, out);
-    }
-    if let Some(n) = &new.client {
-        client(old.client.as_ref(), n, out);
-    }
-}
-
-fn client(old: Option<&ClientGrant>, new: &ClientGrant, out: &mut Vec<String>) {
-    for method in &new.methods {
-        if !old.is_some_and(|o| o.methods.contains(method)) {
-            out.push(format!(
-                "capabilities.client.methods: adds `{}` (questions to the calling client)",
-                method.as_str()
-            ));
-        }
-    }
-}
-
-/// A workspace path as segments (`.` and empty segments dropped), so `./a/` is `a`.
-fn path_segments(path: &str) -> Vec<&str> {
-    path.split(['/', '\\'])
-        .filter(|s| !s.is_empty() && *s != ".")
-        .collect()
-}
-
-fn access_name(access: FileAccess) -> &'static str {
-    match access {
-        FileAccess::ReadOnly => "read-only",
-        FileAccess::ReadWrite => "read-write",
-    }
-}
-
-fn files(old: Option<&FilesGrant>, new: &FilesGrant, out: &mut Vec<String>) {
-    let old = old.map(|g| g.paths.as_slice()).unwrap_or_default();
-    for grant in &new.paths {
-        let want = path_segments(&grant.path);
-        let covered = old
-            .iter()
-            .any(|o| want.starts_with(&path_segments(&o.path)) && o.access >= grant.access);
-        if covered {
-            continue;
-        }
-        let same = old.iter().find(|o| path_segments(&o.path) == want);
-        out.push(match same {
-            Some(o) => format!(
-                "capabilities.files.paths: `{}` goes from {} to {}",
-                grant.path,
-                access_name(o.access),
-                access_name(grant.access)
-            ),
-            None => format!(
-                "capabilities.files.paths: adds {} `{}`",
-                access_name(grant.access),
-                grant.path
-            ),
-        });
-    }
-}
-
 /// Each item of `new` not in `old`, reported under `key` as `adds what `item``.
-fn added<'a>(
+pub(crate) fn added<'a>(
     key: &str,
     what: &str,
     old: impl IntoIterator<Item = &'a String>,
@@ -124,248 +44,16 @@ fn added<'a>(
     }
 }
 
-fn kv(old: Option<&KvGrant>, new: &KvGrant, out: &mut Vec<String>) {
-    let buckets = old.map(|g| g.buckets.as_slice()).unwrap_or_default();
-    added(
-        "capabilities.kv.buckets",
-        "bucket",
-        buckets,
-        &new.buckets,
-        out,
-    );
-    // An absent quota is the policy's ceiling, like an absent limit.
-    limit(
-        "capabilities.kv.max_bytes",
-        old.and_then(|g| g.max_bytes),
-        new.max_bytes,
-        old.is_some(),
-        out,
-    );
-}
-
-fn env(old: Option<&EnvGrant>, new: &EnvGrant, out: &mut Vec<String>) {
-    let old = old.map(|g| g.keys.as_slice()).unwrap_or_default();
-    added("capabilities.env.keys", "env key", old, &new.keys, out);
-}
-
-fn secrets(old: Option<&SecretsGrant>, new: &SecretsGrant, out: &mut Vec<String>) {
-    let names = old.map(|g| g.names.as_slice()).unwrap_or_default();
-    // A plain name an old glob already matched is no wider; any other new glob is.
-    let globs = old.and_then(|g| g.glob_set().ok());
-    for name in &new.names {
-        let plain = !name.contains(['*', '?', '[', '{']);
-        let matched = plain && globs.as_ref().is_some_and(|g| g.is_match(name));
-        if !names.contains(name) && !matched {
-            out.push(format!(
-                "capabilities.secrets.names: adds secret glob `{name}`"
-            ));
-        }
-    }
-}
-
-fn process(old: Option<&ProcessGrant>, new: &ProcessGrant, out: &mut Vec<String>) {
-    let Some(old) = old else {
-        out.push(format!(
-            "capabilities.process: added: may run {}",
-            new.programs
-                .iter()
-                .map(|p| format!("`{p}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-        return;
-    };
-    added(
-        "capabilities.process.programs",
-        "program",
-        &old.programs,
-        &new.programs,
-        out,
-    );
-    added(
-        "capabilities.process.env",
-        "env key",
-        &old.env,
-        &new.env,
-        out,
-    );
-    if new.network && !old.network {
-        out.push("capabilities.process.network: turned on".into());
-    }
-    if old.read_only && !new.read_only {
-        out.push("capabilities.process.read_only: turned off (may now write)".into());
-    }
-}
-
-fn invoke(old: Option<&InvokeGrant>, new: &InvokeGrant, out: &mut Vec<String>) {
-    for (alias, tool) in &new.tools {
-        match old.and_then(|o| o.tools.get(alias)) {
-            Some(before) if before == tool => {}
-            Some(before) => out.push(format!(
-                "capabilities.invoke.tools.{alias}: now calls `{tool}` instead of `{before}`"
-            )),
-            None => out.push(format!(
-                "capabilities.invoke.tools: adds alias `{alias}` for `{tool}`"
-            )),
-        }
-    }
-}
-
-/// An HTTP allow entry with its defaults made explicit.
-struct Destination {
-    host: Option<HostPattern>,
-    plain_http: bool,
-    ports: BTreeSet<u16>,
-    prefix: Vec<String>,
-    methods: BTreeSet<String>,
-}
-
-impl Destination {
-    fn of(a: &HttpAllow) -> Self {
-        let plain_http = a.scheme.as_deref() == Some("http");
-        let ports = match (a.port, plain_http) {
-            (Some(p), _) => BTreeSet::from([p]),
-            (None, false) => BTreeSet::from([443]),
-            (None, true) => BTreeSet::from([443, 80]),
-        };
-        let methods = if a.methods.is_empty() {
-            BTreeSet::from(["GET".to_owned(), "HEAD".to_owned()])
-        } else {
-            a.methods.iter().map(|m| m.to_ascii_uppercase()).collect()
-        };
-        Self {
-            host: HostPattern::parse(&a.host).ok(),
-            plain_http,
-            ports,
-            prefix: a
-                .path_prefix
-                .as_deref()
-                .unwrap_or_default()
-                .split('/')
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            methods,
-        }
-    }
-
-    /// Whether every request `other` admits, this admits too, methods aside.
-    fn covers_place(&self, other: &Destination) -> bool {
-        let host = match (&self.host, &other.host) {
-            (Some(a), Some(b)) => host_covers(a, b),
-            _ => false,
-        };
-        host && (self.plain_http || !other.plain_http)
-            && other.ports.is_subset(&self.ports)
-            && other.prefix.starts_with(&self.prefix)
-    }
-}
-
-/// Whether host pattern `a` matches every host `b` does.
-fn host_covers(a: &HostPattern, b: &HostPattern) -> bool {
-    let under = |d: &str, suffix: &str| {
-        d.len() > suffix.len()
-            && d.to_ascii_lowercase()
-                .ends_with(&format!(".{}", suffix.to_ascii_lowercase()))
-    };
-    match (a, b) {
-        (HostPattern::Any, _) => true,
-        (_, HostPattern::Any) => false,
-        (HostPattern::Domain(x), HostPattern::Domain(y)) => x.eq_ignore_ascii_case(y),
-        (HostPattern::Ip(x), HostPattern::Ip(y)) => x == y,
-        (HostPattern::Subdomains(s), HostPattern::Domain(d)) => under(d, s),
-        (HostPattern::Subdomains(s), HostPattern::Subdomains(t)) => {
-            s.eq_ignore_ascii_case(t) || under(t, s)
-        }
-        _ => false,
-    }
-}
-
-fn http(old: Option<&HttpGrant>, new: &HttpGrant, out: &mut Vec<String>) {
-    let before: Vec<Destination> = old
-        .map(|g| g.allow.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(Destination::of)
-        .collect();
-    for entry in &new.allow {
-        let want = Destination::of(entry);
-        let places: Vec<&Destination> = before.iter().filter(|d| d.covers_place(&want)).collect();
-        let methods: BTreeSet<&String> = places.iter().flat_map(|d| &d.methods).collect();
-        let extra: Vec<&String> = want
-            .methods
-            .iter()
-            .filter(|m| !methods.contains(m))
-            .collect();
-        let target = format!(
-            "{}://{}{}{}",
-            entry.scheme.as_deref().unwrap_or("https"),
-            entry.host,
-            entry.port.map(|p| format!(":{p}")).unwrap_or_default(),
-            entry.path_prefix.as_deref().unwrap_or_default()
-        );
-        if places.is_empty() {
-            out.push(format!("capabilities.http.allow: adds {target}"));
-        } else if !extra.is_empty() {
-            out.push(format!(
-                "capabilities.http.allow: {target} adds method{} {}{}",
-                if extra.len() == 1 { "" } else { "s" },
-                extra
-                    .iter()
-                    .map(|m| m.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                if entry.methods.is_empty() {
-                    " (empty methods mean GET and HEAD)"
-                } else {
-                    ""
-                }
-            ));
-        }
-    }
-    let none = RateLimitRequest {
-        per_minute: None,
-        per_hour: None,
-    };
-    let old_rate = old.and_then(|g| g.rate_limit).unwrap_or(none);
-    let new_rate = new.rate_limit.unwrap_or(none);
-    limit(
-        "capabilities.http.rate_limit.per_minute",
-        old_rate.per_minute.map(u64::from),
-        new_rate.per_minute.map(u64::from),
-        old.is_some(),
-        out,
-    );
-    limit(
-        "capabilities.http.rate_limit.per_hour",
-        old_rate.per_hour.map(u64::from),
-        new_rate.per_hour.map(u64::from),
-        old.is_some(),
-        out,
-    );
-    let mappings = old.map(|g| g.credentials.as_slice()).unwrap_or_default();
-    for mapping in &new.credentials {
-        // Covered by an old mapping that injects the same way into at least these hosts.
-        let covered = mappings.iter().any(|o| {
-            let mut same = mapping.clone();
-            same.hosts.clone_from(&o.hosts);
-            same == *o && mapping.hosts.iter().all(|h| o.hosts.contains(h))
-        });
-        if !covered {
-            out.push(format!(
-                "capabilities.http.credentials: injects secret `{}` into requests to {} ({})",
-                mapping.secret,
-                mapping.hosts.join(", "),
-                mapping.inject.as_str()
-            ));
-        }
-    }
-}
-
 /// A limit where absent means the policy's ceiling: removing it or raising it widens.
 /// `existed`: whether the section holding it was there before (a new section's limits are
 /// part of what it adds, reported with it).
-fn limit(key: &str, old: Option<u64>, new: Option<u64>, existed: bool, out: &mut Vec<String>) {
+pub(crate) fn limit(
+    key: &str,
+    old: Option<u64>,
+    new: Option<u64>,
+    existed: bool,
+    out: &mut Vec<String>,
+) {
     match (old, new) {
         (Some(o), None) if existed => out.push(format!(
             "{key}: removed (was {o}; now the policy's ceiling)"

@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use crate::capability::Section;
+use crate::manifest::Capabilities;
 
 /// The client methods a component may use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -12,6 +14,31 @@ use super::ManifestError;
 pub struct ClientGrant {
     /// The methods, at least one, each once.
     pub methods: Vec<ClientMethod>,
+}
+
+impl Section for ClientGrant {
+    const NAME: &'static str = "client";
+    const IMPORTS: &'static [&'static str] = &["chitin:host/client"];
+
+    fn check(&self, _all: &Capabilities) -> Result<(), ManifestError> {
+        self.validate()
+    }
+
+    fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
+        widen(old, self, out);
+    }
+}
+
+/// Each widening from `old` to `new`, as `key: what changed`.
+fn widen(old: Option<&ClientGrant>, new: &ClientGrant, out: &mut Vec<String>) {
+    for method in &new.methods {
+        if !old.is_some_and(|o| o.methods.contains(method)) {
+            out.push(format!(
+                "capabilities.client.methods: adds `{}` (questions to the calling client)",
+                method.as_str()
+            ));
+        }
+    }
 }
 
 /// One kind of question to the client.

@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use crate::capability::Section;
+use crate::manifest::Capabilities;
+use crate::widening::added;
 
 /// Environment keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -11,6 +14,25 @@ use super::ManifestError;
 pub struct EnvGrant {
     /// Variable names.
     pub keys: Vec<String>,
+}
+
+impl Section for EnvGrant {
+    const NAME: &'static str = "env";
+    const IMPORTS: &'static [&'static str] = &[];
+
+    fn check(&self, _all: &Capabilities) -> Result<(), ManifestError> {
+        self.validate()
+    }
+
+    fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
+        widen(old, self, out);
+    }
+}
+
+/// Each widening from `old` to `new`, as `key: what changed`.
+fn widen(old: Option<&EnvGrant>, new: &EnvGrant, out: &mut Vec<String>) {
+    let old = old.map(|g| g.keys.as_slice()).unwrap_or_default();
+    added("capabilities.env.keys", "env key", old, &new.keys, out);
 }
 
 impl EnvGrant {

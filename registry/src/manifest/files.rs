@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use crate::capability::Section;
+use crate::manifest::Capabilities;
 
 /// Workspace paths the component may open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -10,6 +12,48 @@ use super::ManifestError;
 pub struct FilesGrant {
     /// Paths relative to the workspace (`.` is the whole workspace).
     pub paths: Vec<PathGrant>,
+}
+
+impl Section for FilesGrant {
+    const NAME: &'static str = "files";
+    const IMPORTS: &'static [&'static str] = &["wasi:filesystem"];
+    const LINKED_WITHOUT_GRANT: bool = true;
+
+    fn check(&self, _all: &Capabilities) -> Result<(), ManifestError> {
+        self.validate()
+    }
+
+    fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
+        widen(old, self, out);
+    }
+}
+
+/// Each widening from `old` to `new`, as `key: what changed`.
+fn widen(old: Option<&FilesGrant>, new: &FilesGrant, out: &mut Vec<String>) {
+    let old = old.map(|g| g.paths.as_slice()).unwrap_or_default();
+    for grant in &new.paths {
+        let want = path_segments(&grant.path);
+        let covered = old
+            .iter()
+            .any(|o| want.starts_with(&path_segments(&o.path)) && o.access >= grant.access);
+        if covered {
+            continue;
+        }
+        let same = old.iter().find(|o| path_segments(&o.path) == want);
+        out.push(match same {
+            Some(o) => format!(
+                "capabilities.files.paths: `{}` goes from {} to {}",
+                grant.path,
+                access_name(o.access),
+                access_name(grant.access)
+            ),
+            None => format!(
+                "capabilities.files.paths: adds {} `{}`",
+                access_name(grant.access),
+                grant.path
+            ),
+        });
+    }
 }
 
 /// One granted path.
@@ -66,6 +110,20 @@ impl FilesGrant {
             }
         }
         Ok(())
+    }
+}
+
+/// A workspace path as segments (`.` and empty segments dropped), so `./a/` is `a`.
+fn path_segments(path: &str) -> Vec<&str> {
+    path.split(['/', '\\'])
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect()
+}
+
+fn access_name(access: FileAccess) -> &'static str {
+    match access {
+        FileAccess::ReadOnly => "read-only",
+        FileAccess::ReadWrite => "read-write",
     }
 }
 

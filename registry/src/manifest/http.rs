@@ -5,12 +5,17 @@
 //! segment boundaries) and methods (GET and HEAD unless given). The host enforces the entries
 //! (`chitin-host`'s `caps::http::allowlist`); this module defines and validates the syntax.
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::SecretsGrant;
 use super::credentials::CredentialMapping;
+use crate::capability::Section;
+use crate::manifest::Capabilities;
+use crate::widening::limit;
 
 /// Outbound HTTP the component may make. An empty allowlist allows nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +30,103 @@ pub struct HttpGrant {
     /// Secrets the host injects into requests (`[[capabilities.http.credentials]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<CredentialMapping>,
+}
+
+impl Section for HttpGrant {
+    const NAME: &'static str = "http";
+    const IMPORTS: &'static [&'static str] = &["wasi:http"];
+    const LINKED_WITHOUT_GRANT: bool = true;
+
+    fn check(&self, all: &Capabilities) -> Result<(), ManifestError> {
+        self.validate()?;
+        check_credentials(self, all.secrets.as_ref())
+    }
+
+    fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
+        widen(old, self, out);
+    }
+}
+
+/// Each widening from `old` to `new`, as `key: what changed`.
+fn widen(old: Option<&HttpGrant>, new: &HttpGrant, out: &mut Vec<String>) {
+    let before: Vec<Destination> = old
+        .map(|g| g.allow.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(Destination::of)
+        .collect();
+    for entry in &new.allow {
+        let want = Destination::of(entry);
+        let places: Vec<&Destination> = before.iter().filter(|d| d.covers_place(&want)).collect();
+        let methods: BTreeSet<&String> = places.iter().flat_map(|d| &d.methods).collect();
+        let extra: Vec<&String> = want
+            .methods
+            .iter()
+            .filter(|m| !methods.contains(m))
+            .collect();
+        let target = format!(
+            "{}://{}{}{}",
+            entry.scheme.as_deref().unwrap_or("https"),
+            entry.host,
+            entry.port.map(|p| format!(":{p}")).unwrap_or_default(),
+            entry.path_prefix.as_deref().unwrap_or_default()
+        );
+        if places.is_empty() {
+            out.push(format!("capabilities.http.allow: adds {target}"));
+        } else if !extra.is_empty() {
+            out.push(format!(
+                "capabilities.http.allow: {target} adds method{} {}{}",
+                if extra.len() == 1 { "" } else { "s" },
+                extra
+                    .iter()
+                    .map(|m| m.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if entry.methods.is_empty() {
+                    " (empty methods mean GET and HEAD)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    let none = RateLimitRequest {
+        per_minute: None,
+        per_hour: None,
+    };
+    let old_rate = old.and_then(|g| g.rate_limit).unwrap_or(none);
+    let new_rate = new.rate_limit.unwrap_or(none);
+    limit(
+        "capabilities.http.rate_limit.per_minute",
+        old_rate.per_minute.map(u64::from),
+        new_rate.per_minute.map(u64::from),
+        old.is_some(),
+        out,
+    );
+    limit(
+        "capabilities.http.rate_limit.per_hour",
+        old_rate.per_hour.map(u64::from),
+        new_rate.per_hour.map(u64::from),
+        old.is_some(),
+        out,
+    );
+    let mappings = old.map(|g| g.credentials.as_slice()).unwrap_or_default();
+    for mapping in &new.credentials {
+        // Covered by an old mapping that injects the same way into at least these hosts.
+        let covered = mappings.iter().any(|o| {
+            let mut same = mapping.clone();
+            same.hosts.clone_from(&o.hosts);
+            same == *o && mapping.hosts.iter().all(|h| o.hosts.contains(h))
+        });
+        if !covered {
+            out.push(format!(
+                "capabilities.http.credentials: injects secret `{}` into requests to {} ({})",
+                mapping.secret,
+                mapping.hosts.join(", "),
+                mapping.inject.as_str()
+            ));
+        }
+    }
 }
 
 /// One allowed destination.
@@ -257,6 +359,103 @@ fn check_method(method: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Each credential mapping is valid and names a secret the secrets globs cover: a manifest
+/// cannot have the host inject a secret it does not declare to an auditor.
+fn check_credentials(
+    http: &HttpGrant,
+    secrets: Option<&SecretsGrant>,
+) -> Result<(), ManifestError> {
+    let globs = match secrets {
+        Some(s) => s.glob_set()?,
+        None => globset::GlobSet::empty(),
+    };
+    for (i, mapping) in http.credentials.iter().enumerate() {
+        let field = format!("capabilities.http.credentials[{i}]");
+        mapping.validate(&field)?;
+        if !globs.is_match(&mapping.secret) {
+            return Err(ManifestError::invalid(
+                format!("{field}.secret"),
+                format!(
+                    "secret `{}` is not covered by capabilities.secrets.names; add it there so \
+                     the grant shows it",
+                    mapping.secret
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An HTTP allow entry with its defaults made explicit.
+struct Destination {
+    host: Option<HostPattern>,
+    plain_http: bool,
+    ports: BTreeSet<u16>,
+    prefix: Vec<String>,
+    methods: BTreeSet<String>,
+}
+
+impl Destination {
+    fn of(a: &HttpAllow) -> Self {
+        let plain_http = a.scheme.as_deref() == Some("http");
+        let ports = match (a.port, plain_http) {
+            (Some(p), _) => BTreeSet::from([p]),
+            (None, false) => BTreeSet::from([443]),
+            (None, true) => BTreeSet::from([443, 80]),
+        };
+        let methods = if a.methods.is_empty() {
+            BTreeSet::from(["GET".to_owned(), "HEAD".to_owned()])
+        } else {
+            a.methods.iter().map(|m| m.to_ascii_uppercase()).collect()
+        };
+        Self {
+            host: HostPattern::parse(&a.host).ok(),
+            plain_http,
+            ports,
+            prefix: a
+                .path_prefix
+                .as_deref()
+                .unwrap_or_default()
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            methods,
+        }
+    }
+
+    /// Whether every request `other` admits, this admits too, methods aside.
+    fn covers_place(&self, other: &Destination) -> bool {
+        let host = match (&self.host, &other.host) {
+            (Some(a), Some(b)) => host_covers(a, b),
+            _ => false,
+        };
+        host && (self.plain_http || !other.plain_http)
+            && other.ports.is_subset(&self.ports)
+            && other.prefix.starts_with(&self.prefix)
+    }
+}
+
+/// Whether host pattern `a` matches every host `b` does.
+fn host_covers(a: &HostPattern, b: &HostPattern) -> bool {
+    let under = |d: &str, suffix: &str| {
+        d.len() > suffix.len()
+            && d.to_ascii_lowercase()
+                .ends_with(&format!(".{}", suffix.to_ascii_lowercase()))
+    };
+    match (a, b) {
+        (HostPattern::Any, _) => true,
+        (_, HostPattern::Any) => false,
+        (HostPattern::Domain(x), HostPattern::Domain(y)) => x.eq_ignore_ascii_case(y),
+        (HostPattern::Ip(x), HostPattern::Ip(y)) => x == y,
+        (HostPattern::Subdomains(s), HostPattern::Domain(d)) => under(d, s),
+        (HostPattern::Subdomains(s), HostPattern::Subdomains(t)) => {
+            s.eq_ignore_ascii_case(t) || under(t, s)
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]

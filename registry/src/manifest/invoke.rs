@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{ManifestError, check_ident};
+use crate::capability::Section;
+use crate::manifest::Capabilities;
 
 /// Most aliases one manifest may declare.
 pub const MAX_ALIASES: usize = 32;
@@ -17,6 +19,34 @@ pub const MAX_ALIASES: usize = 32;
 pub struct InvokeGrant {
     /// The tools the component may call, by the alias it calls them with.
     pub tools: BTreeMap<String, String>,
+}
+
+impl Section for InvokeGrant {
+    const NAME: &'static str = "invoke";
+    const IMPORTS: &'static [&'static str] = &["chitin:host/invoke"];
+
+    fn check(&self, _all: &Capabilities) -> Result<(), ManifestError> {
+        self.validate()
+    }
+
+    fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
+        widen(old, self, out);
+    }
+}
+
+/// Each widening from `old` to `new`, as `key: what changed`.
+fn widen(old: Option<&InvokeGrant>, new: &InvokeGrant, out: &mut Vec<String>) {
+    for (alias, tool) in &new.tools {
+        match old.and_then(|o| o.tools.get(alias)) {
+            Some(before) if before == tool => {}
+            Some(before) => out.push(format!(
+                "capabilities.invoke.tools.{alias}: now calls `{tool}` instead of `{before}`"
+            )),
+            None => out.push(format!(
+                "capabilities.invoke.tools: adds alias `{alias}` for `{tool}`"
+            )),
+        }
+    }
 }
 
 impl InvokeGrant {

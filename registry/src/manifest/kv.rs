@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{ManifestError, check_ident};
+use crate::capability::Section;
+use crate::manifest::Capabilities;
+use crate::widening::{added, limit};
 
 /// Buckets the component may open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,6 +18,39 @@ pub struct KvGrant {
     /// policy caps it, and a manifest that asks for nothing gets the policy's ceiling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<u64>,
+}
+
+impl Section for KvGrant {
+    const NAME: &'static str = "kv";
+    const IMPORTS: &'static [&'static str] = &["wasi:keyvalue"];
+
+    fn check(&self, _all: &Capabilities) -> Result<(), ManifestError> {
+        self.validate()
+    }
+
+    fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
+        widen(old, self, out);
+    }
+}
+
+/// Each widening from `old` to `new`, as `key: what changed`.
+fn widen(old: Option<&KvGrant>, new: &KvGrant, out: &mut Vec<String>) {
+    let buckets = old.map(|g| g.buckets.as_slice()).unwrap_or_default();
+    added(
+        "capabilities.kv.buckets",
+        "bucket",
+        buckets,
+        &new.buckets,
+        out,
+    );
+    // An absent quota is the policy's ceiling, like an absent limit.
+    limit(
+        "capabilities.kv.max_bytes",
+        old.and_then(|g| g.max_bytes),
+        new.max_bytes,
+        old.is_some(),
+        out,
+    );
 }
 
 impl KvGrant {

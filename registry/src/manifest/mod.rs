@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::capability::Capabilities;
 pub use client::{ClientGrant, ClientMethod};
 pub use credentials::{CredentialMapping, InjectKind};
 pub use dependencies::{ComponentKind, ComposedPart, Dependency};
@@ -134,36 +135,6 @@ impl TaskHint {
     fn is_optional(&self) -> bool {
         *self == Self::Optional
     }
-}
-
-/// Every capability section. Absent means not granted.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Capabilities {
-    /// Workspace files (`wasi:filesystem` preopens).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub files: Option<FilesGrant>,
-    /// Key-value buckets (`wasi:keyvalue`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv: Option<KvGrant>,
-    /// Outbound HTTP (`wasi:http/outgoing-handler`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http: Option<HttpGrant>,
-    /// Secret names the component may ask about (`chitin:host/secrets`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secrets: Option<SecretsGrant>,
-    /// Programs it may run (`chitin:host/process`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub process: Option<ProcessGrant>,
-    /// Environment variables it may read (`wasi:cli/environment`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env: Option<EnvGrant>,
-    /// Other tools it may call, by alias (`chitin:host/invoke`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub invoke: Option<InvokeGrant>,
-    /// Questions it may put to the calling MCP client (`chitin:host/client`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client: Option<ClientGrant>,
 }
 
 /// Per-call limits a component asks for; each is clamped by the policy, and an absent one takes
@@ -289,31 +260,8 @@ impl Manifest {
             }
             hints.validate(name)?;
         }
-        let c = &self.capabilities;
-        if let Some(files) = &c.files {
-            files.validate()?;
-        }
-        if let Some(kv) = &c.kv {
-            kv.validate()?;
-        }
-        if let Some(http) = &c.http {
-            http.validate()?;
-            check_credentials(http, c.secrets.as_ref())?;
-        }
-        if let Some(secrets) = &c.secrets {
-            secrets.validate()?;
-        }
-        if let Some(process) = &c.process {
-            process.validate()?;
-        }
-        if let Some(env) = &c.env {
-            env.validate()?;
-        }
-        if let Some(invoke) = &c.invoke {
-            invoke.validate()?;
-        }
-        if let Some(client) = &c.client {
-            client.validate()?;
+        for section in crate::capability::SECTIONS {
+            (section.check)(&self.capabilities)?;
         }
         for (i, dep) in self.dependencies.iter().enumerate() {
             dep.validate(i)?;
@@ -332,33 +280,6 @@ impl Manifest {
         }
         Ok(())
     }
-}
-
-/// Each credential mapping is valid and names a secret the secrets globs cover: a manifest
-/// cannot have the host inject a secret it does not declare to an auditor.
-fn check_credentials(
-    http: &HttpGrant,
-    secrets: Option<&SecretsGrant>,
-) -> Result<(), ManifestError> {
-    let globs = match secrets {
-        Some(s) => s.glob_set()?,
-        None => globset::GlobSet::empty(),
-    };
-    for (i, mapping) in http.credentials.iter().enumerate() {
-        let field = format!("capabilities.http.credentials[{i}]");
-        mapping.validate(&field)?;
-        if !globs.is_match(&mapping.secret) {
-            return Err(ManifestError::invalid(
-                format!("{field}.secret"),
-                format!(
-                    "secret `{}` is not covered by capabilities.secrets.names; add it there so \
-                     the grant shows it",
-                    mapping.secret
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The separator between a namespace and a tool in the names agents see

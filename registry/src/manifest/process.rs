@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use crate::capability::Section;
+use crate::manifest::Capabilities;
+use crate::widening::added;
 
 /// Programs and their environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,6 +24,54 @@ pub struct ProcessGrant {
     /// Whether the programs may only read the workspace.
     #[serde(default)]
     pub read_only: bool,
+}
+
+impl Section for ProcessGrant {
+    const NAME: &'static str = "process";
+    const IMPORTS: &'static [&'static str] = &["chitin:host/process"];
+
+    fn check(&self, _all: &Capabilities) -> Result<(), ManifestError> {
+        self.validate()
+    }
+
+    fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
+        widen(old, self, out);
+    }
+}
+
+/// Each widening from `old` to `new`, as `key: what changed`.
+fn widen(old: Option<&ProcessGrant>, new: &ProcessGrant, out: &mut Vec<String>) {
+    let Some(old) = old else {
+        out.push(format!(
+            "capabilities.process: added: may run {}",
+            new.programs
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        return;
+    };
+    added(
+        "capabilities.process.programs",
+        "program",
+        &old.programs,
+        &new.programs,
+        out,
+    );
+    added(
+        "capabilities.process.env",
+        "env key",
+        &old.env,
+        &new.env,
+        out,
+    );
+    if new.network && !old.network {
+        out.push("capabilities.process.network: turned on".into());
+    }
+    if old.read_only && !new.read_only {
+        out.push("capabilities.process.read_only: turned off (may now write)".into());
+    }
 }
 
 impl ProcessGrant {

@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use crate::capability::Section;
+use crate::manifest::Capabilities;
 
 /// Secret name globs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -11,6 +13,35 @@ use super::ManifestError;
 pub struct SecretsGrant {
     /// Globs over secret names (`github_*`).
     pub names: Vec<String>,
+}
+
+impl Section for SecretsGrant {
+    const NAME: &'static str = "secrets";
+    const IMPORTS: &'static [&'static str] = &["chitin:host/secrets"];
+
+    fn check(&self, _all: &Capabilities) -> Result<(), ManifestError> {
+        self.validate()
+    }
+
+    fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
+        widen(old, self, out);
+    }
+}
+
+/// Each widening from `old` to `new`, as `key: what changed`.
+fn widen(old: Option<&SecretsGrant>, new: &SecretsGrant, out: &mut Vec<String>) {
+    let names = old.map(|g| g.names.as_slice()).unwrap_or_default();
+    // A plain name an old glob already matched is no wider; any other new glob is.
+    let globs = old.and_then(|g| g.glob_set().ok());
+    for name in &new.names {
+        let plain = !name.contains(['*', '?', '[', '{']);
+        let matched = plain && globs.as_ref().is_some_and(|g| g.is_match(name));
+        if !names.contains(name) && !matched {
+            out.push(format!(
+                "capabilities.secrets.names: adds secret glob `{name}`"
+            ));
+        }
+    }
 }
 
 impl SecretsGrant {
