@@ -5,7 +5,7 @@
 
 use tokio::sync::mpsc;
 
-use crate::caps::log::LogEntry;
+use crate::call_log::LogEntry;
 
 /// Reports a call may have queued for forwarding before further ones are dropped.
 pub const EVENT_BACKLOG: usize = 256;

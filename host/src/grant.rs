@@ -5,44 +5,17 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chitin_registry::manifest::{
-    ApprovalHint, ClientMethod, CredentialMapping, LimitRequest, Manifest,
-};
+use chitin_registry::manifest::{ApprovalHint, LimitRequest, Manifest};
 
-use crate::caps::env::{self, EnvConfig};
-use crate::caps::files::{self, FilesConfig};
-use crate::caps::http::{self, HttpConfig, credentials};
-use crate::caps::kv::{self, KvConfig};
-use crate::caps::process::{self, ProcessConfig};
-use crate::caps::secrets::{self, SecretsConfig};
+pub use crate::capability::Cut;
+use crate::capability::{CapabilityError, Load};
+use crate::caps::Granted;
 use crate::limits::{LimitCeiling, Limits, PolicyLimits};
 use crate::policy::Policy;
 use crate::services::Services;
 
-/// A grant could not be resolved.
-#[derive(Debug, thiserror::Error)]
-pub enum GrantError {
-    /// A granted workspace path cannot be used.
-    #[error("files grant `{path}`: {reason}")]
-    Files {
-        /// The path as the manifest names it.
-        path: String,
-        /// Why it cannot be granted.
-        reason: String,
-    },
-    /// The key-value store cannot be opened.
-    #[error("kv grant: {0}")]
-    Kv(String),
-    /// The secrets grant cannot be resolved (a glob does not parse, the store cannot be opened).
-    #[error("secrets grant: {0}")]
-    Secrets(String),
-    /// The HTTP grant cannot be resolved (a CA file of the policy cannot be read).
-    #[error("http grant: policy http.ca_files: {0}")]
-    Http(#[from] http::tls::TlsError),
-    /// The process grant cannot be resolved (a program is missing, the workspace too wide).
-    #[error(transparent)]
-    Process(#[from] process::GrantError),
-}
+/// A grant could not be resolved: the capability's own error.
+pub type GrantError = CapabilityError;
 
 /// What one component may use.
 #[derive(Debug, Clone)]
@@ -56,24 +29,8 @@ pub struct Grant {
     pub approvals: BTreeMap<String, ApprovalHint>,
     /// What the policy cut from the manifest's request, and why.
     pub cuts: Vec<Cut>,
-    /// Workspace directories.
-    pub files: FilesConfig,
-    /// Environment variables.
-    pub env: EnvConfig,
-    /// Key-value buckets.
-    pub kv: KvConfig,
-    /// Programs it may run, resolved and confined.
-    pub process: Option<Arc<ProcessConfig>>,
-    /// Tools it may invoke: alias → tool name.
-    pub invoke: Arc<BTreeMap<String, String>>,
-    /// What it may ask the calling MCP client.
-    pub client: Arc<[ClientMethod]>,
-    /// Secret names it may ask about, and the store.
-    pub secrets: SecretsConfig,
-    /// Secrets the host injects into its HTTP requests; each names a granted secret.
-    pub credentials: Arc<[CredentialMapping]>,
-    /// Outbound HTTP: allowlist, rate limits, address rules, TLS roots.
-    pub http: Option<Arc<HttpConfig>>,
+    /// Each capability's resolved grant.
+    pub capabilities: Granted,
     /// Digest of the policy values that shaped this grant (see [`policy_shape`]).
     pub policy_shape: String,
 }
@@ -86,15 +43,7 @@ impl Grant {
             limits: policy.limits.default,
             approvals: BTreeMap::new(),
             cuts: Vec::new(),
-            files: FilesConfig::default(),
-            env: EnvConfig::default(),
-            kv: KvConfig::default(),
-            process: None,
-            invoke: Arc::default(),
-            client: Arc::new([]),
-            secrets: SecretsConfig::default(),
-            credentials: Arc::new([]),
-            http: None,
+            capabilities: Granted::default(),
             policy_shape: policy_shape(policy),
         }
     }
@@ -119,15 +68,17 @@ impl Grant {
             })
             .collect();
         cuts.extend(limit_cuts(&manifest.limits, &policy.limits.ceiling));
-        let secrets = secrets::configure(caps.secrets.as_ref(), services)?;
-        let (credentials, credential_cuts) = credentials::configure(caps.http.as_ref(), &secrets);
-        cuts.extend(credential_cuts);
-        let http = http::configure(caps.http.as_ref(), credentials.clone(), policy)?;
+        let id = manifest.id();
+        let load = Load {
+            id: &id,
+            policy,
+            services,
+            granted: caps,
+        };
+        let capabilities = Granted::resolve(&load, &mut cuts)?;
         Ok(Self {
             policy_shape: policy_shape(policy),
-            http,
-            secrets,
-            credentials,
+            capabilities,
             cuts,
             limits: clamp(&manifest.limits, &policy.limits),
             approvals: manifest
@@ -135,26 +86,6 @@ impl Grant {
                 .iter()
                 .map(|(name, hints)| (name.clone(), hints.approval))
                 .collect(),
-            files: files::configure(caps.files.as_ref(), services)?,
-            env: env::configure(caps.env.as_ref()),
-            kv: kv::configure(
-                caps.kv.as_ref(),
-                &manifest.id(),
-                policy.kv_quota_ceiling(),
-                services,
-            )?,
-            process: process::configure(caps.process.as_ref(), policy, services)?,
-            invoke: Arc::new(
-                caps.invoke
-                    .as_ref()
-                    .map(|i| i.tools.clone())
-                    .unwrap_or_default(),
-            ),
-            client: caps
-                .client
-                .as_ref()
-                .map(|c| c.methods.iter().copied().collect::<Arc<[ClientMethod]>>())
-                .unwrap_or_else(|| Arc::new([])),
             manifest: Some(Arc::new(manifest)),
         })
     }
@@ -202,15 +133,6 @@ pub fn policy_shape(policy: &Policy) -> String {
         policy.kv
     );
     blake3::hash(shape.as_bytes()).to_hex().to_string()
-}
-
-/// Something the manifest asked for that the policy cut.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cut {
-    /// The manifest key (`capabilities.env`, `limits.memory_bytes`).
-    pub what: String,
-    /// Why it was cut.
-    pub reason: String,
 }
 
 /// A cut for each requested limit above the policy's ceiling.

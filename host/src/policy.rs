@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use chitin_registry::capability;
 use chitin_registry::manifest::http::HostPattern;
 use chitin_registry::manifest::{ApprovalHint, Capabilities};
 use ipnet::IpNet;
@@ -28,11 +29,6 @@ pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.toml");
 
 /// The namespace of first-party components: the only one that may carry protected tool names.
 pub const FIRST_PARTY: &str = "chitin";
-
-/// Every capability a manifest can ask for, by its manifest section name.
-pub const CAPABILITIES: [&str; 8] = [
-    "files", "kv", "http", "secrets", "process", "env", "invoke", "client",
-];
 
 /// The operator's policy.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -301,11 +297,11 @@ impl Policy {
             .capabilities
             .allow
             .iter()
-            .find(|c| !CAPABILITIES.contains(&c.as_str()))
+            .find(|c| capability::section(c).is_none())
         {
             return Err(format!(
                 "capabilities.allow: unknown capability `{c}` (known: {})",
-                CAPABILITIES.join(", ")
+                capability::names().collect::<Vec<_>>().join(", ")
             ));
         }
         let lists = [
@@ -447,36 +443,11 @@ impl Policy {
     pub fn intersect(&self, asked: &Capabilities) -> (Capabilities, Vec<&'static str>) {
         let mut granted = asked.clone();
         let mut cut = Vec::new();
-        let mut check = |name: &'static str, present: bool| {
-            let keep = !present || self.allows_capability(name);
-            if !keep {
-                cut.push(name);
+        for section in capability::SECTIONS {
+            if (section.present)(asked) && !self.allows_capability(section.name) {
+                (section.remove)(&mut granted);
+                cut.push(section.name);
             }
-            keep
-        };
-        if !check("files", asked.files.is_some()) {
-            granted.files = None;
-        }
-        if !check("kv", asked.kv.is_some()) {
-            granted.kv = None;
-        }
-        if !check("http", asked.http.is_some()) {
-            granted.http = None;
-        }
-        if !check("secrets", asked.secrets.is_some()) {
-            granted.secrets = None;
-        }
-        if !check("process", asked.process.is_some()) {
-            granted.process = None;
-        }
-        if !check("env", asked.env.is_some()) {
-            granted.env = None;
-        }
-        if !check("invoke", asked.invoke.is_some()) {
-            granted.invoke = None;
-        }
-        if !check("client", asked.client.is_some()) {
-            granted.client = None;
         }
         (granted, cut)
     }

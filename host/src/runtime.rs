@@ -711,12 +711,12 @@ impl Runtime {
         let state = match HostState::new(&env) {
             Ok(mut state) => {
                 state.approval.set_call(&tool.spec.name, args_json);
-                state.http.call().set_tool(&tool.spec.name);
+                state.caps.http.call().set_tool(&tool.spec.name);
                 state
             }
             Err(e) => return CallReport::refused(ToolError::HostFault(e.to_string())),
         };
-        let http_call = state.http.call().clone();
+        let http_call = state.caps.http.call().clone();
         let faults = state.faults.clone();
         let report = match (&component.entry, typed) {
             (_, Some((pre, func, params))) => {

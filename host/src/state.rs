@@ -6,17 +6,13 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::approval::CallContext;
+use crate::call::Call;
+use crate::call_log::SharedLog;
 use crate::caps::approval::ApprovalCtx;
-use crate::caps::client::ClientCtx;
-use crate::caps::http::HttpCtx;
-use crate::caps::http::outgoing::HttpCall;
-use crate::caps::invoke::{InvokeCtx, InvokeScope};
-use crate::caps::kv::KvCtx;
-use crate::caps::log::{LogCtx, SharedLog};
-use crate::caps::process::ProcessCtx;
+use crate::caps::invoke::InvokeScope;
+use crate::caps::log::LogCtx;
 use crate::caps::progress::ProgressCtx;
-use crate::caps::secrets::SecretsCtx;
-use crate::caps::wasi;
+use crate::caps::{CallStore, Contexts, wasi};
 use crate::fault::Faults;
 use crate::grant::Grant;
 use crate::leak::LeakScanner;
@@ -42,15 +38,11 @@ pub struct HostState {
     pub(crate) table: ResourceTable,
     pub(crate) wasi: WasiCtx,
     pub(crate) log: LogCtx,
-    pub(crate) process: ProcessCtx,
     pub(crate) approval: ApprovalCtx,
-    pub(crate) client: ClientCtx,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) progress: ProgressCtx,
-    pub(crate) kv: KvCtx,
-    pub(crate) invoke: InvokeCtx,
-    pub(crate) secrets: SecretsCtx,
-    pub(crate) http: HttpCtx,
+    /// The granted capabilities' contexts (see `caps::capability_table!`).
+    pub(crate) caps: Contexts,
     /// The host faults the call's capabilities met.
     pub(crate) faults: Faults,
 }
@@ -64,70 +56,68 @@ impl HostState {
     /// State for one call under the grant in `env`.
     pub fn new(env: &CallEnv<'_>) -> Result<Self, StateError> {
         let limits = &env.grant.limits;
+        let granted = &env.grant.capabilities;
         let faults = Faults::default();
         let log = SharedLog::new(limits.log_entries, limits.log_entry_bytes);
         // The values of the secrets this call could reach: looked for in its requests before
         // credentials are injected, and redacted from what it returns.
-        let reachable = env
-            .grant
-            .secrets
-            .reachable()
-            .map_err(std::io::Error::other)?;
+        let reachable = granted.secrets.reachable().map_err(std::io::Error::other)?;
         let scanner = Arc::new(LeakScanner::new(
             reachable
                 .iter()
                 .map(|(name, value)| (name.as_str(), value.as_str())),
         ));
-        let http = HttpCtx::new(Arc::new(HttpCall::new(
-            env.grant.http.clone(),
-            env.services.clone(),
-            scanner.clone(),
-            env.ctx.user.clone(),
-            std::time::Instant::now() + limits.timeout(),
-            log.clone(),
-            faults.clone(),
-        )));
+        let call = Call {
+            services: env.services,
+            context: env.ctx,
+            invoke: env.invoke,
+            log: &log,
+            scanner: &scanner,
+            faults: &faults,
+            deadline: std::time::Instant::now() + limits.timeout(),
+        };
+        let caps = granted.contexts(&call);
+        let mut wasi = wasi::builder(&log);
+        granted.wasi(&mut wasi)?;
         Ok(Self {
-            http,
+            caps,
             table: ResourceTable::new(),
-            wasi: wasi::ctx(&log, env.grant)?,
-            log: LogCtx {
-                log,
-                events: env.ctx.events.clone(),
-                scanner: scanner.clone(),
-            },
-            process: ProcessCtx {
-                config: env.grant.process.clone(),
-                events: env.ctx.events.clone(),
-                scratch: None,
-            },
+            wasi: wasi.build(),
             approval: ApprovalCtx::new(
                 env.ctx.approver.clone(),
                 scanner.clone(),
                 env.grant.id().unwrap_or_else(|| "(no manifest)".into()),
-            ),
-            client: ClientCtx::new(
-                env.ctx.client.clone(),
-                env.grant.client.clone(),
-                scanner.clone(),
             ),
             limiter: MemoryLimiter::new(limits.memory_bytes),
             progress: ProgressCtx {
                 events: env.ctx.events.clone(),
                 scanner: scanner.clone(),
             },
-            kv: KvCtx::new(&env.grant.kv, faults.clone()),
-            invoke: InvokeCtx {
-                aliases: env.grant.invoke.clone(),
-                scope: env.invoke.cloned(),
-                faults: faults.clone(),
-            },
-            secrets: SecretsCtx {
-                config: env.grant.secrets.clone(),
-                faults: faults.clone(),
+            log: LogCtx {
+                log,
+                events: env.ctx.events.clone(),
+                scanner,
             },
             faults,
         })
+    }
+}
+
+impl CallStore for HostState {
+    fn contexts(&mut self) -> (&mut Contexts, &mut ResourceTable) {
+        (&mut self.caps, &mut self.table)
+    }
+
+    fn log(&mut self) -> &mut LogCtx {
+        &mut self.log
+    }
+
+    fn progress(&mut self) -> &mut ProgressCtx {
+        &mut self.progress
+    }
+
+    fn approval(&mut self) -> &mut ApprovalCtx {
+        &mut self.approval
     }
 }
 

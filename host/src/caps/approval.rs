@@ -11,7 +11,6 @@ use wasmtime::component::{HasData, Linker};
 use crate::approval::{ApprovalRequest, Approver, Decision};
 use crate::leak::LeakScanner;
 use crate::limits::floor_char_boundary_len;
-use crate::state::HostState;
 
 /// Requests one call may make; more are refused without asking, so a component cannot flood a
 /// person with prompts.
@@ -97,9 +96,13 @@ impl HasData for Approval {
     type Data<'a> = &'a mut ApprovalCtx;
 }
 
-/// Link `chitin:host/approval`.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    bindings::chitin::host::approval::add_to_linker::<HostState, Approval>(linker, |s| {
-        &mut s.approval
-    })
+/// The interface prefix this module links.
+pub const LINKS: &[&str] = &["chitin:host/approval@"];
+
+/// Link `chitin:host/approval`; `get` finds the call's [`ApprovalCtx`] in the store state.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> &mut ApprovalCtx,
+) -> wasmtime::Result<()> {
+    bindings::chitin::host::approval::add_to_linker::<T, Approval>(linker, get)
 }

@@ -9,9 +9,12 @@ use std::sync::Arc;
 use serde_json::Value;
 use wasmtime::component::{HasData, Linker};
 
+use chitin_registry::manifest::ClientGrant;
+
+use crate::call::Call;
+use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::client::{ClientAsker, ClientMethod, ClientQuestion};
 use crate::leak::LeakScanner;
-use crate::state::HostState;
 
 /// `ask` calls one call may make; more are refused without asking.
 pub const MAX_ASKS_PER_CALL: u32 = 8;
@@ -172,16 +175,43 @@ impl bindings::chitin::host::client::Host for &mut ClientCtx {
     }
 }
 
-/// `HasData` marker for the client capability.
+/// The client capability (and its `HasData` marker).
 pub struct Client;
 
 impl HasData for Client {
     type Data<'a> = &'a mut ClientCtx;
 }
 
-/// Link `chitin:host/client`.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    bindings::chitin::host::client::add_to_linker::<HostState, Client>(linker, |s| &mut s.client)
+impl Capability for Client {
+    type Section = ClientGrant;
+    type Config = Arc<[ClientMethod]>;
+    type Ctx = ClientCtx;
+    const LINKS: &'static [&'static str] = &["chitin:host/client@"];
+
+    fn configure(
+        section: Option<&ClientGrant>,
+        _load: &Load<'_>,
+        _cuts: &mut Vec<Cut>,
+    ) -> Result<Self::Config, CapabilityError> {
+        Ok(section
+            .map(|c| c.methods.iter().copied().collect())
+            .unwrap_or_default())
+    }
+
+    fn ctx(config: &Self::Config, call: &Call<'_>) -> ClientCtx {
+        ClientCtx::new(
+            call.context.client.clone(),
+            config.clone(),
+            call.scanner.clone(),
+        )
+    }
+
+    fn add_to_linker<T: Holds<Self>>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        fn get<T: Holds<Client>>(state: &mut T) -> &mut ClientCtx {
+            state.parts().0
+        }
+        bindings::chitin::host::client::add_to_linker::<T, Client>(linker, get)
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,41 @@
 //! the host's values read once at load. Nothing else of the host's environment is visible.
 
 use chitin_registry::manifest::EnvGrant;
+use wasmtime::component::Linker;
+use wasmtime_wasi::WasiCtxBuilder;
+
+use crate::call::Call;
+use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
+
+/// The env capability: `wasi:cli/environment` is linked for every component by the WASI base
+/// (`caps::wasi`), empty unless this grant names keys.
+pub struct Env;
+
+impl Capability for Env {
+    type Section = EnvGrant;
+    type Config = EnvConfig;
+    type Ctx = ();
+    const LINKS: &'static [&'static str] = &[];
+
+    fn configure(
+        section: Option<&EnvGrant>,
+        _load: &Load<'_>,
+        _cuts: &mut Vec<Cut>,
+    ) -> Result<EnvConfig, CapabilityError> {
+        Ok(configure(section))
+    }
+
+    fn ctx(_config: &EnvConfig, _call: &Call<'_>) {}
+
+    fn wasi(config: &EnvConfig, builder: &mut WasiCtxBuilder) -> std::io::Result<()> {
+        builder.envs(&config.vars);
+        Ok(())
+    }
+
+    fn add_to_linker<T: Holds<Self>>(_linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
 
 /// The variables a component sees, in the order its manifest names them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

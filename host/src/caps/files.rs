@@ -5,9 +5,11 @@
 use std::path::PathBuf;
 
 use chitin_registry::manifest::{FileAccess, FilesGrant};
+use wasmtime::component::Linker;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-use crate::grant::GrantError;
+use crate::call::Call;
+use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::services::Services;
 
 /// Where the workspace root appears inside a component.
@@ -31,19 +33,58 @@ pub struct Preopen {
     pub access: FileAccess,
 }
 
+/// The files capability: `wasi:filesystem` is linked for every component by the WASI base
+/// (`caps::wasi`); this grant decides the preopens.
+pub struct Files;
+
+impl Capability for Files {
+    type Section = FilesGrant;
+    type Config = FilesConfig;
+    type Ctx = ();
+    const LINKS: &'static [&'static str] = &[];
+
+    fn configure(
+        section: Option<&FilesGrant>,
+        load: &Load<'_>,
+        _cuts: &mut Vec<Cut>,
+    ) -> Result<FilesConfig, CapabilityError> {
+        configure(section, load.services).map_err(CapabilityError::new::<Self>)
+    }
+
+    fn ctx(_config: &FilesConfig, _call: &Call<'_>) {}
+
+    fn wasi(config: &FilesConfig, builder: &mut WasiCtxBuilder) -> std::io::Result<()> {
+        apply(config, builder)
+    }
+
+    fn add_to_linker<T: Holds<Self>>(_linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
+
+/// A granted workspace path cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("files grant `{path}`: {reason}")]
+pub struct FilesError {
+    /// The path as the manifest names it.
+    pub path: String,
+    /// Why it cannot be granted.
+    pub reason: String,
+}
+
 /// Resolve a files grant against the workspace. Each granted path must exist, be a directory,
 /// and stay inside the workspace once symlinks are resolved.
 pub fn configure(
     grant: Option<&FilesGrant>,
     services: &Services,
-) -> Result<FilesConfig, GrantError> {
+) -> Result<FilesConfig, FilesError> {
     let Some(grant) = grant else {
         return Ok(FilesConfig::default());
     };
     let root = services.workspace();
     let mut preopens = Vec::with_capacity(grant.paths.len());
     for path_grant in &grant.paths {
-        let refuse = |reason: String| GrantError::Files {
+        let refuse = |reason: String| FilesError {
             path: path_grant.path.clone(),
             reason,
         };

@@ -6,19 +6,16 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::approval::CallContext;
-use crate::error::ToolError;
-use crate::fault::Faults;
-use crate::state::HostState;
+use chitin_registry::manifest::InvokeGrant;
 
-/// Deepest chain of invocations below a top-level call.
-pub const MAX_DEPTH: usize = 4;
-/// Most invocations in one top-level call, over the whole chain.
-pub const MAX_CALLS: u32 = 20;
+use crate::call::Call;
+pub use crate::call::{InvokeFuture, InvokeScope, Invoker, MAX_CALLS, MAX_DEPTH};
+use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
+use crate::fault::Faults;
+use crate::tool_error::ToolError;
 
 /// Host bindings of `chitin:host/invoke`.
 mod bindings {
@@ -31,74 +28,6 @@ mod bindings {
 }
 
 use bindings::chitin::host::invoke::InvokeError;
-
-/// A boxed future of an invoked call's result.
-pub type InvokeFuture = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<String, ToolError>> + Send + 'static>,
->;
-
-/// Runs an invoked tool: implemented by the host, which knows the loaded tools.
-pub trait Invoker: Send + Sync {
-    /// Call `tool` with `args_json` as one link of `scope`'s chain; its result text.
-    fn invoke(self: Arc<Self>, tool: String, args_json: String, scope: InvokeScope)
-    -> InvokeFuture;
-}
-
-/// Where a call sits in a chain of invocations, and where its own invocations go.
-#[derive(Clone)]
-pub struct InvokeScope {
-    /// Runs the tools invoked.
-    pub invoker: Arc<dyn Invoker>,
-    /// The tools from the top-level call down to this one.
-    pub chain: Vec<String>,
-    /// Invocations made so far in the whole chain.
-    pub count: Arc<AtomicU32>,
-    /// The caller and their approver, passed down the chain.
-    pub ctx: CallContext,
-}
-
-impl InvokeScope {
-    /// The scope of a top-level call to `tool`.
-    pub fn root(invoker: Arc<dyn Invoker>, tool: &str, ctx: &CallContext) -> Self {
-        Self {
-            invoker,
-            chain: vec![tool.to_owned()],
-            count: Arc::new(AtomicU32::new(0)),
-            ctx: ctx.clone(),
-        }
-    }
-
-    /// The scope of a call to `tool` made from this one, or why it is refused.
-    fn child(&self, tool: &str) -> Result<Self, String> {
-        let mut chain = self.chain.clone();
-        chain.push(tool.to_owned());
-        let shown = chain.join(" → ");
-        if chain.len() > MAX_DEPTH + 1 {
-            let looped = chain
-                .iter()
-                .enumerate()
-                .any(|(i, t)| chain[..i].contains(t));
-            let why = if looped {
-                " (the chain is a loop: a tool calls itself through it)"
-            } else {
-                ""
-            };
-            return Err(format!(
-                "invocation depth cap of {MAX_DEPTH} reached: {shown}{why}"
-            ));
-        }
-        let made = self.count.fetch_add(1, Ordering::SeqCst);
-        if made >= MAX_CALLS {
-            return Err(format!(
-                "invocation cap of {MAX_CALLS} calls per top-level call reached at {shown}"
-            ));
-        }
-        Ok(Self {
-            chain,
-            ..self.clone()
-        })
-    }
-}
 
 /// The per-call state of the invoke capability.
 #[derive(Default)]
@@ -165,14 +94,41 @@ impl bindings::chitin::host::invoke::Host for &mut InvokeCtx {
     }
 }
 
-/// `HasData` marker for the invoke capability.
+/// The invoke capability (and its `HasData` marker).
 pub struct Invoke;
 
 impl HasData for Invoke {
     type Data<'a> = &'a mut InvokeCtx;
 }
 
-/// Link `chitin:host/invoke`.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    bindings::chitin::host::invoke::add_to_linker::<HostState, Invoke>(linker, |s| &mut s.invoke)
+impl Capability for Invoke {
+    type Section = InvokeGrant;
+    type Config = Arc<BTreeMap<String, String>>;
+    type Ctx = InvokeCtx;
+    const LINKS: &'static [&'static str] = &["chitin:host/invoke@"];
+
+    fn configure(
+        section: Option<&InvokeGrant>,
+        _load: &Load<'_>,
+        _cuts: &mut Vec<Cut>,
+    ) -> Result<Self::Config, CapabilityError> {
+        Ok(Arc::new(
+            section.map(|i| i.tools.clone()).unwrap_or_default(),
+        ))
+    }
+
+    fn ctx(config: &Self::Config, call: &Call<'_>) -> InvokeCtx {
+        InvokeCtx {
+            aliases: config.clone(),
+            scope: call.invoke.cloned(),
+            faults: call.faults.clone(),
+        }
+    }
+
+    fn add_to_linker<T: Holds<Self>>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        fn get<T: Holds<Invoke>>(state: &mut T) -> &mut InvokeCtx {
+            state.parts().0
+        }
+        bindings::chitin::host::invoke::add_to_linker::<T, Invoke>(linker, get)
+    }
 }

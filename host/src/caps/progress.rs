@@ -9,7 +9,6 @@ use wasmtime::component::{HasData, Linker};
 use crate::bindings::chitin::host::progress::Host;
 use crate::events::{CallEvent, CallEvents};
 use crate::leak::LeakScanner;
-use crate::state::HostState;
 
 /// Longest progress message forwarded, in bytes; longer ones are cut.
 const MAX_MESSAGE_BYTES: usize = 1024;
@@ -50,9 +49,13 @@ impl HasData for Progress {
     type Data<'a> = &'a mut ProgressCtx;
 }
 
-/// Link `chitin:host/progress`.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    crate::bindings::chitin::host::progress::add_to_linker::<HostState, Progress>(linker, |s| {
-        &mut s.progress
-    })
+/// The interface prefix this module links.
+pub const LINKS: &[&str] = &["chitin:host/progress@"];
+
+/// Link `chitin:host/progress`; `get` finds the call's [`ProgressCtx`] in the store state.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> &mut ProgressCtx,
+) -> wasmtime::Result<()> {
+    crate::bindings::chitin::host::progress::add_to_linker::<T, Progress>(linker, get)
 }

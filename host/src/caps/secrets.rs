@@ -13,11 +13,11 @@ use globset::GlobSet;
 use wasmtime::component::{HasData, Linker};
 use zeroize::Zeroizing;
 
+use crate::call::Call;
+use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::fault::Faults;
-use crate::grant::GrantError;
 use crate::secrets::{SecretError, SecretStore, validate_name};
 use crate::services::Services;
-use crate::state::HostState;
 
 /// Host bindings of `chitin:host/secrets`.
 mod bindings {
@@ -48,27 +48,32 @@ impl fmt::Debug for SecretsConfig {
     }
 }
 
+/// The secrets grant cannot be resolved (a glob does not parse, the store cannot be opened).
+#[derive(Debug, thiserror::Error)]
+#[error("secrets grant: {0}")]
+pub struct SecretsGrantError(String);
+
 /// Compile secret-name globs (`github_*`); the error names the glob that does not parse.
-pub fn compile_globs(globs: &[String]) -> Result<GlobSet, GrantError> {
+pub fn compile_globs(globs: &[String]) -> Result<GlobSet, SecretsGrantError> {
     SecretsGrant {
         names: globs.to_vec(),
     }
     .glob_set()
-    .map_err(|e| GrantError::Secrets(e.to_string()))
+    .map_err(|e| SecretsGrantError(e.to_string()))
 }
 
 /// Resolve a secrets grant, opening the shared store when any name is granted.
 pub fn configure(
     grant: Option<&SecretsGrant>,
     services: &Services,
-) -> Result<SecretsConfig, GrantError> {
+) -> Result<SecretsConfig, SecretsGrantError> {
     let Some(grant) = grant.filter(|g| !g.names.is_empty()) else {
         return Ok(SecretsConfig::default());
     };
     let set = compile_globs(&grant.names)?;
     let store = services
         .secrets()
-        .map_err(|e| GrantError::Secrets(e.to_string()))?;
+        .map_err(|e| SecretsGrantError(e.to_string()))?;
     Ok(SecretsConfig {
         globs: grant.names.clone(),
         set: Some(set),
@@ -78,7 +83,7 @@ pub fn configure(
 
 impl SecretsConfig {
     /// A config over `store` for names matching `globs` (tests and embedders).
-    pub fn new(globs: &[String], store: Arc<SecretStore>) -> Result<Self, GrantError> {
+    pub fn new(globs: &[String], store: Arc<SecretStore>) -> Result<Self, SecretsGrantError> {
         Ok(Self {
             globs: globs.to_vec(),
             set: Some(compile_globs(globs)?),
@@ -160,16 +165,40 @@ impl bindings::chitin::host::secrets::Host for &mut SecretsCtx {
     }
 }
 
-/// `HasData` marker for the secrets capability.
+/// The secrets capability (and its `HasData` marker).
 pub struct Secrets;
 
 impl HasData for Secrets {
     type Data<'a> = &'a mut SecretsCtx;
 }
 
-/// Link `chitin:host/secrets`.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    bindings::chitin::host::secrets::add_to_linker::<HostState, Secrets>(linker, |s| &mut s.secrets)
+impl Capability for Secrets {
+    type Section = SecretsGrant;
+    type Config = SecretsConfig;
+    type Ctx = SecretsCtx;
+    const LINKS: &'static [&'static str] = &["chitin:host/secrets@"];
+
+    fn configure(
+        section: Option<&SecretsGrant>,
+        load: &Load<'_>,
+        _cuts: &mut Vec<Cut>,
+    ) -> Result<SecretsConfig, CapabilityError> {
+        configure(section, load.services).map_err(CapabilityError::new::<Self>)
+    }
+
+    fn ctx(config: &SecretsConfig, call: &Call<'_>) -> SecretsCtx {
+        SecretsCtx {
+            config: config.clone(),
+            faults: call.faults.clone(),
+        }
+    }
+
+    fn add_to_linker<T: Holds<Self>>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        fn get<T: Holds<Secrets>>(state: &mut T) -> &mut SecretsCtx {
+            state.parts().0
+        }
+        bindings::chitin::host::secrets::add_to_linker::<T, Secrets>(linker, get)
+    }
 }
 
 #[cfg(test)]

@@ -402,7 +402,13 @@ pub(crate) async fn open_host_with(
             left.reason
         );
     }
-    crate::caps::process::announce(&host);
+    crate::caps::process::announce(
+        host.components()
+            .iter()
+            .filter_map(|c| c.grant.capabilities.process.as_deref()),
+        host.services(),
+        host.policy(),
+    );
     let stats = host.runtime().cache_stats();
     tracing::info!(
         components = host.components().len(),

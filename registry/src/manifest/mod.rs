@@ -12,6 +12,8 @@ pub mod files;
 pub mod http;
 pub mod invoke;
 pub mod kv;
+#[cfg(feature = "test-capability")]
+pub mod probe;
 pub mod process;
 pub mod secrets;
 pub mod tools;

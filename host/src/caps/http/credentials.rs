@@ -18,8 +18,9 @@ use http::uri::{PathAndQuery, Uri};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use zeroize::Zeroizing;
 
-use crate::caps::secrets::SecretsConfig;
-use crate::grant::Cut;
+use chitin_registry::manifest::SecretsGrant;
+
+use crate::capability::Cut;
 use crate::secrets::{SecretError, SecretStore};
 
 /// Bytes left as they are when a value goes into a URL: RFC 3986's unreserved characters.
@@ -64,19 +65,23 @@ pub struct Injected {
     pub secrets: Vec<String>,
 }
 
-/// The mappings of an HTTP grant whose secret the effective secrets grant covers; the others
-/// are cut (the manifest itself must cover them, so only a policy cut leaves one uncovered).
+/// The mappings of an HTTP grant whose secret the effective secrets grant (`secrets`, after the
+/// policy) covers; each other is recorded in `cuts` (the manifest itself must cover them, so
+/// only a policy cut leaves one uncovered).
 pub fn configure(
     http: Option<&HttpGrant>,
-    secrets: &SecretsConfig,
-) -> (Arc<[CredentialMapping]>, Vec<Cut>) {
+    secrets: Option<&SecretsGrant>,
+    cuts: &mut Vec<Cut>,
+) -> Arc<[CredentialMapping]> {
     let Some(http) = http else {
-        return (Arc::new([]), Vec::new());
+        return Arc::new([]);
     };
+    // The manifest's globs were checked when it was parsed; one that no longer compiles covers
+    // nothing, so the mapping is cut.
+    let globs = secrets.and_then(|s| s.glob_set().ok());
     let mut kept = Vec::new();
-    let mut cuts = Vec::new();
     for (i, mapping) in http.credentials.iter().enumerate() {
-        if secrets.allows(&mapping.secret) {
+        if globs.as_ref().is_some_and(|g| g.is_match(&mapping.secret)) {
             kept.push(mapping.clone());
         } else {
             cuts.push(Cut {
@@ -89,7 +94,7 @@ pub fn configure(
             });
         }
     }
-    (kept.into(), cuts)
+    kept.into()
 }
 
 /// Where a mapping puts its value; two mappings with the same target compete.

@@ -17,14 +17,59 @@ use std::sync::Arc;
 
 use chitin_registry::manifest::CredentialMapping;
 use chitin_registry::manifest::HttpGrant;
-use wasmtime::component::Linker;
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime_wasi_http::p2::bindings::{LinkOptions, http as wit};
+use wasmtime_wasi_http::{WasiHttp, WasiHttpCtx, WasiHttpCtxView};
 
+use crate::call::Call;
+use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::policy::Policy;
-use crate::state::HostState;
 
-/// The interface prefix this module links.
-pub const LINKED_PACKAGE: &str = "wasi:http/";
+/// The outbound HTTP capability.
+pub struct Http;
+
+impl Capability for Http {
+    type Section = HttpGrant;
+    type Config = Option<Arc<HttpConfig>>;
+    type Ctx = HttpCtx;
+    const LINKS: &'static [&'static str] = &["wasi:http/"];
+
+    fn configure(
+        section: Option<&HttpGrant>,
+        load: &Load<'_>,
+        cuts: &mut Vec<Cut>,
+    ) -> Result<Self::Config, CapabilityError> {
+        let credentials = credentials::configure(section, load.granted.secrets.as_ref(), cuts);
+        configure(section, credentials, load.policy).map_err(CapabilityError::new::<Self>)
+    }
+
+    fn ctx(config: &Self::Config, call: &Call<'_>) -> HttpCtx {
+        HttpCtx::new(Arc::new(outgoing::HttpCall::new(
+            config.clone(),
+            call.services.clone(),
+            call.scanner.clone(),
+            call.context.user.clone(),
+            call.deadline,
+            call.log.clone(),
+            call.faults.clone(),
+        )))
+    }
+
+    /// Link `wasi:http/types` and `wasi:http/outgoing-handler` (async).
+    fn add_to_linker<T: Holds<Self>>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        fn view<T: Holds<Http>>(state: &mut T) -> WasiHttpCtxView<'_> {
+            let (ctx, table) = state.parts();
+            ctx.view(table)
+        }
+        wit::outgoing_handler::add_to_linker::<T, WasiHttp>(linker, view)?;
+        wit::types::add_to_linker::<T, WasiHttp>(linker, &LinkOptions::default().into(), view)
+    }
+}
+
+/// The HTTP grant cannot be resolved at load.
+#[derive(Debug, thiserror::Error)]
+#[error("http grant: policy http.ca_files: {0}")]
+pub struct HttpGrantError(#[from] tls::TlsError);
 
 /// A component's outbound HTTP grant, resolved against the policy.
 pub struct HttpConfig {
@@ -55,7 +100,7 @@ pub fn configure(
     grant: Option<&HttpGrant>,
     credentials: Arc<[CredentialMapping]>,
     policy: &Policy,
-) -> Result<Option<Arc<HttpConfig>>, tls::TlsError> {
+) -> Result<Option<Arc<HttpConfig>>, HttpGrantError> {
     let Some(grant) = grant else {
         return Ok(None);
     };
@@ -87,19 +132,14 @@ impl HttpCtx {
     pub fn call(&self) -> &Arc<outgoing::HttpCall> {
         &self.hooks.0
     }
-}
 
-impl WasiHttpView for HostState {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
+    /// What wasmtime-wasi-http's host functions see: the context, the hooks that enforce the
+    /// grant, and the call's resource table.
+    pub fn view<'a>(&'a mut self, table: &'a mut ResourceTable) -> WasiHttpCtxView<'a> {
         WasiHttpCtxView {
-            ctx: &mut self.http.ctx,
-            table: &mut self.table,
-            hooks: &mut self.http.hooks,
+            ctx: &mut self.ctx,
+            table,
+            hooks: &mut self.hooks,
         }
     }
-}
-
-/// Link `wasi:http/types` and `wasi:http/outgoing-handler` (async).
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
 }

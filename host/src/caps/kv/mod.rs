@@ -13,10 +13,10 @@ use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
 pub use store::{KvError, KvStore, Place};
 
+use crate::call::Call;
+use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::fault::Faults;
-use crate::grant::GrantError;
 use crate::services::Services;
-use crate::state::HostState;
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -34,8 +34,49 @@ mod bindings {
 
 use bindings::wasi::keyvalue::{atomics, batch, store as wit};
 
-/// The interface prefix this module links.
-pub const LINKED_PACKAGE: &str = "wasi:keyvalue/";
+/// The key-value capability.
+pub struct Kv;
+
+impl Capability for Kv {
+    type Section = KvGrant;
+    type Config = KvConfig;
+    type Ctx = KvCtx;
+    const LINKS: &'static [&'static str] = &["wasi:keyvalue/"];
+
+    fn configure(
+        section: Option<&KvGrant>,
+        load: &Load<'_>,
+        _cuts: &mut Vec<Cut>,
+    ) -> Result<KvConfig, CapabilityError> {
+        configure(
+            section,
+            load.id,
+            load.policy.kv_quota_ceiling(),
+            load.services,
+        )
+        .map_err(CapabilityError::new::<Self>)
+    }
+
+    fn ctx(config: &KvConfig, call: &Call<'_>) -> KvCtx {
+        KvCtx::new(config, call.faults.clone())
+    }
+
+    fn add_to_linker<T: Holds<Self>>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        fn view<T: Holds<Kv>>(state: &mut T) -> KvView<'_> {
+            let (ctx, table) = state.parts();
+            KvView { ctx, table }
+        }
+        wit::add_to_linker::<T, HasKv>(linker, view)?;
+        atomics::add_to_linker::<T, HasKv>(linker, view)?;
+        batch::add_to_linker::<T, HasKv>(linker, view)?;
+        Ok(())
+    }
+}
+
+/// The key-value store cannot be opened at load.
+#[derive(Debug, thiserror::Error)]
+#[error("kv grant: {0}")]
+pub struct KvGrantError(String);
 
 /// The resolved kv grant: the component's namespace and the buckets it may open.
 #[derive(Debug, Clone, Default)]
@@ -69,11 +110,11 @@ pub fn configure(
     id: &str,
     policy_max: u64,
     services: &Services,
-) -> Result<KvConfig, GrantError> {
+) -> Result<KvConfig, KvGrantError> {
     let Some(grant) = grant.filter(|g| !g.buckets.is_empty()) else {
         return Ok(KvConfig::default());
     };
-    let store = services.kv().map_err(|e| GrantError::Kv(e.to_string()))?;
+    let store = services.kv().map_err(|e| KvGrantError(e.to_string()))?;
     Ok(KvConfig {
         access: Some(Access {
             store,
@@ -116,21 +157,6 @@ struct HasKv;
 
 impl HasData for HasKv {
     type Data<'a> = KvView<'a>;
-}
-
-fn view(state: &mut HostState) -> KvView<'_> {
-    KvView {
-        ctx: &state.kv,
-        table: &mut state.table,
-    }
-}
-
-/// Link `wasi:keyvalue` store, atomics and batch.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    wit::add_to_linker::<HostState, HasKv>(linker, view)?;
-    atomics::add_to_linker::<HostState, HasKv>(linker, view)?;
-    batch::add_to_linker::<HostState, HasKv>(linker, view)?;
-    Ok(())
 }
 
 /// How a kv host function fails: a refusal the guest sees as `error::other`, or a trap (a bad

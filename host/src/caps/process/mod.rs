@@ -21,10 +21,11 @@ pub use chitin_registry::manifest::ProcessGrant;
 use tokio::sync::Semaphore;
 use wasmtime::component::{HasData, Linker};
 
+use crate::call::Call;
+use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::events::CallEvents;
 use crate::policy::Policy;
 use crate::services::Services;
-use crate::state::HostState;
 use confine::{Confinement, Plan, Rlimits, Support};
 
 /// Processes one host runs at once by default.
@@ -100,19 +101,20 @@ impl ProcessHost {
     }
 }
 
-/// Say at start how processes are confined, when a loaded component may run any: a warning
-/// where they cannot be confined (they are refused, or run unconfined by the policy's choice).
-pub fn announce(host: &crate::host::Host) {
-    let Some(config) = host
-        .components()
-        .iter()
-        .find_map(|c| c.grant.process.as_ref())
-    else {
+/// Say at start how processes are confined, when a loaded component may run any (`configs`:
+/// each loaded component's process grant): a warning where they cannot be confined (they are
+/// refused, or run unconfined by the policy's choice).
+pub fn announce<'a>(
+    mut configs: impl Iterator<Item = &'a ProcessConfig>,
+    services: &Services,
+    policy: &Policy,
+) {
+    let Some(config) = configs.next() else {
         return;
     };
     let banner = ProcessHost {
-        allow_unconfined: host.policy().allow_unconfined_processes,
-        ..host.services().process().clone()
+        allow_unconfined: policy.allow_unconfined_processes,
+        ..services.process().clone()
     }
     .banner();
     if config.is_confined() {
@@ -506,14 +508,39 @@ pub struct ProcessCtx {
 /// How often a running process is reported as progress.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
-/// `HasData` marker for the process capability.
+/// The process capability (and its `HasData` marker).
 pub struct Process;
 
 impl HasData for Process {
     type Data<'a> = &'a mut ProcessCtx;
 }
 
-/// Link `chitin:host/process`.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    bindings::chitin::host::process::add_to_linker::<HostState, Process>(linker, |s| &mut s.process)
+impl Capability for Process {
+    type Section = ProcessGrant;
+    type Config = Option<Arc<ProcessConfig>>;
+    type Ctx = ProcessCtx;
+    const LINKS: &'static [&'static str] = &["chitin:host/process@"];
+
+    fn configure(
+        section: Option<&ProcessGrant>,
+        load: &Load<'_>,
+        _cuts: &mut Vec<Cut>,
+    ) -> Result<Self::Config, CapabilityError> {
+        configure(section, load.policy, load.services).map_err(CapabilityError::new::<Self>)
+    }
+
+    fn ctx(config: &Self::Config, call: &Call<'_>) -> ProcessCtx {
+        ProcessCtx {
+            config: config.clone(),
+            events: call.context.events.clone(),
+            scratch: None,
+        }
+    }
+
+    fn add_to_linker<T: Holds<Self>>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        fn get<T: Holds<Process>>(state: &mut T) -> &mut ProcessCtx {
+            state.parts().0
+        }
+        bindings::chitin::host::process::add_to_linker::<T, Process>(linker, get)
+    }
 }

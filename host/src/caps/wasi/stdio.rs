@@ -13,7 +13,7 @@ use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
-use crate::caps::log::{LogSource, SharedLog};
+use crate::call_log::{LogSource, SharedLog};
 
 /// Largest write a guest is offered at once (matches wasmtime-wasi's own stdio streams).
 const WRITE_PERMIT: usize = 64 * 1024;

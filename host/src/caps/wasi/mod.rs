@@ -1,0 +1,86 @@
+//! The WASI base every component gets: clocks, random, stdio (captured into the call's log),
+//! environment (only granted keys), exit, and the filesystem interfaces with only the granted
+//! preopens — Rust's standard library imports those even when it never opens a file, and without
+//! a preopen they reach nothing. `wasi:sockets` is linked because every ordinary toolchain
+//! (componentize-py, jco, wasi-sdk) imports it, but deny-all whatever the grant: no address
+//! passes the socket check, TCP, UDP and name lookup are off. Outbound network goes through
+//! `wasi:http` and its grant only.
+
+use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
+use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, io, random, sockets};
+use wasmtime_wasi::random::WasiRandom;
+use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
+use wasmtime_wasi::{WasiCtxBuilder, WasiView};
+
+pub mod stdio;
+
+use crate::call_log::{LogSource, SharedLog};
+use stdio::CapturedOutput;
+
+/// The interface prefixes this module links, for explaining a component's unmet imports.
+pub const LINKS: &[&str] = &[
+    "wasi:io/",
+    "wasi:clocks/",
+    "wasi:random/",
+    "wasi:cli/",
+    "wasi:filesystem/",
+    "wasi:sockets/",
+];
+
+/// The per-call WASI context before the grant's contributions (the files capability's
+/// preopens, the env capability's variables): stdio into `log`, no args, no network.
+pub fn builder(log: &SharedLog) -> WasiCtxBuilder {
+    let mut builder = WasiCtxBuilder::new();
+    builder
+        .stdout(CapturedOutput::new(log.clone(), LogSource::Stdout))
+        .stderr(CapturedOutput::new(log.clone(), LogSource::Stderr))
+        // No grant opens raw sockets; set every switch even where wasmtime's default is off,
+        // so a change of default upstream cannot open them.
+        .socket_addr_check(|_, _| Box::pin(async { false }))
+        .allow_ip_name_lookup(false)
+        .allow_tcp(false)
+        .allow_udp(false);
+    builder
+}
+
+struct Io;
+
+impl HasData for Io {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+/// Link the WASI base (async flavour).
+pub fn add_to_linker<T: WasiView + 'static>(l: &mut Linker<T>) -> wasmtime::Result<()> {
+    io::error::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
+    io::poll::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
+    io::streams::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
+    clocks::wall_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
+    clocks::monotonic_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
+    random::random::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure_seed::add_to_linker::<T, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    cli::exit::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::environment::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_input::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_output::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    filesystem::preopens::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    let no_options = sockets::network::LinkOptions::default();
+    sockets::network::add_to_linker::<T, WasiSockets>(l, &no_options, T::sockets)?;
+    sockets::instance_network::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
+    sockets::tcp::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
+    sockets::tcp_create_socket::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
+    sockets::udp::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
+    sockets::udp_create_socket::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
+    sockets::ip_name_lookup::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
+    Ok(())
+}
