@@ -96,7 +96,7 @@ async fn run() {
         programs: vec!["/bin/sh".into()],
         ..ProcessGrant::default()
     };
-    let capability = ProcessConfig::resolve(&grant, services.process()).expect("grant");
+    let capability = ProcessConfig::resolve(&grant, &services.process()).expect("grant");
     assert!(
         capability.is_confined(),
         "Landlock is needed for a representative figure"

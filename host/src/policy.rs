@@ -17,8 +17,6 @@ use chitin_registry::manifest::{ApprovalHint, Capabilities};
 use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
 
-use crate::caps::http::address::AddressPolicy;
-use crate::caps::http::rate::RateLimits;
 use crate::limits::{MAX_MEMORY_BYTES, PolicyLimits};
 
 /// The policy schema version this host reads.
@@ -131,6 +129,27 @@ fn ip_nets<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<IpNet>, D::
                 })
         })
         .collect()
+}
+
+/// Requests allowed per sliding window (also the policy's `[http] rate_limit` ceiling, where a
+/// missing window takes the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimits {
+    /// Requests in any 60 seconds.
+    pub per_minute: u32,
+    /// Requests in any 3600 seconds.
+    pub per_hour: u32,
+}
+
+impl Default for RateLimits {
+    /// 60 per minute, 1000 per hour.
+    fn default() -> Self {
+        Self {
+            per_minute: 60,
+            per_hour: 1000,
+        }
+    }
 }
 
 /// Which capabilities may be granted.
@@ -416,11 +435,6 @@ impl Policy {
     /// Whether the capability `name` may be granted at all.
     pub fn allows_capability(&self, name: &str) -> bool {
         self.capabilities.allow.iter().any(|c| c == name)
-    }
-
-    /// The SSRF exceptions for outbound HTTP (`http.allow_addresses`).
-    pub fn address_policy(&self) -> AddressPolicy {
-        AddressPolicy::new(self.http.allow_addresses.clone())
     }
 
     /// Hosts that may be reached over plain HTTP (`http.plain_http_hosts`).

@@ -10,9 +10,9 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use crate::bindings::ToolComponentPre;
 use crate::bindings::chitin::tool::types::ToolError as WitToolError;
 use crate::caps::log::{LogRecord, LogSource};
-use crate::error::ToolError;
 use crate::limits::{Limits, MIB};
 use crate::state::HostState;
+use crate::tool_error::ToolError;
 
 /// Raised from the epoch callback when the wall-clock deadline has passed.
 #[derive(Debug, thiserror::Error)]

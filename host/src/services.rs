@@ -1,14 +1,16 @@
 //! What the host offers every capability: the operator's workspace, the data directory and the
 //! shared database. Built once per host; capabilities take what their grant allows from it.
+//! A capability's own host-wide service (the key-value store, the HTTP rate limiter, the process
+//! slots) is kept here by type ([`Services::shared`]) and started on first use, so this core
+//! never depends on a capability.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use chitin_registry::trust::TrustStore;
 
-use crate::caps::http::rate::RateLimiter;
-use crate::caps::kv::{KvError, KvStore};
-use crate::caps::process::ProcessHost;
 use crate::data_dir::DataDir;
 use crate::secrets::{SecretError, SecretStore};
 use crate::state_db::StateDb;
@@ -27,9 +29,9 @@ pub enum ServicesError {
     /// The workspace is a file, not a directory.
     #[error("workspace {0} is not a directory")]
     NotADirectory(PathBuf),
-    /// The key-value store could not be started.
+    /// A capability's service could not be started (the key-value store, say).
     #[error(transparent)]
-    Kv(#[from] KvError),
+    Service(Box<dyn std::error::Error + Send + Sync>),
     /// The secrets store cannot be opened (master key missing, exposed or not matching).
     #[error(transparent)]
     Secrets(#[from] SecretError),
@@ -40,11 +42,10 @@ pub struct Services {
     workspace: PathBuf,
     data_dir: DataDir,
     state: Arc<StateDb>,
-    kv: Mutex<Option<Arc<KvStore>>>,
     secrets: Mutex<Option<Arc<SecretStore>>>,
-    process: ProcessHost,
+    /// The capabilities' own services, by type.
+    started: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     trust: TrustStore,
-    http_rate: RateLimiter,
 }
 
 impl Services {
@@ -70,33 +71,36 @@ impl Services {
         if !canonical.is_dir() {
             return Err(ServicesError::NotADirectory(canonical));
         }
-        let process = ProcessHost::new(canonical.clone(), data_dir.root().to_owned());
         Ok(Self {
-            process,
             workspace: canonical,
             data_dir,
-            http_rate: RateLimiter::new(state.clone()),
             state,
-            kv: Mutex::new(None),
             secrets: Mutex::new(None),
+            started: Mutex::new(HashMap::new()),
             trust: TrustStore::empty(),
         })
     }
 
-    /// The outbound HTTP rate limiter, shared by every call of this host (limits are per user
-    /// and tool, across calls).
-    pub fn http_rate(&self) -> &RateLimiter {
-        &self.http_rate
+    /// The one service of type `S` of this host, started by `start` on first use and shared by
+    /// every call after.
+    pub fn shared<S: Send + Sync + 'static, E>(
+        &self,
+        start: impl FnOnce(&Self) -> Result<S, E>,
+    ) -> Result<Arc<S>, E> {
+        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(service) = started.get(&TypeId::of::<S>())
+            && let Ok(service) = service.clone().downcast::<S>()
+        {
+            return Ok(service);
+        }
+        let service = Arc::new(start(self)?);
+        started.insert(TypeId::of::<S>(), service.clone());
+        Ok(service)
     }
 
     /// The operator's workspace, canonical.
     pub fn workspace(&self) -> &Path {
         &self.workspace
-    }
-
-    /// What processes run with: confinement support, limits and the shared concurrency slots.
-    pub fn process(&self) -> &ProcessHost {
-        &self.process
     }
 
     /// These services with `trust` as the trust store (the default trusts no key, so no
@@ -120,17 +124,6 @@ impl Services {
     /// this data directory and opened per transaction, or PostgreSQL shared by replicas.
     pub fn state(&self) -> &Arc<StateDb> {
         &self.state
-    }
-
-    /// The key-value store over the state database, started on first use.
-    pub fn kv(&self) -> Result<Arc<KvStore>, ServicesError> {
-        let mut slot = self.kv.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(kv) = slot.as_ref() {
-            return Ok(kv.clone());
-        }
-        let kv = Arc::new(KvStore::new(self.state.clone())?);
-        *slot = Some(kv.clone());
-        Ok(kv)
     }
 
     /// The secrets store over the state database, opened on first use (creating the master key

@@ -12,7 +12,7 @@ use wasmtime::Engine;
 use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
 use wasmtime::component::{Component, ComponentExportIndex, Val};
 
-use crate::error::ToolError;
+use crate::tool_error::ToolError;
 pub use docs::Docs;
 
 /// A typed export chitin cannot serve, or a set of them whose tool names collide.

@@ -274,6 +274,14 @@ pub async fn resolve(
     policy.check_all(name, addrs)
 }
 
+/// The policy stays plain data; the HTTP capability reads its address rules from it.
+impl crate::policy::Policy {
+    /// The SSRF exceptions for outbound HTTP (`http.allow_addresses`).
+    pub fn address_policy(&self) -> AddressPolicy {
+        AddressPolicy::new(self.http.allow_addresses.clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,7 @@ use wasmtime_wasi_http::{RequestOptions, WasiHttpHooks};
 
 use super::HttpConfig;
 use super::error::HttpRefusal;
-use crate::caps::log::{LogLevel, LogSource, SharedLog};
+use crate::call_log::{LogLevel, LogSource, SharedLog};
 use crate::fault::Faults;
 use crate::leak::LeakScanner;
 use crate::services::Services;

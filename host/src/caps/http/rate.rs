@@ -7,38 +7,20 @@
 //! limit of timestamps, and keys idle for an hour are dropped. When the database cannot be
 //! reached the request is refused, never sent unlimited.
 
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chitin_registry::manifest::http::RateLimitRequest;
-use serde::Deserialize;
 
 use super::error::HttpRefusal;
+use crate::services::Services;
 use crate::state_db::{StateDb, StateError};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
 
-/// Requests allowed per sliding window (also the policy's `[http] rate_limit` ceiling, where a
-/// missing window takes the default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RateLimits {
-    /// Requests in any 60 seconds.
-    pub per_minute: u32,
-    /// Requests in any 3600 seconds.
-    pub per_hour: u32,
-}
-
-impl Default for RateLimits {
-    /// 60 per minute, 1000 per hour.
-    fn default() -> Self {
-        Self {
-            per_minute: 60,
-            per_hour: 1000,
-        }
-    }
-}
+pub use crate::policy::RateLimits;
 
 impl RateLimits {
     /// What a manifest asked for, each window clamped to the policy's ceiling; a window it did
@@ -58,6 +40,19 @@ pub struct RateLimiter {
     db: Arc<StateDb>,
     /// When this process last dropped idle keys, in ms since the epoch.
     last_sweep: Mutex<Option<u64>>,
+}
+
+/// The rate limiter is this capability's service; the core keeps it without knowing it.
+impl Services {
+    /// The outbound HTTP rate limiter, shared by every call of this host (limits are per user
+    /// and tool, across calls).
+    pub fn http_rate(&self) -> Arc<RateLimiter> {
+        let started = self.shared(|s| Ok::<_, Infallible>(RateLimiter::new(s.state().clone())));
+        match started {
+            Ok(limiter) => limiter,
+            Err(never) => match never {},
+        }
+    }
 }
 
 impl From<StateError> for HttpRefusal {

@@ -16,7 +16,7 @@ pub use store::{KvError, KvStore, Place};
 use crate::call::Call;
 use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::fault::Faults;
-use crate::services::Services;
+use crate::services::{Services, ServicesError};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -123,6 +123,15 @@ pub fn configure(
         }),
         buckets: grant.buckets.clone(),
     })
+}
+
+/// The key-value store is this capability's service; the core keeps it without knowing it.
+impl Services {
+    /// The key-value store over the state database, started on first use.
+    pub fn kv(&self) -> Result<Arc<KvStore>, ServicesError> {
+        self.shared(|s| KvStore::new(s.state().clone()))
+            .map_err(|e| ServicesError::Service(Box::new(e)))
+    }
 }
 
 /// An open bucket: where its keys live.

@@ -13,6 +13,7 @@ pub mod env;
 mod host;
 pub mod run;
 
+use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,6 +102,23 @@ impl ProcessHost {
     }
 }
 
+/// What processes run with is this capability's service; the core keeps it without knowing it.
+impl Services {
+    /// What processes run with: confinement support, limits and the shared concurrency slots.
+    pub fn process(&self) -> Arc<ProcessHost> {
+        let started = self.shared(|s| {
+            Ok::<_, Infallible>(ProcessHost::new(
+                s.workspace().to_owned(),
+                s.data_dir().root().to_owned(),
+            ))
+        });
+        match started {
+            Ok(host) => host,
+            Err(never) => match never {},
+        }
+    }
+}
+
 /// Say at start how processes are confined, when a loaded component may run any (`configs`:
 /// each loaded component's process grant): a warning where they cannot be confined (they are
 /// refused, or run unconfined by the policy's choice).
@@ -114,7 +132,7 @@ pub fn announce<'a>(
     };
     let banner = ProcessHost {
         allow_unconfined: policy.allow_unconfined_processes,
-        ..services.process().clone()
+        ..(*services.process()).clone()
     }
     .banner();
     if config.is_confined() {
@@ -136,7 +154,7 @@ pub fn configure(
     };
     let host = ProcessHost {
         allow_unconfined: policy.allow_unconfined_processes,
-        ..services.process().clone()
+        ..(*services.process()).clone()
     };
     ProcessConfig::resolve(grant, &host).map(|c| Some(Arc::new(c)))
 }
