@@ -1,0 +1,190 @@
+//! The module floors of `host/src`, checked on the source: a capability (`caps/<name>`) imports
+//! only the core, never the host, the runtime, the store state, the grant or another
+//! capability; the core imports no capability; and no import cycle joins two modules.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Modules above the capabilities: a capability importing one would reach back up.
+const ABOVE_CAPABILITIES: &[&str] = &[
+    "host", "runtime", "state", "grant", "library", "sandbox", "contract", "error", "cli", "mcp",
+];
+
+/// The core capabilities are built on; none may import a capability.
+const CORE: &[&str] = &[
+    "call",
+    "call_log",
+    "capability",
+    "services",
+    "policy",
+    "tool_error",
+    "events",
+    "approval",
+    "client",
+    "fault",
+    "leak",
+    "limits",
+    "secrets",
+    "state_db",
+];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The file's text without its unit-test module (tests may reach anywhere).
+fn code(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).expect("read");
+    match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
+/// Every `crate::a::b` path in `code`, as its segments (`crate::caps::{x, y}` gives `caps`, ``).
+fn crate_paths(code: &str) -> Vec<Vec<String>> {
+    code.match_indices("crate::")
+        .filter(|(i, _)| {
+            // Not the tail of another path (`chitin_registry::crate::` does not occur, but a
+            // word ending in `crate` would).
+            !code[..*i].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+        })
+        .map(|(i, m)| {
+            let rest = &code[i + m.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(rest.len());
+            rest[..end]
+                .split("::")
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The module a file under `src` is, as segments (`caps/http/outgoing.rs` is caps, http,
+/// outgoing; `lib.rs` is empty).
+fn module_of(path: &Path) -> Vec<String> {
+    let rel = path
+        .strip_prefix(src())
+        .expect("under src")
+        .with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    if parts == ["lib"] || parts == ["main"] {
+        parts.clear();
+    }
+    parts
+}
+
+#[test]
+fn a_capability_imports_neither_the_host_the_runtime_nor_another_capability() {
+    let mut files = Vec::new();
+    rust_files(&src().join("caps"), &mut files);
+    let mut wrong = Vec::new();
+    for file in &files {
+        let module = module_of(file);
+        // `caps/mod.rs` is the table: it lists the capabilities and may name them all.
+        let Some(own) = module.get(1) else { continue };
+        for path in crate_paths(&code(file)) {
+            let top = path[0].as_str();
+            // `crate::caps::{..}` or `crate::caps` alone cannot name only its own module.
+            let other_capability = top == "caps" && path.get(1).is_none_or(|name| name != own);
+            if ABOVE_CAPABILITIES.contains(&top) || other_capability {
+                wrong.push(format!(
+                    "{}: crate::{}",
+                    file.strip_prefix(src()).unwrap_or(file).display(),
+                    path.join("::")
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "capability imports that reach up or across:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_core_imports_no_capability() {
+    let mut wrong = Vec::new();
+    for name in CORE {
+        let file = src().join(format!("{name}.rs"));
+        for path in crate_paths(&code(&file)) {
+            if path[0] == "caps" || ABOVE_CAPABILITIES.contains(&path[0].as_str()) {
+                wrong.push(format!("{name}.rs: crate::{}", path.join("::")));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "core imports that reach up:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn no_import_cycle_joins_two_modules() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    // Modules two levels deep (`caps::http`), each file counted as the module it belongs to.
+    let depth = 2;
+    let known: BTreeSet<Vec<String>> = files
+        .iter()
+        .map(|f| module_of(f).into_iter().take(depth).collect())
+        .collect();
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for file in &files {
+        let from: Vec<String> = module_of(file).into_iter().take(depth).collect();
+        for path in crate_paths(&code(file)) {
+            // The longest known module the path names.
+            let to = (1..=depth.min(path.len()))
+                .rev()
+                .map(|n| path[..n].to_vec())
+                .find(|m| known.contains(m));
+            if let Some(to) = to
+                && to != from
+                && !from.starts_with(&to)
+            {
+                edges.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    // A module on a cycle reaches itself.
+    let mut cycles = Vec::new();
+    for start in edges.keys() {
+        let mut seen = BTreeSet::new();
+        let mut stack: Vec<&Vec<String>> = edges[start].iter().collect();
+        while let Some(m) = stack.pop() {
+            if m == start {
+                cycles.push(start.join("::"));
+                break;
+            }
+            if seen.insert(m) {
+                stack.extend(edges.get(m).into_iter().flatten());
+            }
+        }
+    }
+    assert!(
+        cycles.is_empty(),
+        "modules on an import cycle: {}",
+        cycles.join(", ")
+    );
+}
