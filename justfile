@@ -89,6 +89,8 @@ test:
 [private]
 test-built: build-components build-fixtures build-thirdparty && test-mcp test-conformance
     cargo test --workspace {{ native }}
+    # The test-only capability exists only with its feature (never in a release build).
+    cargo test -p chitin-host --features test-capability --test probe
 
 # MCP over stdio, with the official MCP Python SDK as an independent client (in a venv under target/).
 test-mcp: build-components build-fixtures
