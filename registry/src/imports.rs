@@ -283,6 +283,28 @@ mod tests {
     }
 
     #[test]
+    fn only_interfaces_the_table_lists_are_covered_by_a_section() {
+        // `chitin:host/kv` and `chitin:host/http` never existed: kv is `wasi:keyvalue`, HTTP
+        // is `wasi:http`.
+        let manifest = Manifest::parse(
+            "schema = 1\n[component]\nname = \"a\"\nnamespace = \"b\"\nversion = \"1.0.0\"\n\
+             publisher = \"b\"\n[capabilities.kv]\nbuckets = [\"x\"]\n",
+        )
+        .unwrap();
+        for import in ["chitin:host/kv@0.1.0", "chitin:host/http@0.1.0"] {
+            assert_eq!(
+                coverage(import, Some(&manifest)),
+                Coverage::Never,
+                "{import}"
+            );
+        }
+        assert_eq!(
+            coverage("wasi:keyvalue/store@0.2.0-draft", Some(&manifest)),
+            Coverage::Capability("kv")
+        );
+    }
+
+    #[test]
     fn library_interfaces_need_dependencies_and_sockets_stay_ungranted() {
         let manifest = Manifest::parse(
             "schema = 1\n[component]\nname = \"a\"\nnamespace = \"b\"\nversion = \"1.0.0\"\n\
