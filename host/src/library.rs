@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use chitin_registry::artifact::ContentHash;
+use chitin_registry::capability::SECTIONS;
 use chitin_registry::manifest::{Dependency, Manifest};
 use wasmtime::Engine;
 use wasmtime::component::types::ComponentItem;
@@ -236,22 +237,18 @@ impl LoadedLibrary {
 }
 
 /// Whether `import` is linked WASI that reaches a component's grant (its directories, its HTTP
-/// allowlist) even when the manifest asks for nothing.
+/// allowlist) even when the manifest asks for nothing: what a section linked without a grant
+/// covers.
 fn reaches_grant(import: &str) -> bool {
-    import.starts_with("wasi:filesystem/") || import.starts_with("wasi:http/")
+    let unversioned = import.split('@').next().unwrap_or(import);
+    SECTIONS
+        .iter()
+        .any(|s| s.linked_without_grant && s.covers(unversioned))
 }
 
 /// Whether a manifest asks for any capability.
 fn asks_capabilities(m: &Manifest) -> bool {
-    let c = &m.capabilities;
-    c.files.is_some()
-        || c.kv.is_some()
-        || c.http.is_some()
-        || c.secrets.is_some()
-        || c.process.is_some()
-        || c.env.is_some()
-        || c.invoke.is_some()
-        || c.client.is_some()
+    SECTIONS.iter().any(|s| (s.present)(&m.capabilities))
 }
 
 /// Resolve `manifest`'s dependencies among `libraries`, then each of `imports` that needs one.

@@ -1,5 +1,5 @@
 //! Capabilities the host links into components, one module each. The granted ones are listed in
-//! one table ([`capability_table!`] below): the grant ([`Granted`]), the per-call contexts
+//! one table (`capability_table!` below): the grant ([`Granted`]), the per-call contexts
 //! ([`Contexts`]), the WASI contributions, linking and [`is_linked`] all iterate it. The base
 //! every component gets (WASI, log, progress, approval) is linked beside it.
 //!
