@@ -8,6 +8,8 @@ use wasmparser::{Chunk, Parser, Payload};
 
 use wit_parser::{Resolve, WorldId, WorldItem, WorldKey};
 
+use crate::manifest::{Manifest, ManifestError};
+
 /// Why bytes are not a usable component artifact.
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
@@ -243,6 +245,36 @@ pub fn manifest_text(bytes: &[u8]) -> Result<Option<&str>, ArtifactError> {
         })?);
     }
     Ok(found)
+}
+
+/// The manifest embedded in a component could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedManifestError {
+    /// The bytes are no artifact, or its manifest section is malformed.
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
+    /// The manifest text is not a valid manifest.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+}
+
+impl Manifest {
+    /// The manifest embedded in a component's bytes, parsed and validated; `None` when it
+    /// carries none.
+    pub fn from_artifact(bytes: &[u8]) -> Result<Option<Self>, EmbeddedManifestError> {
+        Ok(Self::from_artifact_with_text(bytes)?.map(|(manifest, _)| manifest))
+    }
+
+    /// [`Manifest::from_artifact`], with the text it was parsed from (what a lockfile pins by
+    /// hash).
+    pub fn from_artifact_with_text(
+        bytes: &[u8],
+    ) -> Result<Option<(Self, &str)>, EmbeddedManifestError> {
+        let Some(text) = manifest_text(bytes)? else {
+            return Ok(None);
+        };
+        Ok(Some((Self::parse(text)?, text)))
+    }
 }
 
 /// `bytes` with `manifest` as its manifest section, replacing any it carried, appended after the

@@ -4,6 +4,7 @@
 //!
 //! Each capability's section lives in its own module; a section that is absent grants nothing.
 
+pub mod audit_line;
 pub mod client;
 pub mod credentials;
 pub mod dependencies;
@@ -20,6 +21,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use audit_line::AuditLine;
 pub use client::{ClientGrant, ClientMethod};
 pub use credentials::{CredentialMapping, InjectKind};
 pub use dependencies::{ComponentKind, ComposedPart, Dependency};
