@@ -384,6 +384,29 @@ mod tests {
     }
 
     #[test]
+    fn the_embedded_manifest_is_parsed_or_its_error_says_which_part_failed() {
+        assert!(matches!(Manifest::from_artifact(EMPTY), Ok(None)));
+        let text = "schema = 1\n[component]\nname = \"e\"\nnamespace = \"acme\"\n\
+                    version = \"1.0.0\"\npublisher = \"acme\"\n";
+        let good = embed_manifest(EMPTY, text).expect("embeds");
+        let (manifest, read) = Manifest::from_artifact_with_text(&good)
+            .expect("parses")
+            .expect("a manifest");
+        assert_eq!((manifest.id().as_str(), read), ("acme/e", text));
+        let bad = embed_manifest(EMPTY, "schema = 2").expect("embeds");
+        assert!(matches!(
+            Manifest::from_artifact(&bad),
+            Err(EmbeddedManifestError::Manifest(_))
+        ));
+        let mut twice = good;
+        twice.extend(custom_section(MANIFEST_SECTION, b"b"));
+        assert!(matches!(
+            Manifest::from_artifact(&twice),
+            Err(EmbeddedManifestError::Artifact(ArtifactError::Malformed(_)))
+        ));
+    }
+
+    #[test]
     fn a_long_section_uses_a_multi_byte_length() {
         let text = "x".repeat(70_000);
         let wasm = embed_manifest(EMPTY, &text).expect("embeds");
