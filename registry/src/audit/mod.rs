@@ -16,8 +16,7 @@ use std::path::{Path, PathBuf};
 use crate::artifact::{ArtifactError, ContentHash, WitWorld};
 use crate::imports;
 use crate::manifest::{
-    ApprovalHint, AuditLine, Capabilities, ComponentKind, ComposedPart, CredentialMapping,
-    Manifest,
+    ApprovalHint, AuditLine, Capabilities, ComponentKind, ComposedPart, CredentialMapping, Manifest,
 };
 use crate::signature::{self, SignatureReport};
 use crate::trust::TrustStore;

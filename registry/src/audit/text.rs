@@ -194,12 +194,19 @@ fn composition(out: &mut Text, r: &AuditReport) {
             out.line(format_args!("  {rail}   grants: none"));
         }
         for c in &part.capabilities {
-            out.line(format_args!("  {rail}   {}: {} — {}", c.name, c.scope, c.risk));
+            out.line(format_args!(
+                "  {rail}   {}: {} — {}",
+                c.name, c.scope, c.risk
+            ));
         }
     }
 }
 
 /// The branch and the rail below it, for the last entry of a tree or another.
 fn tree_marks(last: bool) -> (&'static str, &'static str) {
-    if last { ("└─", "  ") } else { ("├─", "│ ") }
+    if last {
+        ("└─", "  ")
+    } else {
+        ("├─", "│ ")
+    }
 }

@@ -38,7 +38,9 @@ mod tests {
             assert_eq!(check(good), Ok(()), "{good:?} refused");
         }
         let long = "a".repeat(MAX_IDENT + 1);
-        for bad in ["", "Acme", "1acme", "-a", "_a", "a__b", "a/b", "a.b", "é", &long] {
+        for bad in [
+            "", "Acme", "1acme", "-a", "_a", "a__b", "a/b", "a.b", "é", &long,
+        ] {
             assert_eq!(check(bad), Err(InvalidIdent), "{bad:?} accepted");
         }
     }
