@@ -5,6 +5,10 @@
 //!
 //! Nothing of the component runs: its tools, schemas and annotations come from its manifest,
 //! where `chitin manifest embed` recorded them and the signature covers them.
+//!
+//! The report is built and rendered by `chitin_registry::audit`; this command finds the file,
+//! gathers what only the host knows (the grant under the policy, the libraries a composition
+//! resolves to, the installed version) and picks the renderer.
 
 use std::path::{Path, PathBuf};
 
