@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chitin_registry::artifact::{self, ContentHash};
+use chitin_registry::artifact::{self, ContentHash, EmbeddedManifestError};
 use chitin_registry::manifest::{ComponentKind, Manifest};
 use chitin_registry::signature;
 use wasmtime::Engine;
@@ -281,17 +281,16 @@ impl Runtime {
             cause,
         };
         let parse_manifest = || {
-            artifact::manifest_text(bytes)
-                .map_err(|cause| LoadError::Artifact {
+            Manifest::from_artifact(bytes).map_err(|e| match e {
+                EmbeddedManifestError::Artifact(cause) => LoadError::Artifact {
                     path: path.to_owned(),
                     cause,
-                })?
-                .map(Manifest::parse)
-                .transpose()
-                .map_err(|cause| LoadError::Manifest {
+                },
+                EmbeddedManifestError::Manifest(cause) => LoadError::Manifest {
                     path: path.to_owned(),
                     cause,
-                })
+                },
+            })
         };
         let hash = ContentHash::of(bytes);
         let trust = services.trust();

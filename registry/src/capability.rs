@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::manifest::ManifestError;
+use crate::manifest::{AuditLine, ManifestError};
 
 /// A manifest capability section (`[capabilities.NAME]`).
 pub trait Section: Clone + PartialEq + Eq + Serialize + DeserializeOwned {
@@ -25,6 +25,9 @@ pub trait Section: Clone + PartialEq + Eq + Serialize + DeserializeOwned {
 
     /// Each widening from `old` (absent: not granted before) to `self`, as `key: what changed`.
     fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>);
+
+    /// The section in plain words, with the risk of each part, for audits and lockfiles.
+    fn audit_lines(&self) -> Vec<AuditLine>;
 }
 
 /// One row of the table: a section's name and what the generic code needs of it.
@@ -44,6 +47,8 @@ pub struct SectionEntry {
     pub check: fn(&Capabilities) -> Result<(), ManifestError>,
     /// [`Section::widenings`] from `old` to `new` when `new` declares the section.
     pub widenings: fn(&Capabilities, &Capabilities, &mut Vec<String>),
+    /// [`Section::audit_lines`] of the section when present.
+    pub audit_lines: fn(&Capabilities) -> Vec<AuditLine>,
 }
 
 impl SectionEntry {
@@ -86,6 +91,9 @@ macro_rules! capability_table {
                         if let Some(n) = &new.$field {
                             n.widenings(old.$field.as_ref(), out);
                         }
+                    },
+                    audit_lines: |c| {
+                        c.$field.as_ref().map(Section::audit_lines).unwrap_or_default()
                     },
                 },
             )*

@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod artifact;
+pub mod audit;
 pub mod capability;
 pub mod compose;
 pub mod imports;

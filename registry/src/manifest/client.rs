@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::audit_line::{AuditLine, quoted};
 use crate::capability::Section;
 use crate::manifest::Capabilities;
 
@@ -26,6 +27,10 @@ impl Section for ClientGrant {
 
     fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
         widen(old, self, out);
+    }
+
+    fn audit_lines(&self) -> Vec<AuditLine> {
+        ClientGrant::audit_lines(self)
     }
 }
 
@@ -82,5 +87,19 @@ impl ClientGrant {
             }
         }
         Ok(())
+    }
+}
+
+impl ClientGrant {
+    /// The client methods in plain words.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        let methods: Vec<String> = self.methods.iter().map(|m| m.as_str().to_owned()).collect();
+        vec![AuditLine {
+            name: "client",
+            scope: format!("methods {}", quoted(&methods)),
+            risk: "can put questions to the calling MCP client (its user's forms, its model's \
+                   completions, its roots), whose answers come back to the component"
+                .into(),
+        }]
     }
 }

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::audit_line::{AuditLine, quoted};
 use crate::capability::Section;
 use crate::manifest::Capabilities;
 use crate::widening::added;
@@ -26,6 +27,10 @@ impl Section for EnvGrant {
 
     fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
         widen(old, self, out);
+    }
+
+    fn audit_lines(&self) -> Vec<AuditLine> {
+        EnvGrant::audit_lines(self)
     }
 }
 
@@ -50,5 +55,16 @@ impl EnvGrant {
             }
         }
         Ok(())
+    }
+}
+
+impl EnvGrant {
+    /// The environment keys in plain words.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        vec![AuditLine {
+            name: "env",
+            scope: format!("keys {}", quoted(&self.keys)),
+            risk: "can read these environment variables of the host".into(),
+        }]
     }
 }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::audit_line::AuditLine;
 use crate::capability::Section;
 use crate::manifest::Capabilities;
 
@@ -25,6 +26,10 @@ impl Section for FilesGrant {
 
     fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
         widen(old, self, out);
+    }
+
+    fn audit_lines(&self) -> Vec<AuditLine> {
+        FilesGrant::audit_lines(self)
     }
 }
 
@@ -124,6 +129,42 @@ fn access_name(access: FileAccess) -> &'static str {
     match access {
         FileAccess::ReadOnly => "read-only",
         FileAccess::ReadWrite => "read-write",
+    }
+}
+
+impl FilesGrant {
+    /// Each granted path in plain words, with what it lets the component do.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        self.paths
+            .iter()
+            .map(|p| {
+                let place = workspace_place(&p.path);
+                let (scope, risk) = match p.access {
+                    FileAccess::ReadOnly => (
+                        format!("read-only {place}"),
+                        format!("can read every file under {place}"),
+                    ),
+                    FileAccess::ReadWrite => (
+                        format!("read-write {place}"),
+                        format!("can read, change and delete files under {place}"),
+                    ),
+                };
+                AuditLine {
+                    name: "files",
+                    scope,
+                    risk,
+                }
+            })
+            .collect()
+    }
+}
+
+/// A granted path, as a person reads it.
+fn workspace_place(path: &str) -> String {
+    if path == "." || path.is_empty() {
+        "the whole workspace".to_owned()
+    } else {
+        format!("`{path}` in the workspace")
     }
 }
 

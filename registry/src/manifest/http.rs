@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
 use super::SecretsGrant;
+use super::audit_line::AuditLine;
 use super::credentials::CredentialMapping;
 use crate::capability::Section;
 use crate::manifest::Capabilities;
@@ -44,6 +45,10 @@ impl Section for HttpGrant {
 
     fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
         widen(old, self, out);
+    }
+
+    fn audit_lines(&self) -> Vec<AuditLine> {
+        HttpGrant::audit_lines(self)
     }
 }
 
@@ -455,6 +460,42 @@ fn host_covers(a: &HostPattern, b: &HostPattern) -> bool {
             s.eq_ignore_ascii_case(t) || under(t, s)
         }
         _ => false,
+    }
+}
+
+impl HttpGrant {
+    /// Each allowed destination in plain words (the credentials have lines of their own, see
+    /// [`CredentialMapping::audit_line`]).
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        self.allow
+            .iter()
+            .map(|entry| {
+                let methods = if entry.methods.is_empty() {
+                    "GET/HEAD".to_owned()
+                } else {
+                    entry.methods.join("/")
+                };
+                let target = format!(
+                    "{}://{}{}{}",
+                    entry.scheme.as_deref().unwrap_or("https"),
+                    entry.host,
+                    entry.port.map(|p| format!(":{p}")).unwrap_or_default(),
+                    entry.path_prefix.as_deref().unwrap_or_default()
+                );
+                let whom = if entry.host.trim() == "*" {
+                    "ANY public host (only non-public addresses are refused)".to_owned()
+                } else {
+                    target.clone()
+                };
+                AuditLine {
+                    name: "http",
+                    scope: format!("{methods} {target}"),
+                    risk: format!(
+                        "can send {methods} requests to {whom}, carrying data off this machine"
+                    ),
+                }
+            })
+            .collect()
     }
 }
 

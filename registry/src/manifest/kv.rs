@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::audit_line::{AuditLine, quoted};
 use super::{ManifestError, check_ident};
 use crate::capability::Section;
 use crate::manifest::Capabilities;
@@ -30,6 +31,10 @@ impl Section for KvGrant {
 
     fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
         widen(old, self, out);
+    }
+
+    fn audit_lines(&self) -> Vec<AuditLine> {
+        KvGrant::audit_lines(self)
     }
 }
 
@@ -79,6 +84,17 @@ impl KvGrant {
             }
         }
         Ok(())
+    }
+}
+
+impl KvGrant {
+    /// The buckets in plain words.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        vec![AuditLine {
+            name: "kv",
+            scope: format!("buckets {}", quoted(&self.buckets)),
+            risk: "can keep data between calls in its own buckets".into(),
+        }]
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ManifestError;
+use super::{AuditLine, ManifestError};
 use crate::capability::Section;
 use crate::manifest::Capabilities;
 use crate::widening::limit;
@@ -42,5 +42,13 @@ impl Section for ProbeGrant {
         if old.is_none() {
             out.push(format!("capabilities.probe: added: level {}", self.level));
         }
+    }
+
+    fn audit_lines(&self) -> Vec<AuditLine> {
+        vec![AuditLine {
+            name: "probe",
+            scope: format!("level {}", self.level),
+            risk: "can read a number (test only)".to_owned(),
+        }]
     }
 }

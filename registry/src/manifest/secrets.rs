@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::audit_line::{AuditLine, quoted};
 use crate::capability::Section;
 use crate::manifest::Capabilities;
 
@@ -25,6 +26,10 @@ impl Section for SecretsGrant {
 
     fn widenings(&self, old: Option<&Self>, out: &mut Vec<String>) {
         widen(old, self, out);
+    }
+
+    fn audit_lines(&self) -> Vec<AuditLine> {
+        SecretsGrant::audit_lines(self)
     }
 }
 
@@ -70,5 +75,16 @@ impl SecretsGrant {
         builder
             .build()
             .map_err(|e| ManifestError::invalid("capabilities.secrets.names", e.to_string()))
+    }
+}
+
+impl SecretsGrant {
+    /// The secret name patterns in plain words.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        vec![AuditLine {
+            name: "secrets",
+            scope: format!("names {}", quoted(&self.names)),
+            risk: "can use credentials whose names match these patterns".into(),
+        }]
     }
 }
