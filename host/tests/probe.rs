@@ -1,6 +1,6 @@
 //! The test-only `probe` capability (built with `--features test-capability`) proves that a
 //! capability is its WIT, one module and one table line: the manifest section parses, import
-//! coverage, widening, the policy cut, the grant and linking all pick it up with nothing else
+//! coverage, widening, the audit, the policy cut, the grant and linking all pick it up with nothing else
 //! edited.
 
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use chitin_host::grant::Grant;
 use chitin_host::policy::Policy;
 use chitin_host::state::{CallEnv, HostState};
 use chitin_host::{Services, caps};
+use chitin_registry::audit::capability_lines;
 use chitin_registry::imports::{Coverage, coverage};
 use chitin_registry::manifest::Manifest;
 use chitin_registry::widening::widenings;
@@ -99,6 +100,15 @@ async fn the_probe_is_parsed_covered_widened_cut_granted_and_linked_from_one_tab
     let w = widenings(&asked, &higher);
     assert_eq!(w, ["capabilities.probe.level: raised from 3 to 5"]);
     assert!(widenings(&higher, &asked).is_empty());
+
+    // The audit (and so the lockfile's approved grant) shows it in plain words.
+    let lines = capability_lines(&asked.capabilities);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.name == "probe" && l.scope == "level 3"),
+        "{lines:?}"
+    );
 
     let dir = tempfile::tempdir().expect("tempdir");
     let workspace = dir.path().join("workspace");
