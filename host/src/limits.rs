@@ -163,14 +163,3 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
         Ok(desired <= 10_000)
     }
 }
-
-/// The largest length ≤ `max` at which `s` can be cut without splitting a character.
-pub fn floor_char_boundary_len(s: &str, max: usize) -> usize {
-    if max >= s.len() {
-        return s.len();
-    }
-    (0..=max)
-        .rev()
-        .find(|&i| s.is_char_boundary(i))
-        .unwrap_or(0)
-}

@@ -23,7 +23,6 @@ use crate::error::{LoadError, ToolError};
 use crate::grant::Grant;
 use crate::leak::{LeakScanner, Scrubbed};
 use crate::library::{self, LoadedLibrary};
-use crate::limits::floor_char_boundary_len;
 use crate::policy::Policy;
 use crate::sandbox;
 use crate::services::Services;
@@ -836,7 +835,7 @@ fn cap_output(text: String, max: usize) -> CallOutput {
         };
     }
     let total = text.len();
-    let keep = floor_char_boundary_len(&text, max);
+    let keep = text.floor_char_boundary(max);
     let mut cut = text;
     cut.truncate(keep);
     cut.push_str(&format!(

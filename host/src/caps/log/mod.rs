@@ -9,7 +9,6 @@ use serde::Serialize;
 use wasmtime::component::{HasData, Linker};
 
 use crate::events::CallEvents;
-use crate::limits::floor_char_boundary_len;
 use crate::state::HostState;
 
 /// Where a log entry came from.
@@ -112,7 +111,7 @@ impl CallLog {
         }
         let truncated = message.len() > self.max_entry_bytes;
         let message = if truncated {
-            message[..floor_char_boundary_len(message, self.max_entry_bytes)].to_owned()
+            message[..message.floor_char_boundary(self.max_entry_bytes)].to_owned()
         } else {
             message.to_owned()
         };
