@@ -10,6 +10,7 @@ pub mod imports;
 pub mod keys;
 pub mod lockfile;
 pub mod manifest;
+pub mod path_prefix;
 pub mod private_file;
 pub mod signature;
 pub mod store;

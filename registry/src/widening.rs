@@ -10,6 +10,7 @@ use crate::manifest::{
     Capabilities, ClientGrant, EnvGrant, FileAccess, FilesGrant, HttpGrant, InvokeGrant, KvGrant,
     LimitRequest, Manifest, ProcessGrant, SecretsGrant,
 };
+use crate::path_prefix::PathPrefix;
 
 /// Each widening from `old` to `new`, as `key: what changed`.
 pub fn widenings(old: &Manifest, new: &Manifest) -> Vec<String> {
@@ -216,7 +217,7 @@ struct Destination {
     host: Option<HostPattern>,
     plain_http: bool,
     ports: BTreeSet<u16>,
-    prefix: Vec<String>,
+    prefix: PathPrefix,
     methods: BTreeSet<String>,
 }
 
@@ -237,14 +238,7 @@ impl Destination {
             host: HostPattern::parse(&a.host).ok(),
             plain_http,
             ports,
-            prefix: a
-                .path_prefix
-                .as_deref()
-                .unwrap_or_default()
-                .split('/')
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
+            prefix: PathPrefix::new(a.path_prefix.as_deref().unwrap_or_default()),
             methods,
         }
     }
@@ -257,7 +251,7 @@ impl Destination {
         };
         host && (self.plain_http || !other.plain_http)
             && other.ports.is_subset(&self.ports)
-            && other.prefix.starts_with(&self.prefix)
+            && self.prefix.covers(&other.prefix)
     }
 }
 
