@@ -585,14 +585,7 @@ impl Runtime {
             .map_err(instantiate)?;
         // An author's build is described under the most any load may grant: a Python or
         // JavaScript runtime needs more memory than the default.
-        let c = &policy.limits.ceiling;
-        let ceiling = crate::limits::Limits {
-            memory_bytes: c.memory_bytes,
-            fuel: c.fuel,
-            timeout_ms: c.timeout_ms,
-            output_bytes: c.output_bytes,
-            ..policy.limits.default
-        };
+        let ceiling = policy.limits.default.at_ceiling(&policy.limits.ceiling);
         let specs = self
             .specs_without_grant(&pre, policy, services, &ceiling)
             .await
