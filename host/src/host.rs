@@ -300,12 +300,10 @@ impl Inner {
         let claimed = std::fs::read(path)
             .ok()
             .and_then(|bytes| {
-                chitin_registry::artifact::manifest_text(&bytes)
+                chitin_registry::manifest::Manifest::from_artifact(&bytes)
                     .ok()
                     .flatten()
-                    .map(str::to_owned)
             })
-            .and_then(|text| chitin_registry::manifest::Manifest::parse(&text).ok())
             .map(|m| m.id());
         match claimed {
             Some(id) => self.leave_out_or_fail(path, &id, error, on_refusal),
@@ -585,10 +583,9 @@ fn is_library(file: &Path) -> bool {
 
 /// Whether the manifest embedded in `bytes` declares a library.
 fn manifest_is_library(bytes: &[u8]) -> bool {
-    chitin_registry::artifact::manifest_text(bytes)
+    chitin_registry::manifest::Manifest::from_artifact(bytes)
         .ok()
         .flatten()
-        .and_then(|text| chitin_registry::manifest::Manifest::parse(text).ok())
         .is_some_and(|m| m.component.kind == chitin_registry::manifest::ComponentKind::Library)
 }
 

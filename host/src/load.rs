@@ -11,8 +11,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use chitin_registry::artifact::{self, ArtifactError, ContentHash};
-use chitin_registry::manifest::{ComponentKind, Manifest, ManifestError, SpecMismatch, ToolSpec};
+use chitin_registry::artifact::{self, ArtifactError, ContentHash, EmbeddedManifestError};
+use chitin_registry::manifest::{ComponentKind, Manifest, SpecMismatch, ToolSpec};
 use chitin_registry::signature::{self, SignatureError};
 use wasmtime::Engine;
 use wasmtime::component::{Component, InstancePre, Linker};
@@ -108,12 +108,9 @@ pub(crate) enum Prepared {
 /// The signature step refused the component.
 #[derive(Debug, thiserror::Error)]
 pub enum SignerError {
-    /// The manifest section cannot be read.
+    /// The manifest section cannot be read, or the manifest is malformed or invalid.
     #[error(transparent)]
-    Artifact(#[from] ArtifactError),
-    /// The embedded manifest is malformed or invalid.
-    #[error(transparent)]
-    Manifest(#[from] ManifestError),
+    Manifest(#[from] EmbeddedManifestError),
     /// Unsigned, tampered, unknown signer, or signer outside its scope.
     #[error(transparent)]
     Signature(#[from] SignatureError),
@@ -190,11 +187,7 @@ impl Loader<'_> {
     /// or run, unless this content already passed under this trust store; the signer must be
     /// trusted for the name the manifest claims.
     pub fn signature(&self, bytes: &[u8], hash: &ContentHash) -> Result<Signed, SignerError> {
-        let manifest = || -> Result<Option<Manifest>, SignerError> {
-            Ok(artifact::manifest_text(bytes)?
-                .map(Manifest::parse)
-                .transpose()?)
-        };
+        let manifest = || Manifest::from_artifact(bytes);
         let trust = self.services.trust();
         let verified = VerifiedCache::new(self.cache.dir().join("verified"));
         if let Some(signer) = verified.get(hash, trust) {
@@ -475,8 +468,12 @@ impl StepError for SignerError {
     fn at(self, path: &Path) -> LoadError {
         let path = path.to_owned();
         match self {
-            Self::Artifact(cause) => LoadError::Artifact { path, cause },
-            Self::Manifest(cause) => LoadError::Manifest { path, cause },
+            Self::Manifest(EmbeddedManifestError::Artifact(cause)) => {
+                LoadError::Artifact { path, cause }
+            }
+            Self::Manifest(EmbeddedManifestError::Manifest(cause)) => {
+                LoadError::Manifest { path, cause }
+            }
             Self::Signature(cause) => LoadError::Signature { path, cause },
         }
     }

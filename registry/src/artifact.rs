@@ -8,6 +8,8 @@ use wasmparser::{Chunk, Parser, Payload};
 
 use wit_parser::{Resolve, WorldId, WorldItem, WorldKey};
 
+use crate::manifest::{Manifest, ManifestError};
+
 /// Why bytes are not a usable component artifact.
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
@@ -245,6 +247,36 @@ pub fn manifest_text(bytes: &[u8]) -> Result<Option<&str>, ArtifactError> {
     Ok(found)
 }
 
+/// The manifest embedded in a component could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedManifestError {
+    /// The bytes are no artifact, or its manifest section is malformed.
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
+    /// The manifest text is not a valid manifest.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+}
+
+impl Manifest {
+    /// The manifest embedded in a component's bytes, parsed and validated; `None` when it
+    /// carries none.
+    pub fn from_artifact(bytes: &[u8]) -> Result<Option<Self>, EmbeddedManifestError> {
+        Ok(Self::from_artifact_with_text(bytes)?.map(|(manifest, _)| manifest))
+    }
+
+    /// [`Manifest::from_artifact`], with the text it was parsed from (what a lockfile pins by
+    /// hash).
+    pub fn from_artifact_with_text(
+        bytes: &[u8],
+    ) -> Result<Option<(Self, &str)>, EmbeddedManifestError> {
+        let Some(text) = manifest_text(bytes)? else {
+            return Ok(None);
+        };
+        Ok(Some((Self::parse(text)?, text)))
+    }
+}
+
 /// `bytes` with `manifest` as its manifest section, replacing any it carried, appended after the
 /// component's other sections.
 pub fn embed_manifest(bytes: &[u8], manifest: &str) -> Result<Vec<u8>, ArtifactError> {
@@ -348,6 +380,29 @@ mod tests {
         assert!(matches!(
             manifest_text(&twice),
             Err(ArtifactError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn the_embedded_manifest_is_parsed_or_its_error_says_which_part_failed() {
+        assert!(matches!(Manifest::from_artifact(EMPTY), Ok(None)));
+        let text = "schema = 1\n[component]\nname = \"e\"\nnamespace = \"acme\"\n\
+                    version = \"1.0.0\"\npublisher = \"acme\"\n";
+        let good = embed_manifest(EMPTY, text).expect("embeds");
+        let (manifest, read) = Manifest::from_artifact_with_text(&good)
+            .expect("parses")
+            .expect("a manifest");
+        assert_eq!((manifest.id().as_str(), read), ("acme/e", text));
+        let bad = embed_manifest(EMPTY, "schema = 2").expect("embeds");
+        assert!(matches!(
+            Manifest::from_artifact(&bad),
+            Err(EmbeddedManifestError::Manifest(_))
+        ));
+        let mut twice = good;
+        twice.extend(custom_section(MANIFEST_SECTION, b"b"));
+        assert!(matches!(
+            Manifest::from_artifact(&twice),
+            Err(EmbeddedManifestError::Artifact(ArtifactError::Malformed(_)))
         ));
     }
 

@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod artifact;
+pub mod audit;
 pub mod compose;
 pub mod imports;
 pub mod keys;

@@ -44,7 +44,8 @@ pub struct Locked {
     pub signers: Vec<String>,
     /// `blake3:<hex>` of its manifest.
     pub manifest_hash: String,
-    /// The capabilities approved, in plain words.
+    /// The capabilities approved, in plain words: the grant lines of the audit the person
+    /// approved ([`crate::audit::AuditReport::approved_grants`]).
     #[serde(default)]
     pub grants: Vec<String>,
     /// When it was approved (RFC 3339).

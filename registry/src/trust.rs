@@ -12,6 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::keys::{KeyId, PublicKey};
+use crate::manifest::ident;
 
 /// The trust store could not be read, parsed or changed.
 #[derive(Debug, thiserror::Error)]
@@ -111,23 +112,10 @@ impl fmt::Display for Scope {
     }
 }
 
-/// Names of publishers, namespaces and components: lower-case letters, digits, `-` and `_`,
-/// starting with a letter or digit.
-pub fn check_ident(what: &str, text: &str) -> Result<(), String> {
-    let ok = text
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && text
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} {text:?} must be lower-case letters, digits, `-` or `_`"
-        ))
-    }
+/// Names of publishers, namespaces and components: an identifier ([`ident::check`]), the
+/// same rule a manifest's names follow.
+fn check_ident(what: &str, text: &str) -> Result<(), String> {
+    ident::check(text).map_err(|e| format!("{what} {text:?} {e}"))
 }
 
 /// One trusted key.

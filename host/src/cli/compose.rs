@@ -32,10 +32,7 @@ pub struct Args {
 fn read_manifest(path: &Path) -> anyhow::Result<(Vec<u8>, Manifest)> {
     let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
     artifact::check_header(&bytes).with_context(|| path.display().to_string())?;
-    let manifest = artifact::manifest_text(&bytes)
-        .with_context(|| path.display().to_string())?
-        .map(Manifest::parse)
-        .transpose()
+    let manifest = Manifest::from_artifact(&bytes)
         .with_context(|| path.display().to_string())?
         .with_context(|| format!("{}: carries no manifest", path.display()))?;
     Ok((bytes, manifest))

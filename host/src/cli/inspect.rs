@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use chitin_registry::artifact::{self, ContentHash, WitWorld};
+use chitin_registry::artifact::{self, ContentHash, EmbeddedManifestError, WitWorld};
 use chitin_registry::manifest::Manifest;
 use serde_json::json;
 
@@ -28,9 +28,13 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     artifact::validate(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     let world =
         WitWorld::decode(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
-    let manifest = artifact::manifest_text(&bytes)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?
-        .map(|text| Manifest::parse(text).map_err(|e| e.to_string()));
+    let manifest = match Manifest::from_artifact(&bytes) {
+        Err(EmbeddedManifestError::Artifact(e)) => {
+            anyhow::bail!("{}: {e}", args.file.display())
+        }
+        Err(EmbeddedManifestError::Manifest(e)) => Some(Err(e.to_string())),
+        Ok(manifest) => manifest.map(Ok),
+    };
     let (runtime, policy, services) = open_runtime(cli)?;
     let loaded = runtime
         .load_bytes(&args.file, &bytes, &policy, &services)

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::io::Write as _;
 
 use anyhow::Context;
-use chitin_registry::artifact::{self, ContentHash, WitWorld};
+use chitin_registry::artifact::{ContentHash, WitWorld};
 use chitin_registry::lockfile::{Locked, Lockfile};
 use chitin_registry::manifest::Manifest;
 use chitin_registry::signature;
@@ -369,13 +369,7 @@ async fn finish(
     let old_manifest = match &previous {
         Some(path) => std::fs::read(path)
             .ok()
-            .and_then(|b| {
-                artifact::manifest_text(&b)
-                    .ok()
-                    .flatten()
-                    .map(str::to_owned)
-            })
-            .and_then(|t| Manifest::parse(&t).ok()),
+            .and_then(|b| Manifest::from_artifact(&b).ok().flatten()),
         None => None,
     };
     // Compiled now, while a person waits for the audit anyway, so the first call does not
@@ -384,7 +378,7 @@ async fn finish(
     if let Err(e) = super::precompile::precompile(open.runtime, &bytes, &entry.label()) {
         tracing::debug!(error = %e, "precompile failed; the audit reports it");
     }
-    let audit_code = audit::report(cli, open, download.path(), previous, false).await?;
+    let (audit_code, audit) = audit::report(cli, open, download.path(), previous, false).await?;
     if audit_code != Exit::Ok {
         return refuse(Refusal::Artifact(format!(
             "{}: the audit above refuses it",
@@ -413,10 +407,6 @@ async fn finish(
     } else {
         eprintln!("no capability widened: no approval needed");
     }
-    let grants = audit::describe(&manifest.capabilities)
-        .into_iter()
-        .map(|line| format!("{}: {}", line.name, line.scope))
-        .collect();
     let locked = Locked {
         name: entry.name.clone(),
         version: entry.version.clone(),
@@ -426,7 +416,7 @@ async fn finish(
         digest: entry.digest.clone(),
         signers,
         manifest_hash: ContentHash::of(manifest_text.as_bytes()).to_string(),
-        grants,
+        grants: audit.approved_grants(),
         approved_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     };
     let tools: Vec<String> = manifest
@@ -513,11 +503,9 @@ async fn stage_shared_previous(
 
 /// The artifact's manifest, which must name what the index says it is.
 fn checked_manifest(bytes: &[u8], entry: &Entry) -> Result<(Manifest, String), String> {
-    let text = artifact::manifest_text(bytes)
+    let (manifest, text) = Manifest::from_artifact_with_text(bytes)
         .map_err(|e| format!("{}: {e}", entry.label()))?
-        .ok_or_else(|| format!("{}: the artifact carries no manifest", entry.label()))?
-        .to_owned();
-    let manifest = Manifest::parse(&text).map_err(|e| format!("{}: {e}", entry.label()))?;
+        .ok_or_else(|| format!("{}: the artifact carries no manifest", entry.label()))?;
     if manifest.id() != entry.name || manifest.component.version != entry.version {
         return Err(format!(
             "{}: the artifact's manifest says it is {}@{}; the registry's index is wrong or \
@@ -527,7 +515,7 @@ fn checked_manifest(bytes: &[u8], entry: &Entry) -> Result<(Manifest, String), S
             manifest.component.version
         ));
     }
-    Ok((manifest, text))
+    Ok((manifest, text.to_owned()))
 }
 
 /// Ask `question` on the terminal, unless `yes` approved it already.

@@ -42,16 +42,15 @@ pub(super) async fn run(cli: &Cli, cmd: &Command) -> anyhow::Result<Exit> {
         Command::Check { file } => {
             let bytes =
                 std::fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
-            let text = if bytes.starts_with(b"\0asm") {
-                artifact::manifest_text(&bytes)
+            let manifest = if bytes.starts_with(b"\0asm") {
+                Manifest::from_artifact(&bytes)
                     .with_context(|| file.display().to_string())?
                     .with_context(|| format!("{}: carries no manifest", file.display()))?
-                    .to_owned()
             } else {
-                String::from_utf8(bytes)
-                    .with_context(|| format!("{}: not UTF-8 text", file.display()))?
+                let text = String::from_utf8(bytes)
+                    .with_context(|| format!("{}: not UTF-8 text", file.display()))?;
+                Manifest::parse(&text).with_context(|| file.display().to_string())?
             };
-            let manifest = Manifest::parse(&text).with_context(|| file.display().to_string())?;
             println!(
                 "{}: ok: {} {} by {}",
                 file.display(),

@@ -3,9 +3,9 @@
 //! needs approval.
 
 use anyhow::Context;
+use chitin_registry::audit::capability_lines;
 use serde_json::Value;
 
-use super::audit::describe;
 use super::{Cli, Exit, open_host};
 use crate::policy::ToolVerdict;
 
@@ -74,7 +74,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         Some(caps) => policy.intersect(caps),
         None => Default::default(),
     };
-    let lines = describe(&granted);
+    let lines = capability_lines(&granted);
     if lines.is_empty() {
         println!("  none beyond the WASI base");
     }

@@ -32,16 +32,14 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let shown = file.display().to_string();
     let bytes = std::fs::read(file).with_context(|| format!("{shown}: cannot read"))?;
     artifact::check_header(&bytes).with_context(|| shown.clone())?;
-    let manifest_text = artifact::manifest_text(&bytes)
+    let (manifest, manifest_text) = Manifest::from_artifact_with_text(&bytes)
         .with_context(|| shown.clone())?
         .with_context(|| {
             format!(
                 "{shown}: carries no manifest; embed one with `chitin manifest embed` before \
                  publishing"
             )
-        })?
-        .to_owned();
-    let manifest = Manifest::parse(&manifest_text).with_context(|| shown.clone())?;
+        })?;
     let report = match signature::inspect(&bytes, services.trust()) {
         Ok(report) if !report.signers.is_empty() => report,
         Ok(_) => return refuse(Refusal::Unsigned(shown)),

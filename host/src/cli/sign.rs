@@ -32,11 +32,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let refuse = || format!("{}: refusing to sign", args.file.display());
     artifact::check_header(&bytes).with_context(refuse)?;
     // Imports versus manifest, at sign as at load: never vouch for an undeclared capability.
-    let manifest = artifact::manifest_text(&bytes)
-        .with_context(refuse)?
-        .map(Manifest::parse)
-        .transpose()
-        .with_context(refuse)?;
+    let manifest = Manifest::from_artifact(&bytes).with_context(refuse)?;
     let world = WitWorld::decode(&bytes).with_context(refuse)?;
     let uncovered = imports::uncovered(&world.imports(), manifest.as_ref());
     if !uncovered.is_empty() {

@@ -36,10 +36,9 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             .unwrap_or_default();
         println!("signer {}: {}{scope}", signer.describe(), signer.status);
     }
-    let manifest = chitin_registry::artifact::manifest_text(&bytes)
+    let manifest = chitin_registry::manifest::Manifest::from_artifact(&bytes)
         .ok()
-        .flatten()
-        .and_then(|text| chitin_registry::manifest::Manifest::parse(text).ok());
+        .flatten();
     let verdict = match &manifest {
         Some(m) => report.authorize(&m.component.namespace, &m.component.name),
         None => report.authorize_unnamed(),

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::audit_line::{AuditLine, quoted};
 
 /// The client methods a component may use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,5 +56,19 @@ impl ClientGrant {
             }
         }
         Ok(())
+    }
+}
+
+impl ClientGrant {
+    /// The client methods in plain words.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        let methods: Vec<String> = self.methods.iter().map(|m| m.as_str().to_owned()).collect();
+        vec![AuditLine {
+            name: "client",
+            scope: format!("methods {}", quoted(&methods)),
+            risk: "can put questions to the calling MCP client (its user's forms, its model's \
+                   completions, its roots), whose answers come back to the component"
+                .into(),
+        }]
     }
 }

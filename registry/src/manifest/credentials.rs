@@ -19,6 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::audit_line::AuditLine;
 
 /// Where a credential goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -218,6 +219,28 @@ fn check_host(host: &str) -> Result<(), String> {
             "`{host}` is not a host name (lower-case, no scheme, port or path; `*.example.com` \
              for any subdomain)"
         ))
+    }
+}
+
+impl CredentialMapping {
+    /// The mapping in plain words: which secret the host sends, how and where.
+    pub fn audit_line(&self) -> AuditLine {
+        let path = self.path_prefix.as_deref().unwrap_or_default();
+        let hosts = self
+            .hosts
+            .iter()
+            .map(|h| format!("{h}{path}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        AuditLine {
+            name: "credential",
+            scope: format!("{} as {} to {hosts}", self.secret, self.inject.as_str()),
+            risk: format!(
+                "the host sends secret `{}` with its requests to {hosts} (the component never \
+                 sees the value)",
+                self.secret
+            ),
+        }
     }
 }
 

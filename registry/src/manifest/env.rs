@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::audit_line::{AuditLine, quoted};
 
 /// Environment keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,5 +29,16 @@ impl EnvGrant {
             }
         }
         Ok(())
+    }
+}
+
+impl EnvGrant {
+    /// The environment keys in plain words.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        vec![AuditLine {
+            name: "env",
+            scope: format!("keys {}", quoted(&self.keys)),
+            risk: "can read these environment variables of the host".into(),
+        }]
     }
 }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::audit_line::AuditLine;
 
 /// Workspace paths the component may open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +67,42 @@ impl FilesGrant {
             }
         }
         Ok(())
+    }
+}
+
+impl FilesGrant {
+    /// Each granted path in plain words, with what it lets the component do.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        self.paths
+            .iter()
+            .map(|p| {
+                let place = workspace_place(&p.path);
+                let (scope, risk) = match p.access {
+                    FileAccess::ReadOnly => (
+                        format!("read-only {place}"),
+                        format!("can read every file under {place}"),
+                    ),
+                    FileAccess::ReadWrite => (
+                        format!("read-write {place}"),
+                        format!("can read, change and delete files under {place}"),
+                    ),
+                };
+                AuditLine {
+                    name: "files",
+                    scope,
+                    risk,
+                }
+            })
+            .collect()
+    }
+}
+
+/// A granted path, as a person reads it.
+fn workspace_place(path: &str) -> String {
+    if path == "." || path.is_empty() {
+        "the whole workspace".to_owned()
+    } else {
+        format!("`{path}` in the workspace")
     }
 }
 

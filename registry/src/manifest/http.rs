@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::audit_line::AuditLine;
 use super::credentials::CredentialMapping;
 
 /// Outbound HTTP the component may make. An empty allowlist allows nothing.
@@ -257,6 +258,42 @@ fn check_method(method: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+impl HttpGrant {
+    /// Each allowed destination in plain words (the credentials have lines of their own, see
+    /// [`CredentialMapping::audit_line`]).
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        self.allow
+            .iter()
+            .map(|entry| {
+                let methods = if entry.methods.is_empty() {
+                    "GET/HEAD".to_owned()
+                } else {
+                    entry.methods.join("/")
+                };
+                let target = format!(
+                    "{}://{}{}{}",
+                    entry.scheme.as_deref().unwrap_or("https"),
+                    entry.host,
+                    entry.port.map(|p| format!(":{p}")).unwrap_or_default(),
+                    entry.path_prefix.as_deref().unwrap_or_default()
+                );
+                let whom = if entry.host.trim() == "*" {
+                    "ANY public host (only non-public addresses are refused)".to_owned()
+                } else {
+                    target.clone()
+                };
+                AuditLine {
+                    name: "http",
+                    scope: format!("{methods} {target}"),
+                    risk: format!(
+                        "can send {methods} requests to {whom}, carrying data off this machine"
+                    ),
+                }
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::audit_line::AuditLine;
 use super::{ManifestError, check_ident};
 
 /// Most aliases one manifest may declare.
@@ -53,6 +54,22 @@ impl InvokeGrant {
             }
         }
         Ok(())
+    }
+}
+
+impl InvokeGrant {
+    /// Each alias and the tool it calls, in plain words.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        self.tools
+            .iter()
+            .map(|(alias, tool)| AuditLine {
+                name: "invoke",
+                scope: format!("`{alias}` → {tool}"),
+                risk: format!(
+                    "can call {tool} (under its own grant, subject to the policy and approvals)"
+                ),
+            })
+            .collect()
     }
 }
 

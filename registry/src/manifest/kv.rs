@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::audit_line::{AuditLine, quoted};
 use super::{ManifestError, check_ident};
 
 /// Buckets the component may open.
@@ -43,6 +44,17 @@ impl KvGrant {
             }
         }
         Ok(())
+    }
+}
+
+impl KvGrant {
+    /// The buckets in plain words.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        vec![AuditLine {
+            name: "kv",
+            scope: format!("buckets {}", quoted(&self.buckets)),
+            risk: "can keep data between calls in its own buckets".into(),
+        }]
     }
 }
 

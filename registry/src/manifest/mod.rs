@@ -4,12 +4,14 @@
 //!
 //! Each capability's section lives in its own module; a section that is absent grants nothing.
 
+pub mod audit_line;
 pub mod client;
 pub mod credentials;
 pub mod dependencies;
 pub mod env;
 pub mod files;
 pub mod http;
+pub mod ident;
 pub mod invoke;
 pub mod kv;
 pub mod limits;
@@ -21,6 +23,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use audit_line::AuditLine;
 pub use client::{ClientGrant, ClientMethod};
 pub use credentials::{CredentialMapping, InjectKind};
 pub use dependencies::{ComponentKind, ComposedPart, Dependency};
@@ -371,28 +374,10 @@ pub const NAME_SEPARATOR: &str = "__";
 /// Longest tool name accepted (the limit several agent APIs impose).
 pub const MAX_TOOL_NAME: usize = 64;
 
-/// Names of components, namespaces and buckets: lower-case ASCII letters, digits, `_` and `-`,
-/// starting with a letter, at most 64 characters, never `__`.
+/// Names of components, namespaces, buckets and aliases: an identifier ([`ident::check`]);
+/// the error names `field`.
 pub fn check_ident(field: &str, value: &str) -> Result<(), ManifestError> {
-    let ok = !value.is_empty()
-        && value.len() <= 64
-        && value.starts_with(|c: char| c.is_ascii_lowercase())
-        && value
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
-        && !value.contains(NAME_SEPARATOR);
-    if ok {
-        Ok(())
-    } else {
-        Err(ManifestError::invalid(
-            field,
-            format!(
-                "`{value}` is not a valid name (lower-case letters, digits, `_`, `-`; starts \
-                 with a letter; at most 64 characters; no `{NAME_SEPARATOR}`, which separates \
-                 namespace and tool in exposed names)"
-            ),
-        ))
-    }
+    ident::check(value).map_err(|e| ManifestError::invalid(field, format!("`{value}` {e}")))
 }
 
 /// Why `name` cannot be a tool name, or `None` when it can: 1 to [`MAX_TOOL_NAME`] ASCII

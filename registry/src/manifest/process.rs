@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::audit_line::{AuditLine, quoted};
 
 /// Programs and their environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +56,30 @@ impl ProcessGrant {
             }
         }
         Ok(())
+    }
+}
+
+impl ProcessGrant {
+    /// The programs, their environment keys and network access in plain words.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        let network = if self.network {
+            ", with network access"
+        } else {
+            ", without network access"
+        };
+        let env = if self.env.is_empty() {
+            String::new()
+        } else {
+            format!(", env {}", quoted(&self.env))
+        };
+        vec![AuditLine {
+            name: "process",
+            scope: format!("programs {}{env}", quoted(&self.programs)),
+            risk: format!(
+                "can run {} inside the workspace{network}",
+                self.programs.join(", ")
+            ),
+        }]
     }
 }
 

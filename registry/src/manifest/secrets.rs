@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ManifestError;
+use super::audit_line::{AuditLine, quoted};
 
 /// Secret name globs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,5 +40,16 @@ impl SecretsGrant {
         builder
             .build()
             .map_err(|e| ManifestError::invalid("capabilities.secrets.names", e.to_string()))
+    }
+}
+
+impl SecretsGrant {
+    /// The secret name patterns in plain words.
+    pub fn audit_lines(&self) -> Vec<AuditLine> {
+        vec![AuditLine {
+            name: "secrets",
+            scope: format!("names {}", quoted(&self.names)),
+            risk: "can use credentials whose names match these patterns".into(),
+        }]
     }
 }
