@@ -6,8 +6,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 
-use crate::limits::floor_char_boundary_len;
-
 /// Where a log entry came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -108,7 +106,7 @@ impl CallLog {
         }
         let truncated = message.len() > self.max_entry_bytes;
         let message = if truncated {
-            message[..floor_char_boundary_len(message, self.max_entry_bytes)].to_owned()
+            message[..message.floor_char_boundary(self.max_entry_bytes)].to_owned()
         } else {
             message.to_owned()
         };

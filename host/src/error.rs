@@ -1,8 +1,20 @@
 //! Typed errors at the host's boundaries: loading a component, and calling a tool.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use crate::tool_error::ToolError;
+
+/// The typed error of one step of loading (see `load.rs`), which names no file: placed at the
+/// component file it concerns, it becomes a [`LoadError`].
+pub trait StepError {
+    /// The load error this step error is for the component at `path`.
+    fn at(self, path: &Path) -> LoadError;
+}
+
+/// Place a step's error at the component file `path`: `step().map_err(at(path))?`.
+pub fn at<E: StepError>(path: &Path) -> impl FnOnce(E) -> LoadError + '_ {
+    move |e| e.at(path)
+}
 
 /// Why a component could not be loaded. Each names the file and the cause.
 #[derive(Debug, thiserror::Error)]

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chitin_registry::manifest::{ApprovalHint, LimitRequest, Manifest};
+use chitin_registry::manifest::{ApprovalHint, Limit, LimitRequest, Manifest};
 
 pub use crate::capability::Cut;
 use crate::capability::{CapabilityError, Load};
@@ -137,26 +137,12 @@ pub fn policy_shape(policy: &Policy) -> String {
 
 /// A cut for each requested limit above the policy's ceiling.
 fn limit_cuts(asked: &LimitRequest, policy: &LimitCeiling) -> Vec<Cut> {
-    let pairs = [
-        (
-            "memory_bytes",
-            asked.memory_bytes.map(|v| v as u64),
-            policy.memory_bytes as u64,
-        ),
-        ("fuel", asked.fuel, policy.fuel),
-        ("timeout_ms", asked.timeout_ms, policy.timeout_ms),
-        (
-            "output_bytes",
-            asked.output_bytes.map(|v| v as u64),
-            policy.output_bytes as u64,
-        ),
-    ];
-    pairs
+    Limit::ALL
         .into_iter()
-        .filter_map(|(key, asked, ceiling)| {
-            let asked = asked?;
+        .filter_map(|limit| {
+            let (asked, ceiling) = (asked.get(limit)?, policy.get(limit));
             (asked > ceiling).then(|| Cut {
-                what: format!("limits.{key}"),
+                what: format!("limits.{}", limit.key()),
                 reason: format!("asked {asked}, clamped to the policy's ceiling {ceiling}"),
             })
         })
@@ -166,20 +152,13 @@ fn limit_cuts(asked: &LimitRequest, policy: &LimitCeiling) -> Vec<Cut> {
 /// Each requested limit, capped at the policy's ceiling; an absent request takes the policy's
 /// default.
 fn clamp(asked: &LimitRequest, policy: &PolicyLimits) -> Limits {
-    let (default, ceiling) = (&policy.default, &policy.ceiling);
-    Limits {
-        memory_bytes: asked
-            .memory_bytes
-            .map_or(default.memory_bytes, |v| v.min(ceiling.memory_bytes)),
-        fuel: asked.fuel.map_or(default.fuel, |v| v.min(ceiling.fuel)),
-        timeout_ms: asked
-            .timeout_ms
-            .map_or(default.timeout_ms, |v| v.min(ceiling.timeout_ms)),
-        output_bytes: asked
-            .output_bytes
-            .map_or(default.output_bytes, |v| v.min(ceiling.output_bytes)),
-        ..*default
+    let mut limits = policy.default;
+    for limit in Limit::ALL {
+        if let Some(value) = asked.get(limit) {
+            limits.set(limit, value.min(policy.ceiling.get(limit)));
+        }
     }
+    limits
 }
 
 #[cfg(test)]

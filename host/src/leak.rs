@@ -339,8 +339,8 @@ impl LeakScanner {
             }));
         }
         for hit in &mut hits {
-            hit.start = floor_boundary(text, hit.start);
-            hit.end = ceil_boundary(text, hit.end);
+            hit.start = text.floor_char_boundary(hit.start);
+            hit.end = text.ceil_char_boundary(hit.end);
         }
         hits
     }
@@ -594,24 +594,6 @@ fn shannon_bits(value: &[u8]) -> f64 {
             -p * p.log2()
         })
         .sum()
-}
-
-/// `i` moved back to a char boundary of `text`.
-fn floor_boundary(text: &str, mut i: usize) -> usize {
-    i = i.min(text.len());
-    while !text.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-/// `i` moved forward to a char boundary of `text`.
-fn ceil_boundary(text: &str, mut i: usize) -> usize {
-    i = i.min(text.len());
-    while !text.is_char_boundary(i) {
-        i += 1;
-    }
-    i
 }
 
 impl Scrubbed {

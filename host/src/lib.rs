@@ -28,6 +28,7 @@ pub mod json_table;
 pub mod leak;
 pub mod library;
 pub mod limits;
+pub mod load;
 pub mod mcp;
 pub mod pins;
 pub mod policy;

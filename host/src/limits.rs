@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use chitin_registry::manifest::Limit;
 use serde::Deserialize;
 
 /// One MiB, for readable limits.
@@ -59,6 +60,18 @@ impl Default for LimitCeiling {
     }
 }
 
+impl LimitCeiling {
+    /// Its value of `limit`.
+    pub fn get(&self, limit: Limit) -> u64 {
+        match limit {
+            Limit::MemoryBytes => self.memory_bytes as u64,
+            Limit::Fuel => self.fuel,
+            Limit::TimeoutMs => self.timeout_ms,
+            Limit::OutputBytes => self.output_bytes as u64,
+        }
+    }
+}
+
 impl From<Limits> for LimitCeiling {
     fn from(l: Limits) -> Self {
         Self {
@@ -109,6 +122,35 @@ impl Limits {
     /// The wall-clock timeout as a duration.
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms)
+    }
+
+    /// Its value of `limit`.
+    pub fn get(&self, limit: Limit) -> u64 {
+        match limit {
+            Limit::MemoryBytes => self.memory_bytes as u64,
+            Limit::Fuel => self.fuel,
+            Limit::TimeoutMs => self.timeout_ms,
+            Limit::OutputBytes => self.output_bytes as u64,
+        }
+    }
+
+    /// These limits with each of the per-call limits at `ceiling`'s (the log limits stay).
+    pub fn at_ceiling(mut self, ceiling: &LimitCeiling) -> Self {
+        for limit in Limit::ALL {
+            self.set(limit, ceiling.get(limit));
+        }
+        self
+    }
+
+    /// Set `limit` to `value`; a byte count past the address space is the largest there is.
+    pub fn set(&mut self, limit: Limit, value: u64) {
+        let bytes = usize::try_from(value).unwrap_or(usize::MAX);
+        match limit {
+            Limit::MemoryBytes => self.memory_bytes = bytes,
+            Limit::Fuel => self.fuel = value,
+            Limit::TimeoutMs => self.timeout_ms = value,
+            Limit::OutputBytes => self.output_bytes = bytes,
+        }
     }
 }
 
@@ -164,13 +206,31 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
     }
 }
 
-/// The largest length ≤ `max` at which `s` can be cut without splitting a character.
-pub fn floor_char_boundary_len(s: &str, max: usize) -> usize {
-    if max >= s.len() {
-        return s.len();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_limit_reads_and_sets_the_field_its_key_names() {
+        let text = "memory_bytes = 1\nfuel = 2\ntimeout_ms = 3\noutput_bytes = 4\n";
+        let ceiling: LimitCeiling = toml::from_str(text).expect("ceiling");
+        let limits: Limits =
+            toml::from_str(&format!("{text}log_entries = 5\nlog_entry_bytes = 6\n"))
+                .expect("limits");
+        let mut raised = Limits::default();
+        for (limit, want) in Limit::ALL.into_iter().zip(1..) {
+            assert_eq!(ceiling.get(limit), want, "{}", limit.key());
+            assert_eq!(limits.get(limit), want, "{}", limit.key());
+            raised.set(limit, want);
+        }
+        assert_eq!(
+            raised,
+            Limits {
+                log_entries: 1000,
+                log_entry_bytes: 4096,
+                ..limits
+            }
+        );
+        assert_eq!(Limits::default().at_ceiling(&ceiling), raised);
     }
-    (0..=max)
-        .rev()
-        .find(|&i| s.is_char_boundary(i))
-        .unwrap_or(0)
 }

@@ -1,35 +1,34 @@
 //! The runtime: one engine, one shared linker, the compile cache and the epoch ticker. Loads
-//! components (cache → contract check → pre-link → specs) and runs calls in fresh sandboxes.
+//! components (the steps of [`crate::load`]) and runs calls in fresh sandboxes.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chitin_registry::artifact::{self, ContentHash, EmbeddedManifestError};
-use chitin_registry::manifest::{ComponentKind, Manifest};
-use chitin_registry::signature;
+use chitin_registry::artifact::ContentHash;
 use wasmtime::Engine;
+use wasmtime::component::Linker;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{InstancePre, Linker};
 
 use crate::approval::CallContext;
 use crate::bindings::ToolComponentPre;
-use crate::cache::{CacheCounts, CacheError, CacheOutcome, CompileCache, LoadOrCompileError};
+use crate::cache::{CacheCounts, CacheError, CacheOutcome, CompileCache};
 use crate::caps::invoke::InvokeScope;
 use crate::caps::log::LogRecord;
 use crate::contract::Shape;
 use crate::engine::{self, EngineOptions, EngineReport, EpochTicker};
-use crate::error::{LoadError, ToolError};
+use crate::error::{LoadError, StepError, ToolError, at};
 use crate::grant::Grant;
 use crate::leak::{LeakScanner, Scrubbed};
-use crate::library::{self, LoadedLibrary};
-use crate::limits::floor_char_boundary_len;
+use crate::library::LoadedLibrary;
+pub use crate::load::LibraryUse;
+use crate::load::{self, Entry, InstantiateError, Loader, SpecsError};
 use crate::policy::Policy;
 use crate::sandbox;
 use crate::services::Services;
 use crate::spec::CheckedSpec;
 use crate::state::{CallEnv, HostState};
-use crate::typed_exports::{self, Docs, TypedFunc};
+use crate::typed_exports::{self, Docs};
 
 /// The runtime could not start.
 #[derive(Debug, thiserror::Error)]
@@ -74,32 +73,6 @@ pub struct LoadedComponent {
     /// The libraries it was composed with or linked to, and how.
     pub libraries: Vec<(Arc<LoadedLibrary>, LibraryUse)>,
     entry: Entry,
-}
-
-/// How a loaded component's tools are called.
-enum Entry {
-    /// Through its `chitin:tool/tool` interface.
-    Tool(ToolComponentPre<HostState>),
-    /// As its typed exports, one per tool, in the order of the tools.
-    Typed(InstancePre<HostState>, Vec<TypedFunc>),
-}
-
-impl Entry {
-    fn instance_pre(&self) -> &InstancePre<HostState> {
-        match self {
-            Self::Tool(pre) => pre.instance_pre(),
-            Self::Typed(pre, _) => pre,
-        }
-    }
-}
-
-/// How a tool uses one of its libraries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LibraryUse {
-    /// Composed into the tool statically.
-    Composed,
-    /// Called through the host, in the library's own store.
-    Linked,
 }
 
 /// What a component file turned out to be.
@@ -262,6 +235,7 @@ impl Runtime {
 
     /// Load a tool or library component from `bytes`; a tool's dependencies resolve among
     /// `libraries` (capability-free ones are composed in, the others linked through the host).
+    /// The steps, in order, are those of [`crate::load`].
     pub async fn load_any(
         &self,
         path: &Path,
@@ -270,236 +244,57 @@ impl Runtime {
         services: &Arc<Services>,
         libraries: &[Arc<LoadedLibrary>],
     ) -> Result<Loaded, LoadError> {
-        artifact::check_header(bytes).map_err(|cause| LoadError::Artifact {
-            path: path.to_owned(),
-            cause,
-        })?;
-        // The whole file is verified before anything of it is parsed further, compiled or run,
-        // unless this content already passed under this trust store.
-        let signed = |cause| LoadError::Signature {
-            path: path.to_owned(),
-            cause,
-        };
-        let parse_manifest = || {
-            Manifest::from_artifact(bytes).map_err(|e| match e {
-                EmbeddedManifestError::Artifact(cause) => LoadError::Artifact {
-                    path: path.to_owned(),
-                    cause,
-                },
-                EmbeddedManifestError::Manifest(cause) => LoadError::Manifest {
-                    path: path.to_owned(),
-                    cause,
-                },
-            })
-        };
+        let steps = self.loader(policy, services);
         let hash = ContentHash::of(bytes);
-        let trust = services.trust();
-        let verified = crate::trust::VerifiedCache::new(self.cache.dir().join("verified"));
-        let (signer, manifest) = match verified.get(&hash, trust) {
-            Some(fingerprint) => (fingerprint, parse_manifest()?),
-            None => {
-                let signatures = signature::verify(bytes, trust).map_err(signed)?;
-                let manifest = parse_manifest()?;
-                let key = match &manifest {
-                    Some(m) => signatures.authorize(&m.component.namespace, &m.component.name),
-                    None => signatures.authorize_unnamed(),
-                }
-                .map_err(signed)?;
-                let fingerprint = key.key.fingerprint();
-                verified.put(&hash, trust, &fingerprint);
-                (fingerprint, manifest)
-            }
-        };
-        let grant = Arc::new(Grant::resolve(manifest, policy, services).map_err(|cause| {
-            LoadError::Grant {
-                path: path.to_owned(),
-                cause,
-            }
-        })?);
-        let (component, cache) = self
-            .cache
-            .load_or_compile(&self.engine, &hash, bytes)
-            .map_err(|LoadOrCompileError::Compile(reason)| LoadError::Compile {
-                path: path.to_owned(),
-                reason,
-            })?;
-        // Imports versus manifest first: an undeclared capability import is named as such, even
-        // when the contract check would refuse the component too.
-        let imports: Vec<String> = component
-            .component_type()
-            .imports(&self.engine)
-            .map(|(name, _)| name.to_owned())
-            .collect();
-        let uncovered = chitin_registry::imports::uncovered(&imports, grant.manifest.as_deref());
-        if !uncovered.is_empty() {
-            return Err(LoadError::UncoveredImports {
-                path: path.to_owned(),
-                imports: chitin_registry::imports::describe_uncovered(&uncovered),
-            });
-        }
-        let is_library = grant
-            .manifest
-            .as_ref()
-            .is_some_and(|m| m.component.kind == ComponentKind::Library);
-        if is_library {
-            let publisher = services
-                .trust()
-                .keys()
-                .iter()
-                .find(|k| k.key.fingerprint() == signer)
-                .map(|k| k.publisher.clone());
-            let library = LoadedLibrary::new(
-                &self.engine,
-                &self.linker,
-                path,
-                bytes,
-                &component,
-                hash,
-                signer,
-                publisher,
-                grant,
-            )
-            .map_err(|cause| LoadError::Dependency {
-                path: path.to_owned(),
-                cause,
-            })?;
+        load::header(bytes).map_err(at(path))?;
+        let signed = steps.signature(bytes, &hash).map_err(at(path))?;
+        let grant = steps.grant(signed.manifest).map_err(at(path))?;
+        let (component, cache) = steps.compile(&hash, bytes).map_err(at(path))?;
+        let imports = steps
+            .imports(&component, grant.manifest.as_deref())
+            .map_err(at(path))?;
+        if load::is_library(&grant) {
+            let library = steps
+                .library(path, bytes, &component, hash, signed.signer, grant)
+                .map_err(at(path))?;
             return Ok(Loaded::Library(Arc::new(library)));
         }
-        let (component, linker, used, linked) = match grant.manifest.as_ref() {
-            Some(m) if !m.dependencies.is_empty() => {
-                let dependency = |cause| LoadError::Dependency {
-                    path: path.to_owned(),
-                    cause,
-                };
-                let resolution =
-                    library::resolve(m, &imports, libraries, m.capabilities.env.is_some())
-                        .map_err(dependency)?;
-                let linked: Vec<String> =
-                    resolution.linked.iter().map(|(i, _)| i.clone()).collect();
-                let component = if resolution.composed.is_empty() {
-                    component
-                } else {
-                    let composite =
-                        library::compose(&m.id(), bytes, &resolution).map_err(dependency)?;
-                    self.cache
-                        .load_or_compile(&self.engine, &ContentHash::of(&composite), &composite)
-                        .map_err(|LoadOrCompileError::Compile(reason)| LoadError::Compile {
-                            path: path.to_owned(),
-                            reason,
-                        })?
-                        .0
-                };
-                let mut linker = self.linker.clone();
-                for (import, library) in &resolution.linked {
-                    library::link(&self.engine, &mut linker, import, library, services)
-                        .map_err(dependency)?;
-                }
-                let used = resolution
-                    .composed
-                    .into_iter()
-                    .map(|l| (l, LibraryUse::Composed))
-                    .chain(
-                        resolution
-                            .linked
-                            .into_iter()
-                            .map(|(_, l)| (l, LibraryUse::Linked)),
-                    )
-                    .collect();
-                (component, Some(linker), used, linked)
-            }
-            _ => (component, None, Vec::new(), Vec::new()),
-        };
-        let shape = crate::contract::check(&self.engine, &component, &linked).map_err(|cause| {
-            LoadError::Contract {
-                path: path.to_owned(),
-                cause,
-            }
-        })?;
-        let instantiate = |e: wasmtime::Error| LoadError::Instantiate {
-            path: path.to_owned(),
-            reason: format!("{e:#}"),
-        };
-        let pre = sandbox::pre_instantiate(linker.as_ref().unwrap_or(&self.linker), &component)
-            .map_err(instantiate)?;
-        let (entry, specs) = match shape {
-            Shape::Tool => {
-                let pre = ToolComponentPre::new(pre).map_err(instantiate)?;
-                // The component describes its tools with no capability at all: whatever its
-                // `specs()` does, it does with nothing granted.
-                let specs = self
-                    .specs_without_grant(&pre, policy, services, &grant.limits)
-                    .await
-                    .map_err(|reason| LoadError::Instantiate {
-                        path: path.to_owned(),
-                        reason,
-                    })?;
-                let specs: Vec<_> = specs.iter().map(crate::spec::recorded).collect();
-                (Entry::Tool(pre), specs)
-            }
-            Shape::Typed => {
-                let funcs = typed_exports::discover(&self.engine, &component).map_err(|cause| {
-                    LoadError::TypedExport {
-                        path: path.to_owned(),
-                        cause,
-                    }
-                })?;
-                let mut specs =
-                    typed_exports::specs(&funcs, &Docs::default()).map_err(|cause| {
-                        LoadError::TypedExport {
-                            path: path.to_owned(),
-                            cause,
-                        }
-                    })?;
-                // The binary keeps no doc comments: the descriptions are the signed ones
-                // (`chitin manifest embed --wit` recorded them from the WIT sources).
-                if let Some(m) = grant.manifest.as_ref() {
-                    for spec in &mut specs {
-                        if let Some(signed) = m.tools.get(&spec.name)
-                            && let Some(description) = &signed.description
-                        {
-                            spec.description.clone_from(description);
-                        }
-                    }
-                }
-                (Entry::Typed(pre, funcs), specs)
-            }
-        };
-        // What the component offers must match what its signature covers.
-        if let Some(m) = grant.manifest.as_ref() {
-            check_signed_specs(path, m, &specs)?;
-        }
-        let tools = specs
-            .into_iter()
-            .map(CheckedSpec::from_recorded)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|(tool, reason)| LoadError::BadSpec {
-                path: path.to_owned(),
-                tool,
-                reason,
-            })?;
-        let mut tools = tools;
-        if let Some(m) = grant.manifest.as_ref()
-            && m.component.namespace != crate::policy::FIRST_PARTY
-        {
-            for tool in &mut tools {
-                tool.namespace(&m.component.namespace)
-                    .map_err(|(tool, reason)| LoadError::BadSpec {
-                        path: path.to_owned(),
-                        tool,
-                        reason,
-                    })?;
-            }
-        }
+        let composed = steps
+            .composition(
+                bytes,
+                component,
+                grant.manifest.as_deref(),
+                &imports,
+                libraries,
+            )
+            .map_err(at(path))?;
+        let shape = steps.contract(&composed).map_err(at(path))?;
+        let prepared = steps.pre_instantiate(&composed, shape).map_err(at(path))?;
+        let (entry, tools) = steps
+            .specs(prepared, &composed.component, &grant)
+            .await
+            .map_err(at(path))?;
         Ok(Loaded::Tool(LoadedComponent {
             path: path.to_owned(),
             hash,
             cache,
             tools,
             grant,
-            signer,
-            libraries: used,
+            signer: signed.signer,
+            libraries: composed.libraries,
             entry,
         }))
+    }
+
+    /// The load steps, over this runtime's engine, linker and cache.
+    fn loader<'a>(&'a self, policy: &'a Policy, services: &'a Arc<Services>) -> Loader<'a> {
+        Loader {
+            engine: &self.engine,
+            linker: &self.linker,
+            cache: &self.cache,
+            policy,
+            services,
+        }
     }
 
     /// The tool specs of the component in `bytes`, for `chitin manifest embed` to record: a
@@ -515,14 +310,10 @@ impl Runtime {
         services: &Arc<Services>,
         docs: &Docs,
     ) -> Result<Vec<chitin_registry::manifest::ToolSpec>, LoadError> {
-        let hash = ContentHash::of(bytes);
-        let (component, _) = self
-            .cache
-            .load_or_compile(&self.engine, &hash, bytes)
-            .map_err(|LoadOrCompileError::Compile(reason)| LoadError::Compile {
-                path: path.to_owned(),
-                reason,
-            })?;
+        let steps = self.loader(policy, services);
+        let (component, _) = steps
+            .compile(&ContentHash::of(bytes), bytes)
+            .map_err(at(path))?;
         let libraries: Vec<String> = component
             .component_type()
             .imports(&self.engine)
@@ -530,34 +321,17 @@ impl Runtime {
             .filter(|name| !name.starts_with("wasi:") && !name.starts_with("chitin:host/"))
             .collect();
         let shape =
-            crate::contract::check(&self.engine, &component, &libraries).map_err(|cause| {
-                LoadError::Contract {
-                    path: path.to_owned(),
-                    cause,
-                }
-            })?;
+            crate::contract::check(&self.engine, &component, &libraries).map_err(at(path))?;
+        let bad_spec = |e: (String, String)| SpecsError::from(e).at(path);
         if shape == Shape::Typed {
-            let typed = |cause| LoadError::TypedExport {
-                path: path.to_owned(),
-                cause,
-            };
-            let funcs = typed_exports::discover(&self.engine, &component).map_err(typed)?;
-            let specs = typed_exports::specs(&funcs, docs).map_err(typed)?;
+            let funcs = typed_exports::discover(&self.engine, &component).map_err(at(path))?;
+            let specs = typed_exports::specs(&funcs, docs).map_err(at(path))?;
             for spec in &specs {
-                CheckedSpec::from_recorded(spec.clone()).map_err(|(tool, reason)| {
-                    LoadError::BadSpec {
-                        path: path.to_owned(),
-                        tool,
-                        reason,
-                    }
-                })?;
+                CheckedSpec::from_recorded(spec.clone()).map_err(bad_spec)?;
             }
             return Ok(specs);
         }
-        let instantiate = |e: wasmtime::Error| LoadError::Instantiate {
-            path: path.to_owned(),
-            reason: format!("{e:#}"),
-        };
+        let instantiate = |e: wasmtime::Error| InstantiateError::from(e).at(path);
         let mut linker = self.linker.clone();
         for (name, item) in component.component_type().imports(&self.engine) {
             let ComponentItem::ComponentInstance(instance) = item.ty else {
@@ -585,55 +359,16 @@ impl Runtime {
             .map_err(instantiate)?;
         // An author's build is described under the most any load may grant: a Python or
         // JavaScript runtime needs more memory than the default.
-        let c = &policy.limits.ceiling;
-        let ceiling = crate::limits::Limits {
-            memory_bytes: c.memory_bytes,
-            fuel: c.fuel,
-            timeout_ms: c.timeout_ms,
-            output_bytes: c.output_bytes,
-            ..policy.limits.default
-        };
-        let specs = self
-            .specs_without_grant(&pre, policy, services, &ceiling)
+        let ceiling = policy.limits.default.at_ceiling(&policy.limits.ceiling);
+        let specs = steps
+            .specs_without_grant(&pre, &ceiling)
             .await
-            .map_err(|reason| LoadError::Instantiate {
-                path: path.to_owned(),
-                reason,
-            })?;
+            .map_err(|reason| SpecsError::Instantiate(reason).at(path))?;
         for spec in &specs {
             // The same checks a load makes, so a spec the host would refuse is never signed.
-            CheckedSpec::from_wit(spec.clone()).map_err(|(tool, reason)| LoadError::BadSpec {
-                path: path.to_owned(),
-                tool,
-                reason,
-            })?;
+            CheckedSpec::from_wit(spec.clone()).map_err(bad_spec)?;
         }
         Ok(specs.iter().map(crate::spec::recorded).collect())
-    }
-
-    /// Call `specs()` in a fresh instance of `pre` whose state grants nothing, under `limits`.
-    async fn specs_without_grant(
-        &self,
-        pre: &ToolComponentPre<HostState>,
-        policy: &Policy,
-        services: &Arc<Services>,
-        limits: &crate::limits::Limits,
-    ) -> Result<Vec<crate::bindings::exports::chitin::tool::tool::ToolSpec>, String> {
-        let nothing = Grant {
-            limits: *limits,
-            ..Grant::none(policy)
-        };
-        let env = CallEnv {
-            grant: &nothing,
-            services,
-            ctx: &CallContext::default(),
-            invoke: None,
-        };
-        let state = HostState::new(&env).map_err(|e| e.to_string())?;
-        sandbox::specs(&self.engine, pre, state, limits)
-            .await
-            .result
-            .map_err(|e| format!("specs() failed: {e}"))
     }
 
     /// Instantiate `component` and keep the instance alive without calling it: what one
@@ -769,38 +504,6 @@ impl Runtime {
     }
 }
 
-/// Refuse a tool component whose manifest records no specs, or whose own specs differ from the
-/// recorded ones; each refusal names the tool.
-fn check_signed_specs(
-    path: &Path,
-    manifest: &Manifest,
-    found: &[chitin_registry::manifest::ToolSpec],
-) -> Result<(), LoadError> {
-    let signed = manifest.tool_specs();
-    let unrecorded = manifest.tools_without_spec();
-    if !unrecorded.is_empty() || (signed.is_empty() && !found.is_empty()) {
-        let names = if unrecorded.is_empty() {
-            found.iter().map(|s| s.name.as_str()).collect()
-        } else {
-            unrecorded
-        };
-        return Err(LoadError::UnrecordedSpecs {
-            path: path.to_owned(),
-            tools: names
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
-        });
-    }
-    chitin_registry::manifest::tools::compare(&signed, found).map_err(|cause| {
-        LoadError::SpecMismatch {
-            path: path.to_owned(),
-            cause,
-        }
-    })
-}
-
 /// What a call returns, result or error, with secrets redacted before it reaches the agent; a
 /// result carrying a blocking pattern (a private key) is withheld as a refusal.
 fn guard(scanner: &LeakScanner, result: Result<String, ToolError>) -> Result<String, ToolError> {
@@ -835,7 +538,7 @@ fn cap_output(text: String, max: usize) -> CallOutput {
         };
     }
     let total = text.len();
-    let keep = floor_char_boundary_len(&text, max);
+    let keep = text.floor_char_boundary(max);
     let mut cut = text;
     cut.truncate(keep);
     cut.push_str(&format!(

@@ -10,14 +10,13 @@
 //! output carries one.
 
 use std::fmt;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
+use chitin_registry::private_file::{self, PrivateFileError};
 use zeroize::Zeroizing;
 
 use crate::state_db::{Records, StateDb, StateError};
@@ -212,45 +211,36 @@ impl MasterKey {
             path: path.to_owned(),
             cause,
         };
-        match std::fs::metadata(path) {
-            Ok(meta) => {
-                let mode = meta.permissions().mode() & 0o777;
-                if mode & 0o077 != 0 {
-                    return Err(SecretError::KeyExposed {
-                        path: path.to_owned(),
-                        mode,
-                    });
-                }
-                let text = Zeroizing::new(std::fs::read_to_string(path).map_err(io)?);
+        match private_file::read_to_string(path) {
+            Ok(text) => {
+                let text = Zeroizing::new(text);
                 Self::decode(&text, &path.display().to_string())
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(PrivateFileError::Exposed { path, mode }) => {
+                Err(SecretError::KeyExposed { path, mode })
+            }
+            Err(PrivateFileError::Io { cause, .. })
+                if cause.kind() == std::io::ErrorKind::NotFound =>
+            {
                 let mut key = Zeroizing::new([0u8; KEY_LEN]);
                 getrandom::fill(&mut key[..]).map_err(|e| SecretError::Random(e.to_string()))?;
                 // Hex, so the operator can copy it into CHITIN_SECRETS_KEY on another machine.
-                let text = Zeroizing::new(encode_hex(&key[..]));
-                // create_new: two processes starting at once cannot overwrite each other's key.
-                let created = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(path);
-                match created {
-                    Ok(mut file) => {
-                        writeln!(file, "{}", text.as_str()).map_err(io)?;
-                        file.sync_all().map_err(io)?;
-                        Ok(Self {
-                            key,
-                            source: path.display().to_string(),
-                        })
-                    }
+                let hex = Zeroizing::new(encode_hex(&key[..]));
+                let text = Zeroizing::new(format!("{}\n", hex.as_str()));
+                // Never replacing a file: two processes starting at once cannot overwrite each
+                // other's key, and the one that loses reads the winner's.
+                match private_file::create_new(path, text.as_bytes()) {
+                    Ok(()) => Ok(Self {
+                        key,
+                        source: path.display().to_string(),
+                    }),
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                         Self::load_file(path)
                     }
                     Err(e) => Err(io(e)),
                 }
             }
-            Err(e) => Err(io(e)),
+            Err(PrivateFileError::Io { path, cause }) => Err(SecretError::KeyIo { path, cause }),
         }
     }
 }
@@ -430,6 +420,8 @@ fn encode_hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     const KEY_A: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";

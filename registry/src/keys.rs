@@ -4,11 +4,12 @@
 
 use std::fmt;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use wasmsign2::reexports::ct_codecs::{Base64NoPadding, Encoder, Hex};
 use wasmsign2::reexports::hmac_sha256;
+
+use crate::private_file::{self, PrivateFileError};
 
 /// A key could not be created, read or used.
 #[derive(Debug, thiserror::Error)]
@@ -191,22 +192,10 @@ impl SigningKey {
     /// Read a private key file (PKCS#8 PEM as chitin writes it, DER, or an unencrypted OpenSSH
     /// Ed25519 key). On Unix, a file other users can read is refused, as OpenSSH does.
     pub fn from_file(path: &Path) -> Result<Self, KeyError> {
-        let bytes = fs::read(path).map_err(io_err(path))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = fs::metadata(path)
-                .map_err(io_err(path))?
-                .permissions()
-                .mode()
-                & 0o777;
-            if mode & 0o077 != 0 {
-                return Err(KeyError::TooOpen {
-                    path: path.to_owned(),
-                    mode,
-                });
-            }
-        }
+        let bytes = private_file::read(path).map_err(|e| match e {
+            PrivateFileError::Exposed { path, mode } => KeyError::TooOpen { path, mode },
+            PrivateFileError::Io { path, cause } => KeyError::Io { path, cause },
+        })?;
         let secret = wasmsign2::SecretKey::from_any(&bytes).map_err(|_| KeyError::Format {
             path: path.to_owned(),
         })?;
@@ -281,14 +270,7 @@ impl KeyStore {
         let public_path = self.public_path(name)?;
         self.create_dir()?;
         let key = SigningKey::generate();
-        let mut options = fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let mut file = options.open(&private).map_err(|cause| {
+        private_file::create_new(&private, key.to_pem().as_bytes()).map_err(|cause| {
             if cause.kind() == std::io::ErrorKind::AlreadyExists {
                 KeyError::Exists {
                     name: name.to_owned(),
@@ -301,9 +283,6 @@ impl KeyStore {
                 }
             }
         })?;
-        file.write_all(key.to_pem().as_bytes())
-            .and_then(|()| file.sync_all())
-            .map_err(io_err(&private))?;
         let line = format!("{} {name}\n", key.public().to_openssh());
         fs::write(&public_path, line).map_err(io_err(&public_path))?;
         Ok(KeyInfo {

@@ -12,6 +12,8 @@ pub mod imports;
 pub mod keys;
 pub mod lockfile;
 pub mod manifest;
+pub mod path_prefix;
+pub mod private_file;
 pub mod signature;
 pub mod store;
 pub mod trust;

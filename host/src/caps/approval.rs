@@ -10,7 +10,6 @@ use wasmtime::component::{HasData, Linker};
 
 use crate::approval::{ApprovalRequest, Approver, Decision};
 use crate::leak::LeakScanner;
-use crate::limits::floor_char_boundary_len;
 
 /// Requests one call may make; more are refused without asking, so a component cannot flood a
 /// person with prompts.
@@ -67,7 +66,7 @@ impl ApprovalCtx {
         }
         self.asked += 1;
         let mut reason = self.scanner.redact(reason, "reason");
-        reason.truncate(floor_char_boundary_len(&reason, MAX_REASON_BYTES));
+        reason.truncate(reason.floor_char_boundary(MAX_REASON_BYTES));
         let request = ApprovalRequest {
             tool: self.tool.clone(),
             component: self.component.clone(),

@@ -28,10 +28,7 @@ impl Host for &mut ProgressCtx {
         }
         let message = message.map(|m| {
             let mut m = self.scanner.redact(&m, "progress message");
-            m.truncate(crate::limits::floor_char_boundary_len(
-                &m,
-                MAX_MESSAGE_BYTES,
-            ));
+            m.truncate(m.floor_char_boundary(MAX_MESSAGE_BYTES));
             m
         });
         self.events.emit(CallEvent::Progress {

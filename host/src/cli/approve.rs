@@ -80,7 +80,7 @@ fn shorten(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let cut = crate::limits::floor_char_boundary_len(text, max);
+    let cut = text.floor_char_boundary(max);
     format!("{}… ({} bytes)", &text[..cut], text.len())
 }
 

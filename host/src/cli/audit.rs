@@ -18,7 +18,7 @@ use chitin_registry::audit::{
     AuditInput, AuditReport, EffectiveLimits, HostFacts, LibraryPart, PartUse, PolicyCut,
     capability_lines,
 };
-use chitin_registry::manifest::{ComponentKind, Manifest};
+use chitin_registry::manifest::{ComponentKind, Limit, Manifest};
 
 use super::{Cli, Exit, component_sources, open_runtime};
 use crate::grant::Grant;
@@ -237,10 +237,7 @@ fn effective_limits(
 ) -> EffectiveLimits {
     let effective = grant.map(|g| g.limits).unwrap_or(policy.limits.default);
     EffectiveLimits {
-        memory_bytes: effective.memory_bytes as u64,
-        fuel: effective.fuel,
-        timeout_ms: effective.timeout_ms,
-        output_bytes: effective.output_bytes as u64,
+        per_call: Limit::ALL.map(|limit| (limit, effective.get(limit))),
         kv_max_bytes: manifest
             .and_then(|m| m.capabilities.kv.as_ref())
             .map(|kv| crate::caps::kv::quota(kv, policy.kv_quota_ceiling())),

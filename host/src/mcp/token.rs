@@ -1,10 +1,9 @@
 //! The bearer token that guards `chitin serve --http`: created once, kept 0600 in the data
 //! directory, compared in constant time.
 
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use chitin_registry::private_file::{self, PrivateFileError};
 use subtle::ConstantTimeEq;
 
 /// Random bytes in a token (rendered as hex).
@@ -63,16 +62,9 @@ impl BearerToken {
             path: path.to_owned(),
             cause,
         };
-        match std::fs::metadata(path) {
-            Ok(meta) => {
-                let mode = meta.permissions().mode() & 0o777;
-                if mode & 0o077 != 0 {
-                    return Err(TokenError::Exposed {
-                        path: path.to_owned(),
-                        mode,
-                    });
-                }
-                let value = std::fs::read_to_string(path).map_err(io)?.trim().to_owned();
+        match private_file::read_to_string(path) {
+            Ok(text) => {
+                let value = text.trim().to_owned();
                 if value.is_empty() || !value.bytes().all(|b| b.is_ascii_hexdigit()) {
                     return Err(TokenError::Malformed {
                         path: path.to_owned(),
@@ -83,24 +75,24 @@ impl BearerToken {
                     created: false,
                 })
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(PrivateFileError::Exposed { path, mode }) => {
+                Err(TokenError::Exposed { path, mode })
+            }
+            Err(PrivateFileError::Io { cause, .. })
+                if cause.kind() == std::io::ErrorKind::NotFound =>
+            {
                 let mut bytes = [0u8; TOKEN_BYTES];
                 getrandom::fill(&mut bytes).map_err(|e| TokenError::Random(e.to_string()))?;
                 let value: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-                // create_new: two servers starting at once cannot overwrite each other's token.
-                let mut file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(path)
-                    .map_err(io)?;
-                writeln!(file, "{value}").map_err(io)?;
+                // Never replacing a file: two servers starting at once cannot overwrite each
+                // other's token.
+                private_file::create_new(path, format!("{value}\n").as_bytes()).map_err(io)?;
                 Ok(LoadedToken {
                     token: Self { value },
                     created: true,
                 })
             }
-            Err(e) => Err(io(e)),
+            Err(PrivateFileError::Io { path, cause }) => Err(TokenError::Io { path, cause }),
         }
     }
 
@@ -121,6 +113,8 @@ impl BearerToken {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]

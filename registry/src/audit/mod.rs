@@ -17,7 +17,7 @@ use crate::artifact::{ArtifactError, ContentHash, WitWorld};
 use crate::capability::{SECTIONS, Section};
 use crate::imports;
 use crate::manifest::{
-    ApprovalHint, AuditLine, Capabilities, ComponentKind, ComposedPart, CredentialMapping,
+    ApprovalHint, AuditLine, Capabilities, ComponentKind, ComposedPart, CredentialMapping, Limit,
     Manifest, SecretsGrant,
 };
 use crate::signature::{self, SignatureReport};
@@ -69,14 +69,8 @@ pub struct PolicyCut {
 /// The limits in effect under the operator's policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EffectiveLimits {
-    /// Linear memory, in bytes.
-    pub memory_bytes: u64,
-    /// Fuel.
-    pub fuel: u64,
-    /// Wall-clock time, in milliseconds.
-    pub timeout_ms: u64,
-    /// Bytes of result handed to the agent.
-    pub output_bytes: u64,
+    /// Each per-call limit's value, in [`Limit::ALL`] order.
+    pub per_call: [(Limit, u64); 4],
     /// The key-value quota, for a component that keeps data.
     pub kv_max_bytes: Option<u64>,
 }
@@ -438,28 +432,15 @@ fn recorded_tools(
 pub fn limit_rows(manifest: Option<&Manifest>, effective: EffectiveLimits) -> Vec<LimitRow> {
     let asked = manifest.map(|m| m.limits).unwrap_or_default();
     let show = |v: Option<u64>| v.map_or_else(|| "policy default".to_owned(), |v| v.to_string());
-    let mut rows = vec![
-        LimitRow {
-            key: "memory_bytes",
-            asked: show(asked.memory_bytes.map(|v| v as u64)),
-            effective: effective.memory_bytes,
-        },
-        LimitRow {
-            key: "fuel",
-            asked: show(asked.fuel),
-            effective: effective.fuel,
-        },
-        LimitRow {
-            key: "timeout_ms",
-            asked: show(asked.timeout_ms),
-            effective: effective.timeout_ms,
-        },
-        LimitRow {
-            key: "output_bytes",
-            asked: show(asked.output_bytes.map(|v| v as u64)),
-            effective: effective.output_bytes,
-        },
-    ];
+    let mut rows: Vec<LimitRow> = effective
+        .per_call
+        .iter()
+        .map(|&(limit, effective)| LimitRow {
+            key: limit.key(),
+            asked: show(asked.get(limit)),
+            effective,
+        })
+        .collect();
     // The key-value quota, for a component that keeps data: an absent one is the policy's
     // ceiling (`[kv] max_bytes`), and a larger one is clamped to it.
     let kv = manifest

@@ -16,6 +16,7 @@ use super::audit_line::AuditLine;
 use super::credentials::CredentialMapping;
 use crate::capability::Section;
 use crate::manifest::Capabilities;
+use crate::path_prefix::PathPrefix;
 use crate::widening::limit;
 
 /// Outbound HTTP the component may make. An empty allowlist allows nothing.
@@ -398,7 +399,7 @@ struct Destination {
     host: Option<HostPattern>,
     plain_http: bool,
     ports: BTreeSet<u16>,
-    prefix: Vec<String>,
+    prefix: PathPrefix,
     methods: BTreeSet<String>,
 }
 
@@ -419,14 +420,7 @@ impl Destination {
             host: HostPattern::parse(&a.host).ok(),
             plain_http,
             ports,
-            prefix: a
-                .path_prefix
-                .as_deref()
-                .unwrap_or_default()
-                .split('/')
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
+            prefix: PathPrefix::new(a.path_prefix.as_deref().unwrap_or_default()),
             methods,
         }
     }
@@ -439,7 +433,7 @@ impl Destination {
         };
         host && (self.plain_http || !other.plain_http)
             && other.ports.is_subset(&self.ports)
-            && other.prefix.starts_with(&self.prefix)
+            && self.prefix.covers(&other.prefix)
     }
 }
 

@@ -14,6 +14,7 @@ pub mod http;
 pub mod ident;
 pub mod invoke;
 pub mod kv;
+pub mod limits;
 #[cfg(feature = "test-capability")]
 pub mod probe;
 pub mod process;
@@ -34,6 +35,7 @@ pub use files::{FileAccess, FilesGrant, PathGrant};
 pub use http::HttpGrant;
 pub use invoke::InvokeGrant;
 pub use kv::KvGrant;
+pub use limits::Limit;
 pub use process::ProcessGrant;
 pub use secrets::SecretsGrant;
 pub use tools::{SpecMismatch, ToolAnnotations, ToolSpec};

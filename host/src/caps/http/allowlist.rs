@@ -24,6 +24,7 @@
 //! `/api/v1` admits `/api/v1`, `/api/v1/` and `/api/%76%31/x` but never `/api/v1-evil`.
 
 use chitin_registry::manifest::http::{FORBIDDEN_METHODS, HostPattern, HttpGrant};
+use chitin_registry::path_prefix::PathPrefix;
 use url::Url;
 
 use super::error::HttpRefusal;
@@ -48,8 +49,8 @@ struct Entry {
     plain_http: bool,
     host: HostPattern,
     port: Option<u16>,
-    /// The prefix as written (for messages) and its segments.
-    prefix: Option<(String, Vec<String>)>,
+    /// The prefix as written (for messages), and as matched.
+    prefix: Option<(String, PathPrefix)>,
     /// Uppercase methods; never empty.
     methods: Vec<String>,
 }
@@ -90,7 +91,7 @@ impl Allowlist {
                     prefix: a
                         .path_prefix
                         .as_ref()
-                        .map(|p| (p.clone(), prefix_segments(p))),
+                        .map(|p| (p.clone(), PathPrefix::new(p))),
                     methods: if a.methods.is_empty() {
                         vec!["GET".into(), "HEAD".into()]
                     } else {
@@ -157,8 +158,8 @@ impl Allowlist {
             if port != e.port.unwrap_or(default_port) {
                 return Some(Stage::Port);
             }
-            if let Some((_, segments)) = &e.prefix
-                && !under_prefix(&parsed.segments, segments)
+            if let Some((_, prefix)) = &e.prefix
+                && !prefix.admits(&parsed.segments)
             {
                 return Some(Stage::Path);
             }
@@ -386,25 +387,6 @@ fn decode(text: &str) -> Result<Vec<u8>, String> {
         }
     }
     Ok(out)
-}
-
-/// The segments of a path prefix (validated: starts with `/`, no escapes); a trailing `/` is
-/// ignored, so `/v1/` and `/v1` admit the same paths.
-fn prefix_segments(prefix: &str) -> Vec<String> {
-    prefix
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Whether a path's decoded segments start with the prefix's, whole segment by whole segment.
-fn under_prefix(path: &[Vec<u8>], prefix: &[String]) -> bool {
-    path.len() >= prefix.len()
-        && path
-            .iter()
-            .zip(prefix)
-            .all(|(p, want)| p.as_slice() == want.as_bytes())
 }
 
 fn join(items: impl Iterator<Item = String>) -> String {

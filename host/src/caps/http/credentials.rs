@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use chitin_registry::manifest::{CredentialMapping, HttpGrant, InjectKind};
+use chitin_registry::path_prefix::PathPrefix;
 use http::header::{AUTHORIZATION, HOST, HeaderName, HeaderValue};
 use http::uri::{PathAndQuery, Uri};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
@@ -135,20 +136,12 @@ fn specificity(m: &CredentialMapping, host: &str, path: &str) -> Option<(bool, u
         .max()?;
     let path_len = match &m.path_prefix {
         None => 0,
-        Some(prefix) if path_is_plain(path) && under_prefix(path, prefix) => prefix.len(),
+        Some(prefix) if path_is_plain(path) && PathPrefix::new(prefix).admits_path(path) => {
+            prefix.len()
+        }
         Some(_) => return None,
     };
     Some((exact, host_len, path_len))
-}
-
-/// Whether `path` is `prefix` or below it, on segment boundaries (`/v1` covers `/v1/x`, not
-/// `/v10`).
-fn under_prefix(path: &str, prefix: &str) -> bool {
-    let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
-    match path.strip_prefix(prefix) {
-        Some(rest) => rest.is_empty() || rest.starts_with('/') || rest.starts_with('?'),
-        None => false,
-    }
 }
 
 /// Whether `path` means what it says: no dot segments and no encoded dots, slashes or
