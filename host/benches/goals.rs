@@ -21,13 +21,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Decision};
 use chitin_host::data_dir::DataDir;
 use chitin_host::engine::EngineOptions;
 use chitin_host::policy::{DEFAULT_POLICY, Policy};
 use chitin_host::{Host, Limits, PolicyLimits, Runtime, Services};
 use chitin_registry::keys::SigningKey;
-use chitin_registry::trust::{Scope, TrustStore, TrustedKey};
+use chitin_registry::trust_store::{Scope, TrustStore, TrustedKey};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;

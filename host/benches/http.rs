@@ -13,14 +13,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Decision};
 use chitin_host::data_dir::DataDir;
 use chitin_host::engine::EngineOptions;
 use chitin_host::leak::LeakScanner;
 use chitin_host::policy::{DEFAULT_POLICY, Policy};
 use chitin_host::{Host, Runtime, Services};
 use chitin_registry::keys::SigningKey;
-use chitin_registry::trust::{Scope, TrustStore, TrustedKey};
+use chitin_registry::trust_store::{Scope, TrustStore, TrustedKey};
 
 const ROUNDS: usize = 200;
 

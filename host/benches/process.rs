@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chitin_host::approval::{ApprovalRequest, Approver, Decision};
+use chitin_host::approver::{ApprovalRequest, Approver, Decision};
 use chitin_host::caps::process::{ProcessConfig, ProcessGrant, Request};
 use chitin_host::policy::Policy;
 use chitin_host::{CallContext, Host, Runtime};

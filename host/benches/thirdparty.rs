@@ -17,7 +17,7 @@ use chitin_host::engine::EngineOptions;
 use chitin_host::policy::Policy;
 use chitin_host::{Host, Limits, PolicyLimits, Runtime, Services};
 use chitin_registry::keys::SigningKey;
-use chitin_registry::trust::{Scope, TrustStore, TrustedKey};
+use chitin_registry::trust_store::{Scope, TrustStore, TrustedKey};
 
 const MIB: usize = 1 << 20;
 const WARM_CALLS: usize = 20;

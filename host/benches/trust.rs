@@ -6,10 +6,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use chitin_host::trust::VerifiedCache;
+use chitin_host::signing_keys::VerifiedCache;
 use chitin_registry::artifact::ContentHash;
 use chitin_registry::signature;
-use chitin_registry::trust::TrustStore;
+use chitin_registry::trust_store::TrustStore;
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
-use crate::approval::CallContext;
+use crate::approver::CallContext;
 use crate::call_log::SharedLog;
 use crate::fault::Faults;
 use crate::leak::LeakScanner;

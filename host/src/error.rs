@@ -117,7 +117,7 @@ pub enum LoadError {
         /// The component file.
         path: PathBuf,
         /// What cannot be granted.
-        cause: crate::grant::GrantError,
+        cause: crate::capability::CapabilityError,
     },
     /// The signed manifest of a tool component does not record its tool specs.
     #[error(

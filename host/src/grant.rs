@@ -14,9 +14,6 @@ use crate::limits::{LimitCeiling, Limits, PolicyLimits};
 use crate::policy::Policy;
 use crate::services::Services;
 
-/// A grant could not be resolved: the capability's own error.
-pub type GrantError = CapabilityError;
-
 /// What one component may use.
 #[derive(Debug, Clone)]
 pub struct Grant {
@@ -53,7 +50,7 @@ impl Grant {
         manifest: Option<Manifest>,
         policy: &Policy,
         services: &Services,
-    ) -> Result<Self, GrantError> {
+    ) -> Result<Self, CapabilityError> {
         let Some(manifest) = manifest else {
             return Ok(Self::none(policy));
         };

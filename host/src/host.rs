@@ -7,8 +7,7 @@ use std::sync::Arc;
 use chitin_registry::artifact::ContentHash;
 use chitin_registry::manifest::{ApprovalHint, TaskHint};
 
-use crate::approval::{ApprovalRequest, CallContext, Decision};
-use crate::approvals::{Approval, ApprovalStore};
+use crate::approver::{ApprovalRequest, CallContext, Decision};
 use crate::caps::invoke::{InvokeFuture, InvokeScope, Invoker};
 use crate::error::{LoadError, ToolError};
 use crate::grant::Grant;
@@ -16,6 +15,7 @@ use crate::installed::Installed;
 use crate::library::LoadedLibrary;
 use crate::pins::{PinError, PinStore};
 use crate::policy::Policy;
+use crate::remembered_approvals::{Approval, ApprovalStore};
 use crate::runtime::{CallReport, Loaded, LoadedComponent, Runtime};
 use crate::services::Services;
 use crate::spec::ToolSpec;
@@ -24,10 +24,10 @@ use crate::state_db::StateError;
 /// Loaded components and their tools, served through one runtime.
 pub struct Host {
     /// Shared with the calls in flight, which invoke tools through it.
-    inner: Arc<Inner>,
+    served: Arc<ServedSet>,
 }
 
-struct Inner {
+struct ServedSet {
     runtime: Runtime,
     policy: Policy,
     services: Arc<Services>,
@@ -65,7 +65,7 @@ impl Host {
     /// A host with no components yet, granting under `policy` from `services`.
     pub fn new(runtime: Runtime, policy: Policy, services: Arc<Services>) -> Self {
         Self {
-            inner: Arc::new(Inner {
+            served: Arc::new(ServedSet {
                 runtime,
                 policy,
                 services,
@@ -79,32 +79,32 @@ impl Host {
 
     /// The runtime.
     pub fn runtime(&self) -> &Runtime {
-        &self.inner.runtime
+        &self.served.runtime
     }
 
     /// The operator's policy.
     pub fn policy(&self) -> &Policy {
-        &self.inner.policy
+        &self.served.policy
     }
 
     /// The workspace, data directory and database.
     pub fn services(&self) -> &Arc<Services> {
-        &self.inner.services
+        &self.served.services
     }
 
     /// The loaded components, in load order.
     pub fn components(&self) -> &[LoadedComponent] {
-        &self.inner.components
+        &self.served.components
     }
 
     /// The library components loaded, in load order.
     pub fn libraries(&self) -> &[Arc<LoadedLibrary>] {
-        &self.inner.libraries
+        &self.served.libraries
     }
 
     /// Third-party components [`Host::serve_path`] left out, in load order.
     pub fn left_out(&self) -> &[LeftOut] {
-        &self.inner.left_out
+        &self.served.left_out
     }
 
     /// Load every `*.wasm` in `dir` (libraries first, so tools can depend on them; each group
@@ -133,7 +133,7 @@ impl Host {
             vec![path.to_owned()]
         };
         for file in files {
-            let this = Arc::get_mut(&mut self.inner)
+            let this = Arc::get_mut(&mut self.served)
                 .ok_or_else(|| LoadError::Busy { path: file.clone() })?;
             let bytes = std::fs::read(&file).map_err(|cause| LoadError::Read {
                 path: file.clone(),
@@ -186,7 +186,7 @@ impl Host {
             match read {
                 Ok(bytes) => files.push((installed.file(locked), bytes)),
                 Err(e) => {
-                    let this = Arc::get_mut(&mut self.inner).ok_or_else(|| LoadError::Busy {
+                    let this = Arc::get_mut(&mut self.served).ok_or_else(|| LoadError::Busy {
                         path: installed.file(locked),
                     })?;
                     this.leave_out_or_fail(&installed.file(locked), &locked.name, e, on_refusal)?;
@@ -195,7 +195,7 @@ impl Host {
         }
         files.sort_by_key(|(_, bytes)| !manifest_is_library(bytes));
         for (path, bytes) in files {
-            let this = Arc::get_mut(&mut self.inner)
+            let this = Arc::get_mut(&mut self.served)
                 .ok_or_else(|| LoadError::Busy { path: path.clone() })?;
             let loaded = this.load_bytes(&path, &bytes).await;
             this.refused(&path, loaded, on_refusal)?;
@@ -205,8 +205,8 @@ impl Host {
 
     /// Load one component file and index its tools. A tool name already taken is refused.
     pub async fn load_file(&mut self, path: &Path) -> Result<(), LoadError> {
-        // Calls hold the inner host only while they run, and `&mut self` means none is running.
-        let this = Arc::get_mut(&mut self.inner).ok_or_else(|| LoadError::Busy {
+        // Calls hold the served set only while they run, and `&mut self` means none is running.
+        let this = Arc::get_mut(&mut self.served).ok_or_else(|| LoadError::Busy {
             path: path.to_owned(),
         })?;
         this.load_file(path).await
@@ -214,36 +214,36 @@ impl Host {
 
     /// Every tool, sorted by name.
     pub fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
-        self.inner.tools()
+        self.served.tools()
     }
 
     /// The spec of tool `name`.
     pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
-        self.inner.tool(name)
+        self.served.tool(name)
     }
 
     /// The wall-clock limit of a call to tool `name` when its component's manifest asks for a
     /// time limit of its own (the grant's, so as the policy clamps it); `None` when it does not,
     /// or no such tool is served.
     pub fn asked_time_limit(&self, name: &str) -> Option<std::time::Duration> {
-        let &(c, _) = self.inner.index.get(name)?;
-        let grant = &self.inner.components[c].grant;
+        let &(c, _) = self.served.index.get(name)?;
+        let grant = &self.served.components[c].grant;
         let asked = grant.manifest.as_ref()?.limits.timeout_ms;
         asked.map(|_| grant.limits.timeout())
     }
 
     /// The wall-clock limit of a call to tool `name` (its grant's), if such a tool is served.
     pub fn time_limit(&self, name: &str) -> Option<std::time::Duration> {
-        let &(c, _) = self.inner.index.get(name)?;
-        Some(self.inner.components[c].grant.limits.timeout())
+        let &(c, _) = self.served.index.get(name)?;
+        Some(self.served.components[c].grant.limits.timeout())
     }
 
     /// Whether tool `name`'s manifest says it runs only as an MCP task (`task = "required"`).
     pub fn task_required(&self, name: &str) -> bool {
-        let Some(&(c, t)) = self.inner.index.get(name) else {
+        let Some(&(c, t)) = self.served.index.get(name) else {
             return false;
         };
-        let component = &self.inner.components[c];
+        let component = &self.served.components[c];
         component.grant.manifest.as_ref().is_some_and(|m| {
             m.tools
                 .get(&component.tools[t].own_name)
@@ -261,13 +261,13 @@ impl Host {
     /// Call tool `name` with `args_json` for the caller in `ctx`, asking its approver first when
     /// the tool needs approval.
     pub async fn call_in(&self, name: &str, args_json: &str, ctx: &CallContext) -> CallReport {
-        let invoker: Arc<dyn Invoker> = self.inner.clone();
+        let invoker: Arc<dyn Invoker> = self.served.clone();
         let scope = InvokeScope::root(invoker, name, ctx);
-        self.inner.call_scoped(name, args_json, &scope).await
+        self.served.call_scoped(name, args_json, &scope).await
     }
 }
 
-impl Invoker for Inner {
+impl Invoker for ServedSet {
     fn invoke(
         self: Arc<Self>,
         tool: String,
@@ -283,7 +283,7 @@ impl Invoker for Inner {
     }
 }
 
-impl Inner {
+impl ServedSet {
     /// Pass on the outcome of loading `path`, leaving a third-party component out when
     /// `on_refusal` allows.
     fn refused(
@@ -554,7 +554,7 @@ impl Inner {
                         hash,
                         grant,
                         user: ctx.user.clone(),
-                        approved_at: crate::approvals::now(),
+                        approved_at: crate::remembered_approvals::now(),
                     };
                     store
                         .remember(&approval)

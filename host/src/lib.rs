@@ -4,8 +4,7 @@
 
 #![deny(missing_docs)]
 
-pub mod approval;
-pub mod approvals;
+pub mod approver;
 mod bindings;
 pub mod cache;
 pub mod call;
@@ -24,7 +23,6 @@ pub mod file_lock;
 pub mod grant;
 pub mod host;
 pub mod installed;
-pub mod json_table;
 pub mod leak;
 pub mod library;
 pub mod limits;
@@ -32,19 +30,21 @@ pub mod load;
 pub mod mcp;
 pub mod pins;
 pub mod policy;
+pub mod record_table;
+pub mod remembered_approvals;
 pub mod runtime;
 pub mod sandbox;
 pub mod secrets;
 pub mod services;
+pub mod signing_keys;
 pub mod spec;
 pub mod state;
 pub mod state_db;
 pub mod tool_error;
-pub mod trust;
 pub mod typed_exports;
 pub mod workspace;
 
-pub use approval::CallContext;
+pub use approver::CallContext;
 pub use error::{LoadError, ToolError};
 pub use host::Host;
 pub use limits::{LimitCeiling, Limits, PolicyLimits};

@@ -15,7 +15,7 @@ use wasmtime::Engine;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Val};
 
-use crate::approval::CallContext;
+use crate::approver::CallContext;
 use crate::fault::Faults;
 use crate::grant::Grant;
 use crate::sandbox;

@@ -17,21 +17,22 @@ use chitin_registry::signature::{self, SignatureError};
 use wasmtime::Engine;
 use wasmtime::component::{Component, InstancePre, Linker};
 
-use crate::approval::CallContext;
+use crate::approver::CallContext;
 use crate::bindings::ToolComponentPre;
 use crate::bindings::exports::chitin::tool::tool::ToolSpec as WitToolSpec;
 use crate::cache::{CacheOutcome, CompileCache, LoadOrCompileError};
+use crate::capability::CapabilityError;
 use crate::contract::{ContractError, Shape};
 use crate::error::{LoadError, StepError};
-use crate::grant::{Grant, GrantError};
+use crate::grant::Grant;
 use crate::library::{self, DependencyError, LoadedLibrary};
 use crate::limits::Limits;
 use crate::policy::Policy;
 use crate::sandbox;
 use crate::services::Services;
+use crate::signing_keys::VerifiedCache;
 use crate::spec::CheckedSpec;
 use crate::state::{CallEnv, HostState};
-use crate::trust::VerifiedCache;
 use crate::typed_exports::{self, Docs, TypedExportError, TypedFunc};
 
 /// What the steps share: the runtime's engine, linker and compile cache, the operator's policy
@@ -209,7 +210,7 @@ impl Loader<'_> {
 
     /// Grant: what the manifest asks for, resolved against the policy and this host's
     /// services.
-    pub fn grant(&self, manifest: Option<Manifest>) -> Result<Arc<Grant>, GrantError> {
+    pub fn grant(&self, manifest: Option<Manifest>) -> Result<Arc<Grant>, CapabilityError> {
         Grant::resolve(manifest, self.policy, self.services).map(Arc::new)
     }
 
@@ -479,7 +480,7 @@ impl StepError for SignerError {
     }
 }
 
-impl StepError for GrantError {
+impl StepError for CapabilityError {
     fn at(self, path: &Path) -> LoadError {
         LoadError::Grant {
             path: path.to_owned(),

@@ -9,7 +9,7 @@ use chitin_registry::manifest::Manifest;
 use chitin_registry::widening::widenings;
 use serde::{Deserialize, Serialize};
 
-use crate::json_table::{self, TableError};
+use crate::record_table::{self, TableError};
 use crate::state_db::{Records, StateDb, StateError};
 
 /// `namespace/name` → JSON [`Pin`].
@@ -159,22 +159,22 @@ impl PinStore {
 
     /// The pin of `component`, if any.
     pub fn get(&self, component: &str) -> Result<Option<Pin>, PinError> {
-        Ok(json_table::read_one(&self.db, TABLE, component)?)
+        Ok(record_table::read_one(&self.db, TABLE, component)?)
     }
 
     /// Every pin, sorted by component.
     pub fn list(&self) -> Result<Vec<Pin>, PinError> {
-        Ok(json_table::read_all(&self.db, TABLE)?)
+        Ok(record_table::read_all(&self.db, TABLE)?)
     }
 
     fn put(&self, pin: &Pin) -> Result<(), PinError> {
         let json = serde_json::to_string(pin).map_err(|e| PinError::Store(e.to_string()))?;
-        Ok(json_table::put(&self.db, TABLE, &pin.component, &json)?)
+        Ok(record_table::put(&self.db, TABLE, &pin.component, &json)?)
     }
 
     /// Forget the pin of `component`; whether there was one.
     pub fn forget(&self, component: &str) -> Result<bool, PinError> {
-        Ok(json_table::remove(&self.db, TABLE, [component])? > 0)
+        Ok(record_table::remove(&self.db, TABLE, [component])? > 0)
     }
 }
 
@@ -216,7 +216,7 @@ mod tests {
     fn a_pin_that_does_not_parse_refuses_the_load_naming_the_fix() {
         let dir = tempfile::tempdir().unwrap();
         let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
-        json_table::put(&db, TABLE, "acme/w", "{\"component\": \"acme/w\"").unwrap();
+        record_table::put(&db, TABLE, "acme/w", "{\"component\": \"acme/w\"").unwrap();
         let pins = PinStore::new(db);
         let err = pins
             .check_and_pin(&manifest("1.0.0", ""), "h1", "k")

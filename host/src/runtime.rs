@@ -10,7 +10,7 @@ use wasmtime::Engine;
 use wasmtime::component::Linker;
 use wasmtime::component::types::ComponentItem;
 
-use crate::approval::CallContext;
+use crate::approver::CallContext;
 use crate::bindings::ToolComponentPre;
 use crate::cache::{CacheCounts, CacheError, CacheOutcome, CompileCache};
 use crate::caps::invoke::InvokeScope;

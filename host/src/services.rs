@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use chitin_registry::trust::TrustStore;
+use chitin_registry::trust_store::TrustStore;
 
 use crate::data_dir::DataDir;
 use crate::secrets::{SecretError, SecretStore};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::approval::CallContext;
+use crate::approver::CallContext;
 use crate::call::Call;
 use crate::call_log::SharedLog;
 use crate::caps::approval::ApprovalCtx;

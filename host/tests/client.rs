@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use chitin_host::approval::CallContext;
+use chitin_host::approver::CallContext;
 use chitin_host::client::{ClientAsker, ClientMethod, ClientQuestion};
 use chitin_host::policy::Policy;
 use chitin_host::{Host, Limits, Runtime, ToolError};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Decision};
 use chitin_host::policy::{DEFAULT_POLICY, Policy};
 use chitin_host::secrets::{MasterKey, SecretStore};
 use chitin_host::state_db::StateDb;

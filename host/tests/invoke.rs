@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use chitin_host::approval::CallContext;
+use chitin_host::approver::CallContext;
 use chitin_host::policy::{ApprovalRule, Policy};
 use chitin_host::{Host, Limits, Runtime, ToolError};
 use chitin_registry::manifest::ApprovalHint;

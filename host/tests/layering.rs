@@ -19,7 +19,7 @@ const CORE: &[&str] = &[
     "policy",
     "tool_error",
     "events",
-    "approval",
+    "approver",
     "client",
     "fault",
     "leak",

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chitin_host::ToolError;
-use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Decision};
 use chitin_host::caps::process::confine::Support;
 use chitin_host::caps::process::run::OUTPUT_CAP;
 use chitin_host::caps::process::{ProcessConfig, ProcessGrant, ProcessHost, Request, RunError};

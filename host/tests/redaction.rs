@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Decision};
 use chitin_host::events::{CallEvent, CallEvents};
 use chitin_host::{CallReport, Limits};
 use common::{TestEnv, fixture};

@@ -583,10 +583,10 @@ async fn shared_by_replicas() {
     let mut terminal_trust = common::test_trust();
     terminal_trust
         .add(
-            chitin_registry::trust::TrustedKey::new(
+            chitin_registry::trust_store::TrustedKey::new(
                 stranger.public().clone(),
                 "stranger",
-                vec![chitin_registry::trust::Scope::parse("test/*").expect("scope")],
+                vec![chitin_registry::trust_store::Scope::parse("test/*").expect("scope")],
             )
             .expect("entry"),
         )

@@ -12,9 +12,9 @@ mod postgres;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use chitin_host::approvals::{Approval, ApprovalStore};
 use chitin_host::caps::http::rate::{RateLimiter, RateLimits};
 use chitin_host::caps::kv::{KvError, KvStore, Place};
+use chitin_host::remembered_approvals::{Approval, ApprovalStore};
 use chitin_host::secrets::{MasterKey, SecretStore};
 use chitin_host::state_db::{Records, StateDb, StateUrl};
 use postgres::Postgres;

@@ -7,15 +7,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use chitin_host::approval::{ApprovalRequest, Approver, CallContext, Decision};
-use chitin_host::approvals::ApprovalStore;
+use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Decision};
 use chitin_host::data_dir::DataDir;
 use chitin_host::policy::Policy;
+use chitin_host::remembered_approvals::ApprovalStore;
 use chitin_host::{Host, LoadError, Runtime, Services, ToolError};
 use chitin_registry::artifact;
 use chitin_registry::keys::SigningKey;
 use chitin_registry::signature::{self, SignatureError};
-use chitin_registry::trust::{Scope, TrustStore, TrustedKey};
+use chitin_registry::trust_store::{Scope, TrustStore, TrustedKey};
 use common::{component, repo, test_engine};
 use serde_json::json;
 

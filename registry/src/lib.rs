@@ -16,5 +16,5 @@ pub mod path_prefix;
 pub mod private_file;
 pub mod signature;
 pub mod store;
-pub mod trust;
+pub mod trust_store;
 pub mod widening;

@@ -18,7 +18,7 @@ use wasmsign2::reexports::hmac_sha256;
 use wasmsign2::{Module, Section, WSError};
 
 use crate::keys::{KeyId, SigningKey};
-use crate::trust::{TrustStore, TrustedKey};
+use crate::trust_store::{TrustStore, TrustedKey};
 
 use crate::artifact::MANIFEST_SECTION;
 const SIGNATURE_SECTION: &str = "signature";
@@ -221,7 +221,7 @@ impl SignatureReport {
         self.require_valid()?;
         if let Some(key) = self
             .valid()
-            .find(|k| k.scopes.contains(&crate::trust::Scope::Any))
+            .find(|k| k.scopes.contains(&crate::trust_store::Scope::Any))
         {
             return Ok(key);
         }
@@ -500,7 +500,7 @@ pub fn verify_manifest_part(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trust::Scope;
+    use crate::trust_store::Scope;
 
     /// A small real component with the manifest appended as a custom section (where an
     /// embedder would put it).

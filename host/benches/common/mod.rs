@@ -12,7 +12,8 @@ pub fn services(data: &Path) -> Arc<Services> {
     let workspace = data.join("workspace");
     std::fs::create_dir_all(&workspace).expect("workspace");
     let trusted = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build/trusted_keys");
-    let trust = chitin_registry::trust::TrustStore::load(&trusted).expect("build/trusted_keys");
+    let trust =
+        chitin_registry::trust_store::TrustStore::load(&trusted).expect("build/trusted_keys");
     Arc::new(
         Services::new(&workspace, DataDir::resolve(Some(data)).expect("data dir"))
             .expect("services")

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::approval::{ApprovalRequest, Approver, Decision};
+use crate::approver::{ApprovalRequest, Approver, Decision};
 use crate::leak::LeakScanner;
 
 /// Requests one call may make; more are refused without asking, so a component cannot flood a
 /// person with prompts.
-pub const MAX_REQUESTS_PER_CALL: u32 = 3;
+pub const MAX_APPROVAL_REQUESTS_PER_CALL: u32 = 3;
 /// Bytes of a component's reason shown to a person.
 pub const MAX_REASON_BYTES: usize = 1024;
 
@@ -58,10 +58,10 @@ impl ApprovalCtx {
 
     /// Ask the approver about `reason`; `Err` carries why it was refused.
     pub async fn request(&mut self, reason: &str) -> Result<(), String> {
-        if self.asked >= MAX_REQUESTS_PER_CALL {
+        if self.asked >= MAX_APPROVAL_REQUESTS_PER_CALL {
             return Err(format!(
                 "refused without asking: a call may ask for approval at most \
-                 {MAX_REQUESTS_PER_CALL} times"
+                 {MAX_APPROVAL_REQUESTS_PER_CALL} times"
             ));
         }
         self.asked += 1;

@@ -2,9 +2,9 @@
 //! components.
 
 use super::{Cli, Exit};
-use crate::approvals::ApprovalStore;
 use crate::data_dir::DataDir;
 use crate::pins::PinStore;
+use crate::remembered_approvals::ApprovalStore;
 
 /// Arguments of `chitin approvals`.
 #[derive(Debug, clap::Args)]

@@ -111,7 +111,7 @@ async fn load_libraries(
 pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let (runtime, policy, services) = open_runtime(cli)?;
     let file = locate(cli, services.data_dir(), &args.target)?;
-    let open = Opened {
+    let open = OpenHost {
         runtime: &runtime,
         policy: &policy,
         services: &services,
@@ -121,7 +121,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
 }
 
 /// A runtime, policy and services already open, for commands that audit on the way.
-pub(super) struct Opened<'a> {
+pub(super) struct OpenHost<'a> {
     /// The runtime.
     pub runtime: &'a crate::runtime::Runtime,
     /// The policy.
@@ -135,7 +135,7 @@ pub(super) struct Opened<'a> {
 /// covered. The report is returned too: an install records its grants from it.
 pub(super) async fn report(
     cli: &Cli,
-    open: &Opened<'_>,
+    open: &OpenHost<'_>,
     file: &Path,
     against: Option<PathBuf>,
     json: bool,

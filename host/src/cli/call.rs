@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use super::approve::TerminalApprover;
+use super::terminal_approver::TerminalApprover;
 use super::{Cli, Exit, open_host, read_args};
-use crate::approval::CallContext;
+use crate::approver::CallContext;
 use crate::caps::log::LogRecord;
 
 /// Arguments of `chitin call`.

@@ -11,7 +11,7 @@ use chitin_registry::{compose, imports, signature};
 
 use super::{Cli, Exit};
 use crate::data_dir::DataDir;
-use crate::trust::key_store;
+use crate::signing_keys::key_store;
 
 /// Arguments of `chitin compose`.
 #[derive(Debug, clap::Args)]

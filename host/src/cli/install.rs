@@ -14,7 +14,7 @@ use chitin_registry::signature;
 use chitin_registry::store::{Entry, Index, Registry};
 use chitin_registry::widening::widenings;
 
-use super::audit::{self, Opened};
+use super::audit::{self, OpenHost};
 use super::{Cli, Exit, open_runtime, registry};
 use crate::installed::Installed;
 use crate::installed::shared::{self, SharedSet};
@@ -146,7 +146,7 @@ fn pick(
 
 pub(super) async fn install(cli: &Cli, args: &InstallArgs) -> anyhow::Result<Exit> {
     let (runtime, policy, services) = open_runtime(cli)?;
-    let open = Opened {
+    let open = OpenHost {
         runtime: &runtime,
         policy: &policy,
         services: &services,
@@ -164,7 +164,7 @@ pub(super) async fn install(cli: &Cli, args: &InstallArgs) -> anyhow::Result<Exi
 
 pub(super) async fn update(cli: &Cli, args: &UpdateArgs) -> anyhow::Result<Exit> {
     let (runtime, policy, services) = open_runtime(cli)?;
-    let open = Opened {
+    let open = OpenHost {
         runtime: &runtime,
         policy: &policy,
         services: &services,
@@ -263,7 +263,7 @@ struct Step {
 /// and commit it.
 async fn finish(
     cli: &Cli,
-    open: &Opened<'_>,
+    open: &OpenHost<'_>,
     registry: &Registry,
     entry: Entry,
     step: Step,

@@ -1,10 +1,10 @@
 //! `chitin key generate|list|export|dev`: signing keys in the data directory.
 
-use chitin_registry::trust::TrustStore;
+use chitin_registry::trust_store::TrustStore;
 
 use super::{Cli, Exit, trust_file};
 use crate::data_dir::DataDir;
-use crate::trust::{DEV_KEY, ensure_dev_key, key_store};
+use crate::signing_keys::{DEV_KEY, ensure_dev_key, key_store};
 
 /// Arguments of `chitin key`.
 #[derive(Debug, clap::Args)]

@@ -3,7 +3,6 @@
 //! `publish`, `search`, `install`, `update`, `remove`.
 
 mod approvals;
-mod approve;
 mod audit;
 mod call;
 mod compose;
@@ -22,6 +21,7 @@ mod secret;
 mod serve;
 mod shared_set;
 mod sign;
+mod terminal_approver;
 mod trust;
 mod verify;
 
@@ -131,7 +131,7 @@ pub struct Cli {
     pub policy: Option<PathBuf>,
 
     /// Trust store file (default: `<data dir>/trusted_keys`).
-    #[arg(long, global = true, env = crate::trust::TRUSTED_KEYS_ENV, value_name = "FILE")]
+    #[arg(long, global = true, env = crate::signing_keys::TRUSTED_KEYS_ENV, value_name = "FILE")]
     pub trusted_keys: Option<PathBuf>,
 
     /// Keep the shared state (memory, secrets, approvals, pins, rate windows) in PostgreSQL,
@@ -284,7 +284,7 @@ pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, Arc<Se
     let runtime = Runtime::new(&data.cache(), &EngineOptions::default())?;
     let trust_path = trust_file(cli, &data);
     let workspace = workspace(cli, &data, &trust_path)?;
-    let trust = chitin_registry::trust::TrustStore::load(&trust_path)?;
+    let trust = chitin_registry::trust_store::TrustStore::load(&trust_path)?;
     let state = open_state(cli, &data)?;
     let services = Arc::new(Services::with_state(&workspace, data, state)?.with_trust(trust));
     Ok((runtime, policy, services))
@@ -311,7 +311,7 @@ fn workspace(cli: &Cli, data: &DataDir, trust: &Path) -> anyhow::Result<PathBuf>
             true,
         ),
     };
-    let keys = crate::trust::key_store(data);
+    let keys = crate::signing_keys::key_store(data);
     let mut state = vec![
         StatePath {
             what: "data directory",
@@ -349,7 +349,7 @@ fn load_policy(cli: &Cli) -> anyhow::Result<Policy> {
 
 /// The trust store file this invocation uses.
 pub(crate) fn trust_file(cli: &Cli, data: &DataDir) -> PathBuf {
-    crate::trust::trust_path(data, cli.trusted_keys.as_deref())
+    crate::signing_keys::trust_path(data, cli.trusted_keys.as_deref())
 }
 
 /// Start a host and load the configured components.

@@ -9,7 +9,7 @@ use chitin_registry::{imports, signature};
 
 use super::{Cli, Exit};
 use crate::data_dir::DataDir;
-use crate::trust::key_store;
+use crate::signing_keys::key_store;
 
 /// Arguments of `chitin sign`.
 #[derive(Debug, clap::Args)]

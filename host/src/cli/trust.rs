@@ -1,11 +1,11 @@
 //! `chitin trust add|list|remove`: the trust store (which keys may sign which components).
 
 use chitin_registry::keys::PublicKey;
-use chitin_registry::trust::{Scope, TrustError, TrustStore, TrustedKey};
+use chitin_registry::trust_store::{Scope, TrustError, TrustStore, TrustedKey};
 
 use super::{Cli, Exit, trust_file};
 use crate::data_dir::DataDir;
-use crate::trust::key_store;
+use crate::signing_keys::key_store;
 
 /// Arguments of `chitin trust`.
 #[derive(Debug, clap::Args)]

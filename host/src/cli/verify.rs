@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use chitin_registry::signature::{self, SignatureStatus};
-use chitin_registry::trust::TrustStore;
+use chitin_registry::trust_store::TrustStore;
 
 use super::{Cli, Exit, trust_file};
 use crate::data_dir::DataDir;

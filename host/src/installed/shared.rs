@@ -14,7 +14,7 @@ use chitin_registry::lockfile::{Locked, Lockfile};
 use chitin_registry::manifest::Manifest;
 use chitin_registry::signature;
 use chitin_registry::store::{Entry, Registry, StoreError};
-use chitin_registry::trust::TrustStore;
+use chitin_registry::trust_store::TrustStore;
 
 use super::{Installed, InstalledError};
 use crate::state_db::{PgState, StateError};

@@ -7,7 +7,7 @@ use rmcp::model::{ElicitRequestParams, ElicitationSchema};
 use rmcp::service::Peer;
 use serde_json::Value;
 
-use crate::approval::{ApprovalRequest, Approver, Decision};
+use crate::approver::{ApprovalRequest, Approver, Decision};
 
 /// The form field the person ticks to approve.
 const APPROVE_FIELD: &str = "approve";

@@ -18,7 +18,7 @@ use rmcp::task_manager::TaskExit;
 use tokio::sync::{Mutex, Notify};
 use tokio::task::{JoinError, JoinHandle};
 
-use crate::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use crate::approver::{ApprovalRequest, Approver, CallContext, Decision};
 use crate::client::{ClientAsker, ClientMethod, ClientQuestion};
 use crate::events::CallEvents;
 use crate::host::Host;

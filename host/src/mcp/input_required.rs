@@ -24,7 +24,7 @@ use rmcp::model::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::approval::{ApprovalRequest, Approver, Decision};
+use crate::approver::{ApprovalRequest, Approver, Decision};
 use crate::client::{ClientAsker, ClientMethod, ClientQuestion};
 use crate::mcp::approver::{decision, question};
 use crate::mcp::questions::{Missed, input_request};

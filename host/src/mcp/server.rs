@@ -20,8 +20,8 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::approval::Approver;
-use crate::approval::CallContext;
+use crate::approver::Approver;
+use crate::approver::CallContext;
 use crate::caps::log::LogLevel;
 use crate::client::{ClientAsker, ClientMethod};
 use crate::error::ToolError;

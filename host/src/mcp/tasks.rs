@@ -36,7 +36,7 @@ use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use rmcp::{ErrorData, RoleServer};
 use tokio::sync::mpsc;
 
-use crate::approval::{ApprovalRequest, Approver, CallContext, Decision};
+use crate::approver::{ApprovalRequest, Approver, CallContext, Decision};
 use crate::client::ClientMethod;
 use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};

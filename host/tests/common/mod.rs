@@ -9,7 +9,7 @@ use chitin_host::data_dir::DataDir;
 use chitin_host::engine::EngineOptions;
 use chitin_host::policy::Policy;
 use chitin_host::{CallReport, Host, Limits, Runtime, Services};
-use chitin_registry::trust::TrustStore;
+use chitin_registry::trust_store::TrustStore;
 use serde_json::Value;
 
 /// The repository root.
@@ -110,7 +110,7 @@ pub fn resign(wasm: &[u8], manifest: &str) -> Vec<u8> {
 
 /// The dev key's trust store plus [`test_key`].
 pub fn test_trust() -> TrustStore {
-    use chitin_registry::trust::{Scope, TrustedKey};
+    use chitin_registry::trust_store::{Scope, TrustedKey};
     let mut store = dev_trust();
     let scopes = ["chitin/*", "test/*"]
         .iter()

@@ -21,7 +21,7 @@ use crate::manifest::{
     Manifest, SecretsGrant,
 };
 use crate::signature::{self, SignatureReport};
-use crate::trust::TrustStore;
+use crate::trust_store::TrustStore;
 use crate::widening::widenings;
 
 /// Every capability section of `caps` in plain words, in the order audits show them and

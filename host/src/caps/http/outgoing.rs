@@ -32,7 +32,7 @@ pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 /// Largest response body a component may receive.
 pub const MAX_RESPONSE_BYTES: u64 = 5 * 1024 * 1024;
 /// Requests one call may make.
-pub const MAX_REQUESTS_PER_CALL: u32 = 50;
+pub const MAX_HTTP_REQUESTS_PER_CALL: u32 = 50;
 
 type WasiBody = wasmtime_wasi_http::WasiBody;
 type SendResult = wasmtime_wasi_http::Result<(
@@ -131,9 +131,9 @@ impl HttpCall {
     > {
         let config = self.config.clone().ok_or(HttpRefusal::NoGrant)?;
         let n = self.sent.fetch_add(1, Ordering::SeqCst) + 1;
-        if n > MAX_REQUESTS_PER_CALL {
+        if n > MAX_HTTP_REQUESTS_PER_CALL {
             return Err(HttpRefusal::TooManyRequests {
-                max: MAX_REQUESTS_PER_CALL,
+                max: MAX_HTTP_REQUESTS_PER_CALL,
             }
             .into());
         }

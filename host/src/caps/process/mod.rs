@@ -148,7 +148,7 @@ pub fn configure(
     grant: Option<&ProcessGrant>,
     policy: &Policy,
     services: &Services,
-) -> Result<Option<Arc<ProcessConfig>>, GrantError> {
+) -> Result<Option<Arc<ProcessConfig>>, ProcessGrantError> {
     let Some(grant) = grant else {
         return Ok(None);
     };
@@ -161,7 +161,7 @@ pub fn configure(
 
 /// A process grant could not be resolved at load.
 #[derive(Debug, thiserror::Error)]
-pub enum GrantError {
+pub enum ProcessGrantError {
     /// A program is not on the host.
     #[error("process grant: program `{0}` is not an executable file on this host ({1})")]
     ProgramNotFound(String, String),
@@ -237,7 +237,7 @@ impl Scratch {
 
 impl ProcessConfig {
     /// Resolve `grant` against what `host` offers.
-    pub fn resolve(grant: &ProcessGrant, host: &ProcessHost) -> Result<Self, GrantError> {
+    pub fn resolve(grant: &ProcessGrant, host: &ProcessHost) -> Result<Self, ProcessGrantError> {
         let programs = grant
             .programs
             .iter()
@@ -248,7 +248,7 @@ impl ProcessConfig {
             .iter()
             .find(|k| !env::is_valid_key(k) || env::HOST_SET.contains(&k.as_str()))
         {
-            return Err(GrantError::BadEnvKey(bad.clone()));
+            return Err(ProcessGrantError::BadEnvKey(bad.clone()));
         }
         // A workspace that exposes the data directory or a home refuses processes at run time
         // rather than failing the load: the component's other tools stay usable.
@@ -461,8 +461,8 @@ pub enum RunError {
 }
 
 /// Resolve a granted program to an absolute path of an executable file.
-fn resolve_program(name: &str) -> Result<Program, GrantError> {
-    let not_found = |why: &str| GrantError::ProgramNotFound(name.to_owned(), why.to_owned());
+fn resolve_program(name: &str) -> Result<Program, ProcessGrantError> {
+    let not_found = |why: &str| ProcessGrantError::ProgramNotFound(name.to_owned(), why.to_owned());
     let path = if name.contains('/') {
         let path = PathBuf::from(name);
         if !path.is_absolute() {
@@ -491,8 +491,8 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// Refuse a workspace that contains the data directory or the user's home (and so `/`).
-fn check_workspace(workspace: &Path, data_dir: &Path) -> Result<(), GrantError> {
-    let too_wide = |what, path: &Path| GrantError::WorkspaceTooWide {
+fn check_workspace(workspace: &Path, data_dir: &Path) -> Result<(), ProcessGrantError> {
+    let too_wide = |what, path: &Path| ProcessGrantError::WorkspaceTooWide {
         workspace: workspace.to_owned(),
         what,
         path: path.to_owned(),

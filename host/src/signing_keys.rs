@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use chitin_registry::artifact::ContentHash;
 use chitin_registry::keys::{KeyError, KeyStore};
-use chitin_registry::trust::{Scope, TrustError, TrustStore, TrustedKey};
+use chitin_registry::trust_store::{Scope, TrustError, TrustStore, TrustedKey};
 
 use crate::data_dir::DataDir;
 

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 
-use crate::approval::{ApprovalRequest, Approver, Decision};
+use crate::approver::{ApprovalRequest, Approver, Decision};
 
 /// Bytes of the arguments shown in a prompt.
 const SHOWN_ARGS_BYTES: usize = 2000;

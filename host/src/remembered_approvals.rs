@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::json_table::{self, TableError};
+use crate::record_table::{self, TableError};
 use crate::state_db::{Records, StateDb, StateError};
 
 /// `component/tool` → JSON [`Approval`].
@@ -77,7 +77,7 @@ impl ApprovalStore {
     pub fn remember(&self, approval: &Approval) -> Result<(), ApprovalStoreError> {
         let json =
             serde_json::to_string(approval).map_err(|e| ApprovalStoreError(e.to_string()))?;
-        Ok(json_table::put(&self.db, TABLE, &approval.key(), &json)?)
+        Ok(record_table::put(&self.db, TABLE, &approval.key(), &json)?)
     }
 
     /// Whether `tool` of `component` was approved for exactly this artifact and grant.
@@ -89,7 +89,7 @@ impl ApprovalStore {
         grant: &str,
     ) -> Result<bool, ApprovalStoreError> {
         let key = format!("{component}/{tool}");
-        let approval: Option<Approval> = json_table::read_one(&self.db, TABLE, &key)?;
+        let approval: Option<Approval> = record_table::read_one(&self.db, TABLE, &key)?;
         Ok(approval.is_some_and(|a| {
             a.component == component && a.tool == tool && a.hash == hash && a.grant == grant
         }))
@@ -97,14 +97,14 @@ impl ApprovalStore {
 
     /// Every remembered approval, sorted by component and tool.
     pub fn list(&self) -> Result<Vec<Approval>, ApprovalStoreError> {
-        Ok(json_table::read_all(&self.db, TABLE)?)
+        Ok(record_table::read_all(&self.db, TABLE)?)
     }
 
     /// Forget the approvals of `selector`: a tool name, a component (`namespace/name`) or
     /// `component/tool`. Returns the `component/tool` keys removed. Works on the keys alone, so
     /// a record that no longer parses can be removed too.
     pub fn revoke(&self, selector: &str) -> Result<Vec<String>, ApprovalStoreError> {
-        let matching: Vec<String> = json_table::keys(&self.db, TABLE)?
+        let matching: Vec<String> = record_table::keys(&self.db, TABLE)?
             .into_iter()
             .filter(|key| {
                 let (component, tool) = key.rsplit_once('/').unwrap_or(("", key));
@@ -114,7 +114,7 @@ impl ApprovalStore {
         if matching.is_empty() {
             return Ok(matching);
         }
-        json_table::remove(&self.db, TABLE, matching.iter().map(String::as_str))?;
+        record_table::remove(&self.db, TABLE, matching.iter().map(String::as_str))?;
         Ok(matching)
     }
 }
@@ -182,7 +182,7 @@ mod tests {
     fn an_approval_that_does_not_parse_refuses_naming_the_fix_and_can_be_revoked() {
         let dir = tempfile::tempdir().unwrap();
         let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
-        json_table::put(&db, TABLE, "acme/weather/forecast", "[1, 2").unwrap();
+        record_table::put(&db, TABLE, "acme/weather/forecast", "[1, 2").unwrap();
         let store = ApprovalStore::new(db);
         let err = store
             .covers("acme/weather", "forecast", "h1", "g1")
