@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use chitin_registry::capability;
 use chitin_registry::manifest::http::HostPattern;
-use chitin_registry::manifest::{ApprovalHint, Capabilities};
+use chitin_registry::manifest::{ApprovalHint, Capabilities, Limit};
 use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
 
@@ -282,17 +282,15 @@ impl Policy {
 
     fn validate(&self) -> Result<(), String> {
         let (l, c) = (&self.limits.default, &self.limits.ceiling);
-        let pairs = [
-            ("memory_bytes", l.memory_bytes as u64, c.memory_bytes as u64),
-            ("fuel", l.fuel, c.fuel),
-            ("timeout_ms", l.timeout_ms, c.timeout_ms),
-            ("output_bytes", l.output_bytes as u64, c.output_bytes as u64),
-            ("log_entry_bytes", l.log_entry_bytes as u64, u64::MAX),
-        ];
+        let pairs = Limit::ALL
+            .map(|limit| (limit.key(), l.get(limit), c.get(limit)))
+            .into_iter()
+            .chain([("log_entry_bytes", l.log_entry_bytes as u64, u64::MAX)])
+            .collect::<Vec<_>>();
         if self.kv.max_bytes == 0 {
             return Err("kv.max_bytes must be greater than zero".to_owned());
         }
-        for (key, default, ceiling) in pairs {
+        for &(key, default, ceiling) in &pairs {
             for (part, value) in [("default", default), ("ceiling", ceiling)] {
                 if value == 0 {
                     return Err(format!("limits.{part}.{key} must be greater than zero"));

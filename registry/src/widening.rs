@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use crate::capability::SECTIONS;
-use crate::manifest::{LimitRequest, Manifest};
+use crate::manifest::{Limit, LimitRequest, Manifest};
 
 /// Each widening from `old` to `new`, as `key: what changed`.
 pub fn widenings(old: &Manifest, new: &Manifest) -> Vec<String> {
@@ -64,22 +64,9 @@ pub(crate) fn limit(
 }
 
 fn limits(old: &LimitRequest, new: &LimitRequest, out: &mut Vec<String>) {
-    let rows = [
-        (
-            "limits.memory_bytes",
-            old.memory_bytes.map(|v| v as u64),
-            new.memory_bytes.map(|v| v as u64),
-        ),
-        ("limits.fuel", old.fuel, new.fuel),
-        ("limits.timeout_ms", old.timeout_ms, new.timeout_ms),
-        (
-            "limits.output_bytes",
-            old.output_bytes.map(|v| v as u64),
-            new.output_bytes.map(|v| v as u64),
-        ),
-    ];
-    for (key, o, n) in rows {
-        limit(key, o, n, true, out);
+    for key in Limit::ALL {
+        let field = format!("limits.{}", key.key());
+        limit(&field, old.get(key), new.get(key), true, out);
     }
 }
 

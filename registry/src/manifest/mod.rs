@@ -273,16 +273,11 @@ impl Manifest {
         for (i, dep) in self.dependencies.iter().enumerate() {
             dep.validate(i)?;
         }
-        let l = &self.limits;
-        let zero = [
-            ("limits.memory_bytes", l.memory_bytes.map(|v| v as u64)),
-            ("limits.fuel", l.fuel),
-            ("limits.timeout_ms", l.timeout_ms),
-            ("limits.output_bytes", l.output_bytes.map(|v| v as u64)),
-        ]
-        .into_iter()
-        .find(|(_, v)| *v == Some(0));
-        if let Some((field, _)) = zero {
+        let zero = Limit::ALL
+            .into_iter()
+            .find(|&limit| self.limits.get(limit) == Some(0));
+        if let Some(limit) = zero {
+            let field = format!("limits.{}", limit.key());
             return Err(ManifestError::invalid(field, "must be greater than zero"));
         }
         Ok(())
