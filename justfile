@@ -87,10 +87,8 @@ test:
 
 # The tests, once the test build (with the `chitin` binary) is there.
 [private]
-test-built: build-components build-fixtures build-thirdparty && test-mcp test-conformance
+test-built: build-components build-fixtures build-thirdparty && test-mcp test-conformance test-probe
     cargo test --workspace {{ native }}
-    # The test-only capability exists only with its feature (never in a release build).
-    cargo test -p chitin-host --features test-capability --test probe
 
 # MCP over stdio, with the official MCP Python SDK as an independent client (in a venv under target/).
 test-mcp: build-components build-fixtures
@@ -135,3 +133,10 @@ lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets {{ native }} -- -D warnings
     cargo clippy --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }} {{ prepend("-p chitin-", fixtures) }} -- -D warnings
+
+# The test-only capability, which exists only with its feature (never in a release build). It
+# runs last: building it rebuilds the `chitin` binary with the feature, which the client tests
+# above must not run.
+[private]
+test-probe:
+    cargo test --workspace {{ native }} --features chitin-host/test-capability --test probe
