@@ -70,13 +70,7 @@ fn widen(old: Option<&HttpGrant>, new: &HttpGrant, out: &mut Vec<String>) {
             .iter()
             .filter(|m| !methods.contains(m))
             .collect();
-        let target = format!(
-            "{}://{}{}{}",
-            entry.scheme.as_deref().unwrap_or("https"),
-            entry.host,
-            entry.port.map(|p| format!(":{p}")).unwrap_or_default(),
-            entry.path_prefix.as_deref().unwrap_or_default()
-        );
+        let target = entry.target();
         if places.is_empty() {
             out.push(format!("capabilities.http.allow: adds {target}"));
         } else if !extra.is_empty() {
@@ -156,6 +150,19 @@ pub struct HttpAllow {
     /// Allowed methods; empty means GET and HEAD.
     #[serde(default)]
     pub methods: Vec<String>,
+}
+
+impl HttpAllow {
+    /// The entry as a URL prefix (`https://api.example.com:8443/v1`), for people to read.
+    pub fn target(&self) -> String {
+        format!(
+            "{}://{}{}{}",
+            self.scheme.as_deref().unwrap_or("https"),
+            self.host,
+            self.port.map(|p| format!(":{p}")).unwrap_or_default(),
+            self.path_prefix.as_deref().unwrap_or_default()
+        )
+    }
 }
 
 /// Requests per window a component asks for; an absent window takes the policy's ceiling.
@@ -469,13 +476,7 @@ impl HttpGrant {
                 } else {
                     entry.methods.join("/")
                 };
-                let target = format!(
-                    "{}://{}{}{}",
-                    entry.scheme.as_deref().unwrap_or("https"),
-                    entry.host,
-                    entry.port.map(|p| format!(":{p}")).unwrap_or_default(),
-                    entry.path_prefix.as_deref().unwrap_or_default()
-                );
+                let target = entry.target();
                 let whom = if entry.host.trim() == "*" {
                     "ANY public host (only non-public addresses are refused)".to_owned()
                 } else {
