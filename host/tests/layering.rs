@@ -57,25 +57,47 @@ fn code(path: &Path) -> String {
         .join("\n")
 }
 
-/// Every `crate::a::b` path in `code`, as its segments (`crate::caps::{x, y}` gives `caps`, ``).
-fn crate_paths(code: &str) -> Vec<Vec<String>> {
-    code.match_indices("crate::")
-        .filter(|(i, _)| {
-            // Not the tail of another path (`chitin_registry::crate::` does not occur, but a
-            // word ending in `crate` would).
-            !code[..*i].ends_with(|c: char| c.is_alphanumeric() || c == '_')
-        })
-        .map(|(i, m)| {
-            let rest = &code[i + m.len()..];
-            let end = rest
-                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                .unwrap_or(rest.len());
-            rest[..end]
-                .split("::")
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .collect()
+/// Every module path `file` names, as segments from the crate root: `crate::a::b` as written,
+/// and `super::` paths resolved against the file's own module (`super::super::secrets` in
+/// `caps/http/mod.rs` is `caps::secrets`). `crate::caps::{x, y}` gives `caps`, ``.
+fn crate_paths(file: &Path) -> Vec<Vec<String>> {
+    paths_in(&module_of(file), &code(file))
+}
+
+/// [`crate_paths`] of `code`, the text of `module`.
+fn paths_in(module: &[String], code: &str) -> Vec<Vec<String>> {
+    let segments = |rest: &str| -> Vec<String> {
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(rest.len());
+        rest[..end].split("::").map(str::to_owned).collect()
+    };
+    // The start of a path, not the tail of another (`a::super::` or a word ending in `crate`).
+    let starts_path =
+        |i: usize| !code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':');
+    let mut paths: Vec<Vec<String>> = code
+        .match_indices("crate::")
+        .filter(|(i, _)| starts_path(*i))
+        .map(|(i, m)| segments(&code[i + m.len()..]))
+        .collect();
+    for (i, _) in code
+        .match_indices("super::")
+        .filter(|(i, _)| starts_path(*i))
+    {
+        let mut rest = &code[i..];
+        let mut up = 0;
+        while let Some(tail) = rest.strip_prefix("super::") {
+            rest = tail;
+            up += 1;
+        }
+        let Some(base) = module.len().checked_sub(up) else {
+            continue;
+        };
+        let mut path = module[..base].to_vec();
+        path.extend(segments(rest));
+        paths.push(path);
+    }
+    paths
 }
 
 /// The module a file under `src` is, as segments (`caps/http/outgoing.rs` is caps, http,
@@ -102,15 +124,23 @@ fn module_of(path: &Path) -> Vec<String> {
 fn a_capability_imports_neither_the_host_the_runtime_nor_another_capability() {
     let mut files = Vec::new();
     rust_files(&src().join("caps"), &mut files);
+    let capabilities: BTreeSet<String> = files
+        .iter()
+        .filter_map(|f| module_of(f).get(1).cloned())
+        .collect();
     let mut wrong = Vec::new();
     for file in &files {
         let module = module_of(file);
         // `caps/mod.rs` is the table: it lists the capabilities and may name them all.
         let Some(own) = module.get(1) else { continue };
-        for path in crate_paths(&code(file)) {
+        for path in crate_paths(file) {
             let top = path[0].as_str();
-            // `crate::caps::{..}` or `crate::caps` alone cannot name only its own module.
-            let other_capability = top == "caps" && path.get(1).is_none_or(|name| name != own);
+            // `crate::caps::{..}` or `crate::caps` alone cannot name only its own module; a
+            // `super::` path out of an inline module may name an item of the table's module.
+            let other_capability = top == "caps"
+                && path.get(1).is_none_or(|name| {
+                    name != own && (name.is_empty() || capabilities.contains(name))
+                });
             if ABOVE_CAPABILITIES.contains(&top) || other_capability {
                 wrong.push(format!(
                     "{}: crate::{}",
@@ -132,7 +162,7 @@ fn the_core_imports_no_capability() {
     let mut wrong = Vec::new();
     for name in CORE {
         let file = src().join(format!("{name}.rs"));
-        for path in crate_paths(&code(&file)) {
+        for path in crate_paths(&file) {
             if path[0] == "caps" || ABOVE_CAPABILITIES.contains(&path[0].as_str()) {
                 wrong.push(format!("{name}.rs: crate::{}", path.join("::")));
             }
@@ -158,7 +188,7 @@ fn no_import_cycle_joins_two_modules() {
     let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
     for file in &files {
         let from: Vec<String> = module_of(file).into_iter().take(depth).collect();
-        for path in crate_paths(&code(file)) {
+        for path in crate_paths(file) {
             // The longest known module the path names.
             let to = (1..=depth.min(path.len()))
                 .rev()
@@ -199,4 +229,19 @@ fn no_import_cycle_joins_two_modules() {
         "modules on an import cycle: {}",
         cycles.join(", ")
     );
+}
+
+#[test]
+fn super_paths_resolve_against_the_files_module() {
+    let module: Vec<String> = ["caps", "http", "outgoing"].map(String::from).to_vec();
+    let code =
+        "use super::super::secrets::SecretsCtx;\nuse super::tls;\nuse crate::leak::LeakScanner;";
+    let paths = paths_in(&module, code);
+    let want = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert!(
+        paths.contains(&want(&["caps", "secrets", "SecretsCtx"])),
+        "{paths:?}"
+    );
+    assert!(paths.contains(&want(&["caps", "http", "tls"])), "{paths:?}");
+    assert!(paths.contains(&want(&["leak", "LeakScanner"])), "{paths:?}");
 }
