@@ -363,14 +363,14 @@ async fn search_reads_folded_blocks_and_recent_entries_alike() {
         quota: u64::MAX,
     };
     for block in 0..3 {
-        let key = format!("b:{block:010}");
+        let key = format!("k:{block:010}");
         assert!(
             kv.get(&place, &key).expect("get").is_some(),
             "{key} missing"
         );
     }
     assert!(
-        kv.get(&place, "x:0000000000:common")
+        kv.get(&place, "y:0000000000:common")
             .expect("get")
             .is_some()
     );
@@ -407,4 +407,135 @@ async fn search_reads_folded_blocks_and_recent_entries_alike() {
     assert_eq!(out["content"], "replaced content");
     let out = ok(&h, "memory_tree", json!({"path": "notes"})).await;
     assert_eq!(out["entries"].as_array().expect("entries").len(), 300);
+}
+
+/// Rewrites folded `block` the way versions before the binary index stored it: a JSON record
+/// `b:` and JSON posting lists `x:`, built from the block's entries, with its binary keys gone.
+async fn refold_as_json(
+    kv: &chitin_host::caps::kv::KvStore,
+    place: &chitin_host::caps::kv::Place,
+    block: u64,
+) {
+    let mut entries = Vec::new();
+    let mut postings: std::collections::BTreeMap<String, Vec<(u64, u64)>> = Default::default();
+    for seq in block * 64 + 1..=(block + 1) * 64 {
+        let Some(entry) = kv.get(place, &format!("e:{seq:012}")).expect("get") else {
+            continue;
+        };
+        let entry: Value = serde_json::from_slice(&entry).expect("entry JSON");
+        let terms = kv
+            .get(place, &format!("f:{seq:012}"))
+            .expect("get")
+            .expect("terms");
+        let terms: std::collections::BTreeMap<String, u64> =
+            serde_json::from_slice(&terms).expect("terms JSON");
+        for (term, count) in terms {
+            postings.entry(term).or_default().push((seq, count));
+        }
+        entries.push(json!([seq, entry]));
+    }
+    let mut keys = Vec::new();
+    let mut cursor = Some(0);
+    while let Some(at) = cursor {
+        let (page, next) = kv.list_keys(place, at).expect("list");
+        keys.extend(page);
+        cursor = next;
+    }
+    let binary: Vec<String> = keys
+        .into_iter()
+        .filter(|k| k == &format!("k:{block:010}") || k.starts_with(&format!("y:{block:010}:")))
+        .collect();
+    assert!(binary.len() > 1, "block {block} is folded");
+    kv.delete_many(place, binary).await.expect("delete");
+    let mut pairs: Vec<(String, Vec<u8>)> = postings
+        .iter()
+        .map(|(term, list)| {
+            (
+                format!("x:{block:010}:{term}"),
+                serde_json::to_vec(list).expect("json"),
+            )
+        })
+        .collect();
+    pairs.push((
+        format!("b:{block:010}"),
+        serde_json::to_vec(&json!({"e": entries})).expect("json"),
+    ));
+    for page in pairs.chunks(1000) {
+        kv.set_many(place, page.to_vec()).await.expect("set");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_folded_by_an_earlier_version_read_the_same() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let ws = data.path().join("workspace");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    let services = services(data.path(), &ws);
+    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let mut h = Host::new(runtime, policy(Limits::default()), services.clone());
+    h.load_path(&component("memory")).await.expect("load");
+
+    // Four folded blocks with overwrites and appends across them, then a loose tail.
+    for i in 0..330u64 {
+        let (target, append) = match i % 5 {
+            0 => (format!("notes/{}.md", i % 40), false),
+            1 => (format!("notes/{}.md", i % 40), true),
+            _ => (format!("docs/{i}.md"), false),
+        };
+        let args = json!({
+            "content": format!("entry{i} shared t{} Ünïcode w{} w{}", i % 7, i % 11, i % 13),
+            "target": target,
+            "append": append,
+        });
+        ok(&h, "memory_write", args).await;
+    }
+    let queries = [
+        json!({"query": "shared", "limit": 50}),
+        json!({"query": "t3 w5", "limit": 20}),
+        json!({"query": "entry7 entry200 entry329"}),
+        json!({"query": "ünïcode w12", "limit": 50}),
+    ];
+    let reads = ["notes/0.md", "notes/1.md", "notes/21.md", "docs/2.md"];
+    let mut before = Vec::new();
+    for q in &queries {
+        before.push(ok(&h, "memory_search", q.clone()).await);
+    }
+    for path in reads {
+        before.push(ok(&h, "memory_read", json!({"path": path})).await);
+    }
+    before.push(ok(&h, "memory_tree", json!({"depth": 2})).await);
+    assert!(
+        before[0]["matched"].as_u64().expect("matched") > 40,
+        "{}",
+        before[0]
+    );
+
+    let kv = services.kv().expect("kv");
+    let place = chitin_host::caps::kv::Place {
+        component: "chitin/memory".into(),
+        bucket: "memory".into(),
+        quota: u64::MAX,
+    };
+    for block in [0, 2] {
+        refold_as_json(&kv, &place, block).await;
+    }
+    let mut after = Vec::new();
+    for q in &queries {
+        after.push(ok(&h, "memory_search", q.clone()).await);
+    }
+    for path in reads {
+        after.push(ok(&h, "memory_read", json!({"path": path})).await);
+    }
+    after.push(ok(&h, "memory_tree", json!({"depth": 2})).await);
+    assert_eq!(before, after);
+
+    // A corrupt binary record is an error naming the block, not a silently shorter result.
+    kv.set_many(&place, vec![("k:0000000001".into(), vec![1, 2, 3])])
+        .await
+        .expect("set");
+    let e = err(&h, "memory_search", json!({"query": "shared"})).await;
+    assert!(
+        e.to_string().contains("memory index block 1 is corrupt"),
+        "{e}"
+    );
 }

@@ -104,45 +104,57 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
         })
 }
 
-/// What a search keeps of one entry: only the counts of the query's terms, so that ranking
-/// thousands of entries fits the call's memory limit.
+/// What a search keeps of one entry: only the counts of the query's terms (at `tf` in
+/// [`Corpus`]'s flat table), so that ranking thousands of entries fits the call's memory limit
+/// and costs no allocation per entry.
 struct Scored {
     seq: u64,
     doc: u32,
     replace: bool,
     len: u32,
-    tf: Vec<u32>,
+    tf: usize,
 }
 
-/// The entries of a search, gathered one at a time in write order, then ranked.
-pub struct Corpus {
+/// The entries of a search, gathered one at a time, then ranked. Document paths are borrowed
+/// from the fetched index.
+pub struct Corpus<'a> {
     query: Vec<String>,
-    docs: Vec<String>,
-    ids: HashMap<String, u32>,
+    docs: Vec<&'a [u8]>,
+    ids: HashMap<&'a [u8], u32, foldhash::fast::RandomState>,
     entries: Vec<Scored>,
+    tfs: Vec<u32>,
 }
 
 /// One ranked document.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Hit {
-    /// The document.
-    pub path: String,
+pub struct Hit<'a> {
+    /// The document's path, as stored.
+    pub path: &'a [u8],
     /// Its best entry's BM25 score.
     pub score: f64,
     /// That entry's sequence number.
     pub seq: u64,
 }
 
-impl Corpus {
+impl<'a> Corpus<'a> {
     /// An empty corpus for `query`.
     pub fn new(query: &str) -> Self {
         let mut seen = HashSet::new();
         Self {
             query: tokens(query).filter(|t| seen.insert(t.clone())).collect(),
             docs: Vec::new(),
-            ids: HashMap::new(),
+            ids: HashMap::default(),
             entries: Vec::new(),
+            tfs: Vec::new(),
         }
+    }
+
+    /// Makes room for `entries` more entries.
+    pub fn reserve(&mut self, entries: usize) {
+        self.entries.reserve(entries);
+        self.tfs.reserve(entries * self.query.len());
+        self.ids.reserve(entries);
+        self.docs.reserve(entries);
     }
 
     /// The query's distinct terms.
@@ -150,25 +162,31 @@ impl Corpus {
         &self.query
     }
 
-    /// Adds entry `seq` with `tf`, the counts of [`Corpus::terms`] in it.
-    pub fn add(&mut self, seq: u64, entry: &Entry, tf: Vec<u32>) {
+    /// Adds entry `seq` of `path` with `tf`, the counts of [`Corpus::terms`] in it.
+    pub fn add(&mut self, seq: u64, path: &'a [u8], replace: bool, len: u32, tf: &[u32]) {
         let next = self.docs.len() as u32;
-        let doc = *self.ids.entry(entry.path.clone()).or_insert_with(|| {
-            self.docs.push(entry.path.clone());
+        let doc = *self.ids.entry(path).or_insert_with(|| {
+            self.docs.push(path);
             next
         });
+        let at = self.tfs.len();
+        self.tfs.extend_from_slice(tf);
         self.entries.push(Scored {
             seq,
             doc,
-            replace: entry.replace,
-            len: entry.len,
-            tf,
+            replace,
+            len,
+            tf: at,
         });
+    }
+
+    fn tf(&self, e: &Scored) -> &[u32] {
+        &self.tfs[e.tf..e.tf + self.query.len()]
     }
 
     /// The `limit` best documents by BM25 over live entries, best first (ties by path), and
     /// how many documents matched at all.
-    pub fn rank(&self, limit: usize) -> (Vec<Hit>, usize) {
+    pub fn rank(&self, limit: usize) -> (Vec<Hit<'a>>, usize) {
         let mut live_from = vec![0u64; self.docs.len()];
         for e in &self.entries {
             if e.replace {
@@ -187,27 +205,32 @@ impl Corpus {
         let avg_len = live.iter().map(|e| f64::from(e.len)).sum::<f64>() / n;
         let idf: Vec<f64> = (0..self.query.len())
             .map(|i| {
-                let df = live.iter().filter(|e| e.tf[i] > 0).count() as f64;
+                let df = live.iter().filter(|e| self.tf(e)[i] > 0).count() as f64;
                 (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
             })
             .collect();
         let mut best: HashMap<u32, (f64, u64)> = HashMap::new();
         for e in &live {
+            let tf = self.tf(e);
+            if tf.iter().all(|t| *t == 0) {
+                continue;
+            }
             let norm = K1 * (1.0 - B + B * f64::from(e.len) / avg_len.max(1.0));
-            let score: f64 =
-                e.tf.iter()
-                    .zip(&idf)
-                    .filter(|(tf, _)| **tf > 0)
-                    .map(|(tf, idf)| {
-                        let tf = f64::from(*tf);
-                        idf * tf * (K1 + 1.0) / (tf + norm)
-                    })
-                    .sum();
+            let score: f64 = tf
+                .iter()
+                .zip(&idf)
+                .filter(|(tf, _)| **tf > 0)
+                .map(|(tf, idf)| {
+                    let tf = f64::from(*tf);
+                    idf * tf * (K1 + 1.0) / (tf + norm)
+                })
+                .sum();
             if score <= 0.0 {
                 continue;
             }
+            // Entries arrive in no particular order: a tie goes to the earlier entry.
             let slot = best.entry(e.doc).or_insert((score, e.seq));
-            if score > slot.0 {
+            if score > slot.0 || (score == slot.0 && e.seq < slot.1) {
                 *slot = (score, e.seq);
             }
         }
@@ -215,7 +238,7 @@ impl Corpus {
         let mut hits: Vec<Hit> = best
             .into_iter()
             .map(|(doc, (score, seq))| Hit {
-                path: self.docs[doc as usize].clone(),
+                path: self.docs[doc as usize],
                 score,
                 seq,
             })
@@ -223,7 +246,7 @@ impl Corpus {
         hits.sort_by(|a, b| {
             b.score
                 .total_cmp(&a.score)
-                .then_with(|| a.path.cmp(&b.path))
+                .then_with(|| a.path.cmp(b.path))
         });
         hits.truncate(limit);
         (hits, matched)
@@ -279,16 +302,20 @@ fn floor_char(text: &str, mut at: usize) -> usize {
 mod tests {
     use super::*;
 
-    fn rank(docs: &[(&str, bool, &str)], query: &str, limit: usize) -> (Vec<Hit>, usize) {
+    fn rank<'a>(
+        docs: &[(&'a str, bool, &str)],
+        query: &str,
+        limit: usize,
+    ) -> (Vec<Hit<'a>>, usize) {
         let mut corpus = Corpus::new(query);
         for (i, (path, replace, text)) in docs.iter().enumerate() {
             let (entry, terms) = Entry::of(path, *replace, text);
-            let tf = corpus
+            let tf: Vec<u32> = corpus
                 .terms()
                 .iter()
                 .map(|t| terms.get(t).copied().unwrap_or(0))
                 .collect();
-            corpus.add(i as u64 + 1, &entry, tf);
+            corpus.add(i as u64 + 1, path.as_bytes(), entry.replace, entry.len, &tf);
         }
         corpus.rank(limit)
     }
@@ -313,8 +340,8 @@ mod tests {
         ];
         let (hits, matched) = rank(&docs, "rust borrow", 10);
         assert_eq!(matched, 3);
-        let order: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
-        assert_eq!(order, ["d.md", "a.md", "b.md"]);
+        let order: Vec<&[u8]> = hits.iter().map(|h| h.path).collect();
+        assert_eq!(order, [b"d.md", b"a.md", b"b.md"]);
         assert!(hits[0].score > hits[1].score && hits[1].score > hits[2].score);
     }
 
@@ -330,7 +357,21 @@ mod tests {
         assert_eq!(rank(&docs, "appended", 10).1, 0);
         let (hits, _) = rank(&docs, "plans content", 10);
         assert_eq!(hits.len(), 1);
-        assert_eq!(hits[0].path, "a.md");
+        assert_eq!(hits[0].path, b"a.md");
+    }
+
+    #[test]
+    fn ties_go_to_the_earlier_entry_whatever_the_order_read() {
+        let mut corpus = Corpus::new("same");
+        for seq in [9, 3, 5] {
+            corpus.add(seq, b"a.md", false, 4, &[1]);
+        }
+        corpus.add(4, b"b.md", false, 4, &[1]);
+        let (hits, matched) = corpus.rank(10);
+        assert_eq!(matched, 2);
+        assert_eq!((hits[0].path, hits[0].seq), (&b"a.md"[..], 3));
+        assert_eq!((hits[1].path, hits[1].seq), (&b"b.md"[..], 4));
+        assert_eq!(hits[0].score, hits[1].score);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use chitin_sdk::prelude::*;
 
+mod block;
 mod index;
 mod store;
 mod target;
@@ -90,12 +91,13 @@ struct ReadOutput {
 fn memory_read(args: ReadArgs) -> Result<ReadOutput, ToolError> {
     let path = target::normalise(&args.path)?;
     let memory = Memory::open()?;
-    let entries: Vec<(u64, bool)> = memory
-        .load(&[])?
-        .into_iter()
-        .filter(|l| l.entry.path == path)
-        .map(|l| (l.seq, l.entry.replace))
-        .collect();
+    let mut entries: Vec<(u64, bool)> = Vec::new();
+    memory.load(&[])?.each(|l| {
+        if l.path == path.as_bytes() {
+            entries.push((l.seq, l.replace));
+        }
+    })?;
+    entries.sort_unstable();
     let seqs = live_entries(&entries);
     if seqs.is_empty() {
         return Err(ToolError::not_found(format!("no memory document `{path}`")));
@@ -156,11 +158,15 @@ fn memory_tree(args: TreeArgs) -> Result<TreeOutput, ToolError> {
     };
     let depth = args.depth.unwrap_or(DEFAULT_DEPTH).clamp(1, MAX_DEPTH);
     // Every document with an entry has a live one (its last overwrite, or its appends).
-    let docs: BTreeSet<String> = Memory::open()?
-        .load(&[])?
+    let fetched = Memory::open()?.load(&[])?;
+    let mut stored: BTreeSet<&[u8]> = BTreeSet::new();
+    fetched.each(|l| {
+        stored.insert(l.path);
+    })?;
+    let docs = stored
         .into_iter()
-        .map(|l| l.entry.path)
-        .collect();
+        .map(utf8_path)
+        .collect::<Result<Vec<&str>, ToolError>>()?;
     let base_parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
     let mut nodes: BTreeSet<(Vec<&str>, NodeKind)> = BTreeSet::new();
     let mut found = base_parts.is_empty();
@@ -228,9 +234,9 @@ fn memory_search(args: SearchArgs) -> Result<SearchOutput, ToolError> {
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let memory = Memory::open()?;
     let mut corpus = Corpus::new(&args.query);
-    for loaded in memory.load(corpus.terms())? {
-        corpus.add(loaded.seq, &loaded.entry, loaded.tf);
-    }
+    let fetched = memory.load(corpus.terms())?;
+    corpus.reserve(fetched.len());
+    fetched.each(|l| corpus.add(l.seq, l.path, l.replace, l.len, l.tf))?;
     let (hits, matched) = corpus.rank(limit);
     let seqs: Vec<u64> = hits.iter().map(|h| h.seq).collect();
     let texts = memory.texts(&seqs)?;
@@ -238,14 +244,26 @@ fn memory_search(args: SearchArgs) -> Result<SearchOutput, ToolError> {
         results: hits
             .into_iter()
             .zip(texts)
-            .map(|(hit, text)| SearchResult {
-                path: hit.path,
-                // Four decimals: stable across platforms, plenty to order by.
-                score: (hit.score * 10_000.0).round() / 10_000.0,
-                snippet: snippet(&text, &args.query),
+            .map(|(hit, text)| {
+                Ok(SearchResult {
+                    path: utf8_path(hit.path)?.to_owned(),
+                    // Four decimals: stable across platforms, plenty to order by.
+                    score: (hit.score * 10_000.0).round() / 10_000.0,
+                    snippet: snippet(&text, &args.query),
+                })
             })
-            .collect(),
+            .collect::<Result<_, ToolError>>()?,
         matched: matched as u64,
+    })
+}
+
+/// A stored document path as text; not UTF-8 only if the index is corrupt.
+fn utf8_path(path: &[u8]) -> Result<&str, ToolError> {
+    std::str::from_utf8(path).map_err(|_| {
+        ToolError::execution_failed(format!(
+            "memory index is corrupt: document path {} is not UTF-8",
+            String::from_utf8_lossy(path)
+        ))
     })
 }
 

@@ -1,14 +1,14 @@
 //! The memory bucket through `wasi:keyvalue`. Layout: `seq` is a counter handing each write a
 //! number `n` of its own; `e:<n>` holds that write's [`Entry`], `f:<n>` its term counts and
-//! `t:<n>` its text. Folded blocks add `b:<block>` (a [`BlockRecord`]) and `x:<block>:<term>`
-//! (that term's postings in the block). No key is ever read, changed and written back, so
-//! concurrent writers cannot lose each other's data; the host commits each call durably before
-//! it returns.
-
-use std::collections::HashMap;
+//! `t:<n>` its text. Folded blocks add `k:<block>` (the block's record, in the binary form of
+//! [`crate::block`]) and `y:<block>:<term>` (that term's postings in the block, binary). Blocks
+//! folded by earlier versions hold `b:<block>` and `x:<block>:<term>` in JSON instead; they are
+//! read as they are. No key is ever read, changed and written back, so concurrent writers
+//! cannot lose each other's data; the host commits each call durably before it returns.
 
 use chitin_sdk::{ToolError, log};
 
+use crate::block::{self, CorruptBlock};
 use crate::index::{BLOCK, BlockRecord, Entry, Postings, Terms, block_range, invert};
 
 mod bindings {
@@ -30,14 +30,44 @@ const SEQ: &str = "seq";
 /// flight from concurrent calls have landed by the time their block is folded.
 const FOLD_LAG: u64 = 1;
 
-/// One stored write as a read sees it.
-pub struct Loaded {
+/// One stored write as a read sees it, borrowed from a [`Fetched`] index.
+pub struct Loaded<'a, 't> {
     /// Its number.
     pub seq: u64,
-    /// Its document, kind and length.
-    pub entry: Entry,
+    /// Its document's path, as stored (UTF-8 unless the index is corrupt).
+    pub path: &'a [u8],
+    /// Whether it replaced the document.
+    pub replace: bool,
+    /// Its length in terms.
+    pub len: u32,
     /// The counts of the terms asked for, in their order.
-    pub tf: Vec<u32>,
+    pub tf: &'t [u32],
+}
+
+/// A folded block as fetched: its record in either form, and the posting list of each term
+/// asked for (`None` when the term is not in the block).
+enum Folded {
+    /// Binary record and postings.
+    Binary {
+        block: u64,
+        record: Vec<u8>,
+        postings: Vec<Option<Vec<u8>>>,
+    },
+    /// JSON record and postings, as earlier versions folded them.
+    Json {
+        block: u64,
+        record: BlockRecord,
+        postings: Vec<Option<Postings>>,
+    },
+}
+
+/// Every stored write, fetched for a read of the index: folded blocks and the entries not in
+/// one. Read it with [`Fetched::each`].
+pub struct Fetched {
+    terms: usize,
+    writes: usize,
+    folded: Vec<Folded>,
+    loose: Vec<(u64, Entry, Vec<u32>)>,
 }
 
 /// The open memory bucket.
@@ -80,7 +110,13 @@ impl Memory {
     /// Folds `block`, and the block before it if that one was left unfolded (its writer died).
     fn fold_due(&self, block: u64) -> Result<(), ToolError> {
         self.fold(block)?;
-        if block > 0 && !self.bucket.exists(&record_key(block - 1)).map_err(failed)? {
+        if block > 0
+            && !self.bucket.exists(&record_key(block - 1)).map_err(failed)?
+            && !self
+                .bucket
+                .exists(&json_record_key(block - 1))
+                .map_err(failed)?
+        {
             self.fold(block - 1)?;
         }
         Ok(())
@@ -103,102 +139,161 @@ impl Memory {
             }
         }
         let (record, postings) = invert(landed);
-        let pairs = postings
+        let pairs: Vec<(String, Vec<u8>)> = postings
             .iter()
-            .map(|(term, list)| Ok((postings_key(block, term), encode(list)?)))
-            .collect::<Result<Vec<_>, ToolError>>()?;
+            .map(|(term, list)| {
+                (
+                    postings_key(block, term),
+                    block::encode_postings(block, list),
+                )
+            })
+            .collect();
         for page in pairs.chunks(PAGE) {
             batch::set_many(&self.bucket, page).map_err(failed)?;
         }
         // Recorded last: a block without its record is read entry by entry.
         self.bucket
-            .set(&record_key(block), &encode(&record)?)
+            .set(&record_key(block), &block::encode_record(&record))
             .map_err(failed)
     }
 
-    /// Every stored write in order, with the counts of `terms` in each: folded blocks through
-    /// their records and the terms' posting lists, the rest entry by entry. A number handed out
-    /// whose write has not landed (in flight, or its writer died) is skipped.
-    pub fn load(&self, terms: &[String]) -> Result<Vec<Loaded>, ToolError> {
+    /// Every stored write, with the counts of `terms` in each: folded blocks through their
+    /// records and the terms' posting lists, the rest entry by entry. A number handed out whose
+    /// write has not landed (in flight, or its writer died) is skipped.
+    pub fn load(&self, terms: &[String]) -> Result<Fetched, ToolError> {
+        let mut fetched = Fetched {
+            terms: terms.len(),
+            writes: 0,
+            folded: Vec::new(),
+            loose: Vec::new(),
+        };
         let Some(last) = self.counter()? else {
-            return Ok(Vec::new());
+            return Ok(fetched);
         };
         let blocks: Vec<u64> = (0..last / BLOCK).collect();
-        let mut out: Vec<Loaded> = Vec::new();
-        let mut folded = Vec::new();
         let mut loose = Vec::new();
         for page in blocks.chunks(PAGE) {
-            let keys: Vec<String> = page.iter().map(|b| record_key(*b)).collect();
-            for (block, value) in page
-                .iter()
-                .zip(batch::get_many(&self.bucket, &keys).map_err(failed)?)
-            {
-                let Some((_, bytes)) = value else {
-                    loose.extend(block_range(*block));
-                    continue;
-                };
-                let record: BlockRecord = decode_block(*block, &bytes)?;
-                let mut held = record.entries.iter().map(|(s, _)| *s).peekable();
-                for seq in block_range(*block) {
-                    if held.next_if_eq(&seq).is_none() {
+            let records = self.get_many(page.iter().map(|b| record_key(*b)))?;
+            let (binary, unfolded): (Vec<_>, Vec<_>) =
+                page.iter().zip(records).partition(|(_, r)| r.is_some());
+            // Blocks folded by an earlier version, read only where no binary record exists.
+            let old = self.get_many(unfolded.iter().map(|(b, _)| json_record_key(**b)))?;
+            let binary_blocks: Vec<u64> = binary.iter().map(|(b, _)| **b).collect();
+            let lists = self.postings(&binary_blocks, terms, postings_key)?;
+            let mut held: Vec<(u64, Vec<u64>)> = Vec::with_capacity(page.len());
+            for ((block, record), postings) in binary.into_iter().zip(lists) {
+                let record = record.unwrap_or_default();
+                let seqs: Vec<u64> = block::decode_record(*block, &record)
+                    .map_err(|e| corrupt_block(*block, &e))?
+                    .rows
+                    .iter()
+                    .map(|r| r.seq)
+                    .collect();
+                fetched.writes += seqs.len();
+                held.push((*block, seqs));
+                fetched.folded.push(Folded::Binary {
+                    block: *block,
+                    record,
+                    postings,
+                });
+            }
+            let mut json = Vec::new();
+            for ((block, _), bytes) in unfolded.into_iter().zip(old) {
+                match bytes {
+                    Some(bytes) => {
+                        let record: BlockRecord = decode_block(*block, &bytes)?;
+                        let seqs: Vec<u64> = record.entries.iter().map(|(s, _)| *s).collect();
+                        if !seqs.is_sorted_by(|a, b| a < b)
+                            || seqs.iter().any(|s| !block_range(*block).contains(s))
+                        {
+                            return Err(ToolError::execution_failed(format!(
+                                "memory index block {block} is corrupt: its entries are not the block's, in order"
+                            )));
+                        }
+                        fetched.writes += seqs.len();
+                        held.push((*block, seqs));
+                        json.push((*block, record));
+                    }
+                    None => held.push((*block, Vec::new())),
+                }
+            }
+            let json_blocks: Vec<u64> = json.iter().map(|(b, _)| *b).collect();
+            let lists = self.postings(&json_blocks, terms, json_postings_key)?;
+            for ((block, record), lists) in json.into_iter().zip(lists) {
+                let postings = lists
+                    .into_iter()
+                    .map(|bytes| bytes.map(|b| decode_block(block, &b)).transpose())
+                    .collect::<Result<Vec<Option<Postings>>, ToolError>>()?;
+                fetched.folded.push(Folded::Json {
+                    block,
+                    record,
+                    postings,
+                });
+            }
+            for (block, seqs) in held {
+                let mut seqs = seqs.into_iter().peekable();
+                for seq in block_range(block) {
+                    if seqs.next_if_eq(&seq).is_none() {
                         loose.push(seq);
                     }
                 }
-                out.extend(record.entries.into_iter().map(|(seq, entry)| Loaded {
-                    seq,
-                    entry,
-                    tf: vec![0; terms.len()],
-                }));
-                folded.push(*block);
             }
         }
         loose.extend(blocks.len() as u64 * BLOCK + 1..=last);
-        let at: HashMap<u64, usize> = out.iter().enumerate().map(|(i, l)| (l.seq, i)).collect();
-        for (t, term) in terms.iter().enumerate() {
-            for page in folded.chunks(PAGE) {
-                let keys: Vec<String> = page.iter().map(|b| postings_key(*b, term)).collect();
-                for (block, value) in page
-                    .iter()
-                    .zip(batch::get_many(&self.bucket, &keys).map_err(failed)?)
-                {
-                    let Some((_, bytes)) = value else { continue };
-                    let list: Postings = decode_block(*block, &bytes)?;
-                    for (seq, count) in list {
-                        if let Some(i) = at.get(&seq) {
-                            out[*i].tf[t] = count;
-                        }
-                    }
-                }
-            }
-        }
         for page in loose.chunks(PAGE / 2) {
-            let keys: Vec<String> = page
-                .iter()
-                .map(|s| entry_key(*s))
-                .chain(page.iter().map(|s| terms_key(*s)))
-                .collect();
-            let values = batch::get_many(&self.bucket, &keys).map_err(failed)?;
+            let values = self.get_many(
+                page.iter()
+                    .map(|s| entry_key(*s))
+                    .chain(page.iter().map(|s| terms_key(*s))),
+            )?;
             let (entries, counts) = values.split_at(page.len());
             for ((seq, entry), counts) in page.iter().zip(entries).zip(counts) {
-                let Some((_, entry)) = entry else { continue };
+                let Some(entry) = entry else { continue };
                 let entry: Entry = decode(*seq, entry)?;
-                let counts: Terms = match counts {
-                    Some((_, bytes)) => decode(*seq, bytes)?,
-                    None => Terms::new(),
+                let tf = match counts {
+                    Some(bytes) => term_counts(*seq, bytes, terms)?,
+                    None => vec![0; terms.len()],
                 };
-                let tf = terms
-                    .iter()
-                    .map(|t| counts.get(t).copied().unwrap_or(0))
-                    .collect();
-                out.push(Loaded {
-                    seq: *seq,
-                    entry,
-                    tf,
-                });
+                fetched.loose.push((*seq, entry, tf));
+                fetched.writes += 1;
             }
         }
-        out.sort_unstable_by_key(|l| l.seq);
+        Ok(fetched)
+    }
+
+    /// The posting lists of each of `terms` in each of `blocks`: one list per block, holding
+    /// one value per term.
+    fn postings(
+        &self,
+        blocks: &[u64],
+        terms: &[String],
+        key: fn(u64, &str) -> String,
+    ) -> Result<Vec<Vec<Option<Vec<u8>>>>, ToolError> {
+        let mut out: Vec<Vec<Option<Vec<u8>>>> =
+            vec![Vec::with_capacity(terms.len()); blocks.len()];
+        if blocks.is_empty() {
+            return Ok(out);
+        }
+        for term in terms {
+            let values = self.get_many(blocks.iter().map(|b| key(*b, term)))?;
+            for (slot, value) in out.iter_mut().zip(values) {
+                slot.push(value);
+            }
+        }
         Ok(out)
+    }
+
+    /// The values of `keys` (at most [`PAGE`]), `None` where a key is absent.
+    fn get_many(
+        &self,
+        keys: impl Iterator<Item = String>,
+    ) -> Result<Vec<Option<Vec<u8>>>, ToolError> {
+        let keys: Vec<String> = keys.collect();
+        Ok(batch::get_many(&self.bucket, &keys)
+            .map_err(failed)?
+            .into_iter()
+            .map(|v| v.map(|(_, value)| value))
+            .collect())
     }
 
     /// The last number handed out, if any write was made.
@@ -227,6 +322,158 @@ impl Memory {
     }
 }
 
+impl Fetched {
+    /// How many writes were fetched.
+    pub fn len(&self) -> usize {
+        self.writes
+    }
+
+    /// Calls `each` for every fetched write; the order is not that of their numbers.
+    pub fn each<'a>(
+        &'a self,
+        mut each: impl for<'t> FnMut(Loaded<'a, 't>),
+    ) -> Result<(), ToolError> {
+        let mut tf = vec![0u32; BLOCK as usize * self.terms];
+        for folded in &self.folded {
+            tf.fill(0);
+            match folded {
+                Folded::Binary {
+                    block,
+                    record,
+                    postings,
+                } => {
+                    for (t, list) in postings.iter().enumerate() {
+                        let Some(list) = list else { continue };
+                        block::decode_postings(list, |offset, count| {
+                            tf[offset * self.terms + t] = count;
+                        })
+                        .map_err(|e| corrupt_block(*block, &e))?;
+                    }
+                    let record = block::decode_record(*block, record)
+                        .map_err(|e| corrupt_block(*block, &e))?;
+                    let first = *block_range(*block).start();
+                    for row in &record.rows {
+                        let at = (row.seq - first) as usize * self.terms;
+                        each(Loaded {
+                            seq: row.seq,
+                            path: record.paths[row.path as usize],
+                            replace: row.replace,
+                            len: row.len,
+                            tf: &tf[at..at + self.terms],
+                        });
+                    }
+                }
+                Folded::Json {
+                    block,
+                    record,
+                    postings,
+                } => {
+                    let first = *block_range(*block).start();
+                    for (t, list) in postings.iter().enumerate() {
+                        for (seq, count) in list.iter().flatten() {
+                            if let Some(offset) = seq.checked_sub(first).filter(|o| *o < BLOCK) {
+                                tf[offset as usize * self.terms + t] = *count;
+                            }
+                        }
+                    }
+                    for (seq, entry) in &record.entries {
+                        // Checked when fetched: every entry of a record is in its block.
+                        let at = (seq - first) as usize * self.terms;
+                        each(Loaded {
+                            seq: *seq,
+                            path: entry.path.as_bytes(),
+                            replace: entry.replace,
+                            len: entry.len,
+                            tf: &tf[at..at + self.terms],
+                        });
+                    }
+                }
+            }
+        }
+        for (seq, entry, tf) in &self.loose {
+            each(Loaded {
+                seq: *seq,
+                path: entry.path.as_bytes(),
+                replace: entry.replace,
+                len: entry.len,
+                tf,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The counts of `terms` in the stored term counts of write `seq`, without building the map of
+/// every term it holds.
+fn term_counts(seq: u64, bytes: &[u8], terms: &[String]) -> Result<Vec<u32>, ToolError> {
+    struct Counts<'t>(&'t [String]);
+
+    impl<'de> serde::de::DeserializeSeed<'de> for Counts<'_> {
+        type Value = Vec<u32>;
+
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<u32>, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de> serde::de::Visitor<'de> for Counts<'_> {
+        type Value = Vec<u32>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of term counts")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Vec<u32>, A::Error> {
+            let mut counts = vec![0; self.0.len()];
+            while let Some(Term(term)) = map.next_key()? {
+                match self.0.iter().position(|t| *t == term) {
+                    Some(i) => counts[i] = map.next_value()?,
+                    None => {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(counts)
+        }
+    }
+
+    /// A term, borrowed from the stored bytes unless it holds an escape.
+    struct Term<'de>(std::borrow::Cow<'de, str>);
+
+    impl<'de> serde::Deserialize<'de> for Term<'de> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Term<'de>;
+
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a term")
+                }
+
+                fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Term<'de>, E> {
+                    Ok(Term(std::borrow::Cow::Borrowed(v)))
+                }
+
+                fn visit_str<E>(self, v: &str) -> Result<Term<'de>, E> {
+                    Ok(Term(std::borrow::Cow::Owned(v.to_owned())))
+                }
+            }
+            d.deserialize_str(Visit)
+        }
+    }
+
+    use serde::de::DeserializeSeed;
+    let mut d = serde_json::Deserializer::from_slice(bytes);
+    Counts(terms)
+        .deserialize(&mut d)
+        .and_then(|counts| d.end().map(|()| counts))
+        .map_err(|e| ToolError::execution_failed(format!("memory entry {seq} is corrupt: {e}")))
+}
+
+fn corrupt_block(block: u64, e: &CorruptBlock) -> ToolError {
+    ToolError::execution_failed(format!("memory index block {block} is corrupt: {e}"))
+}
+
 fn encode<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, ToolError> {
     serde_json::to_vec(value)
         .map_err(|e| ToolError::execution_failed(format!("cannot encode memory index: {e}")))
@@ -252,10 +499,18 @@ fn terms_key(seq: u64) -> String {
 }
 
 fn record_key(block: u64) -> String {
-    format!("b:{block:010}")
+    format!("k:{block:010}")
 }
 
 fn postings_key(block: u64, term: &str) -> String {
+    format!("y:{block:010}:{term}")
+}
+
+fn json_record_key(block: u64) -> String {
+    format!("b:{block:010}")
+}
+
+fn json_postings_key(block: u64, term: &str) -> String {
     format!("x:{block:010}:{term}")
 }
 
