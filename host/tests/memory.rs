@@ -434,14 +434,7 @@ async fn refold_as_json(
         }
         entries.push(json!([seq, entry]));
     }
-    let mut keys = Vec::new();
-    let mut cursor = Some(0);
-    while let Some(at) = cursor {
-        let (page, next) = kv.list_keys(place, at).expect("list");
-        keys.extend(page);
-        cursor = next;
-    }
-    let binary: Vec<String> = keys
+    let binary: Vec<String> = all_keys(kv, place)
         .into_iter()
         .filter(|k| k == &format!("k:{block:010}") || k.starts_with(&format!("y:{block:010}:")))
         .collect();
@@ -465,69 +458,108 @@ async fn refold_as_json(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn blocks_folded_by_an_earlier_version_read_the_same() {
-    let data = tempfile::tempdir().expect("tempdir");
-    let ws = data.path().join("workspace");
+/// Writes `n` entries: overwrites and appends to 40 notes, and documents of their own.
+async fn write_mixed(h: &std::sync::Arc<Host>, n: u64) {
+    let writes: Vec<_> = (0..n)
+        .map(|i| {
+            let h = h.clone();
+            async move {
+                let (target, append) = match i % 5 {
+                    0 => (format!("notes/{}.md", i % 40), false),
+                    1 => (format!("notes/{}.md", i % 40), true),
+                    _ => (format!("docs/{i}.md"), false),
+                };
+                let args = json!({
+                    "content": format!("entry{i} shared t{} Ünïcode w{} w{}", i % 7, i % 11, i % 13),
+                    "target": target,
+                    "append": append,
+                });
+                h.call("memory_write", &args.to_string()).await.result
+            }
+        })
+        .collect();
+    for out in futures::stream::iter(writes)
+        .buffered(4)
+        .collect::<Vec<_>>()
+        .await
+    {
+        out.expect("memory_write");
+    }
+}
+
+/// What searches, reads and the tree return.
+async fn snapshot(h: &Host) -> Vec<Value> {
+    let mut out = Vec::new();
+    for q in [
+        json!({"query": "shared", "limit": 50}),
+        json!({"query": "t3 w5", "limit": 20}),
+        json!({"query": "entry7 entry200 entry329 entry1100"}),
+        json!({"query": "ünïcode w12", "limit": 50}),
+    ] {
+        out.push(ok(h, "memory_search", q).await);
+    }
+    for path in ["notes/0.md", "notes/1.md", "notes/21.md", "docs/2.md"] {
+        out.push(ok(h, "memory_read", json!({"path": path})).await);
+    }
+    out.push(ok(h, "memory_tree", json!({"depth": 2})).await);
+    out
+}
+
+/// Every key of the memory bucket.
+fn all_keys(
+    kv: &chitin_host::caps::kv::KvStore,
+    place: &chitin_host::caps::kv::Place,
+) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut cursor = Some(0);
+    while let Some(at) = cursor {
+        let (page, next) = kv.list_keys(place, at).expect("list");
+        keys.extend(page);
+        cursor = next;
+    }
+    keys
+}
+
+fn memory_place() -> chitin_host::caps::kv::Place {
+    chitin_host::caps::kv::Place {
+        component: "chitin/memory".into(),
+        bucket: "memory".into(),
+        quota: u64::MAX,
+    }
+}
+
+async fn memory_host(
+    data: &Path,
+) -> (
+    std::sync::Arc<Host>,
+    std::sync::Arc<chitin_host::caps::kv::KvStore>,
+) {
+    let ws = data.join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");
-    let services = services(data.path(), &ws);
+    let services = services(data, &ws);
     let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
     let mut h = Host::new(runtime, policy(Limits::default()), services.clone());
     h.load_path(&component("memory")).await.expect("load");
+    (std::sync::Arc::new(h), services.kv().expect("kv"))
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_folded_by_an_earlier_version_read_the_same() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let (h, kv) = memory_host(data.path()).await;
     // Four folded blocks with overwrites and appends across them, then a loose tail.
-    for i in 0..330u64 {
-        let (target, append) = match i % 5 {
-            0 => (format!("notes/{}.md", i % 40), false),
-            1 => (format!("notes/{}.md", i % 40), true),
-            _ => (format!("docs/{i}.md"), false),
-        };
-        let args = json!({
-            "content": format!("entry{i} shared t{} Ünïcode w{} w{}", i % 7, i % 11, i % 13),
-            "target": target,
-            "append": append,
-        });
-        ok(&h, "memory_write", args).await;
-    }
-    let queries = [
-        json!({"query": "shared", "limit": 50}),
-        json!({"query": "t3 w5", "limit": 20}),
-        json!({"query": "entry7 entry200 entry329"}),
-        json!({"query": "ünïcode w12", "limit": 50}),
-    ];
-    let reads = ["notes/0.md", "notes/1.md", "notes/21.md", "docs/2.md"];
-    let mut before = Vec::new();
-    for q in &queries {
-        before.push(ok(&h, "memory_search", q.clone()).await);
-    }
-    for path in reads {
-        before.push(ok(&h, "memory_read", json!({"path": path})).await);
-    }
-    before.push(ok(&h, "memory_tree", json!({"depth": 2})).await);
+    write_mixed(&h, 330).await;
+    let before = snapshot(&h).await;
     assert!(
         before[0]["matched"].as_u64().expect("matched") > 40,
         "{}",
         before[0]
     );
-
-    let kv = services.kv().expect("kv");
-    let place = chitin_host::caps::kv::Place {
-        component: "chitin/memory".into(),
-        bucket: "memory".into(),
-        quota: u64::MAX,
-    };
+    let place = memory_place();
     for block in [0, 2] {
         refold_as_json(&kv, &place, block).await;
     }
-    let mut after = Vec::new();
-    for q in &queries {
-        after.push(ok(&h, "memory_search", q.clone()).await);
-    }
-    for path in reads {
-        after.push(ok(&h, "memory_read", json!({"path": path})).await);
-    }
-    after.push(ok(&h, "memory_tree", json!({"depth": 2})).await);
-    assert_eq!(before, after);
+    assert_eq!(before, snapshot(&h).await);
 
     // A corrupt binary record is an error naming the block, not a silently shorter result.
     kv.set_many(&place, vec![("k:0000000001".into(), vec![1, 2, 3])])
@@ -536,6 +568,45 @@ async fn blocks_folded_by_an_earlier_version_read_the_same() {
     let e = err(&h, "memory_search", json!({"query": "shared"})).await;
     assert!(
         e.to_string().contains("memory index block 1 is corrupt"),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folded_group_reads_the_same_as_its_blocks() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let (h, kv) = memory_host(data.path()).await;
+    // The write that finishes block 17 folds block 15, the last of group 0, and so the group.
+    write_mixed(&h, 1150).await;
+    let place = memory_place();
+    let keys = all_keys(&kv, &place);
+    assert!(
+        keys.contains(&"K:0000000000".to_owned()),
+        "group 0 is folded"
+    );
+    assert!(keys.iter().any(|k| k.starts_with("Y:0000000000:shared")));
+    assert!(!keys.iter().any(|k| k.starts_with("K:0000000001")));
+    let with_group = snapshot(&h).await;
+    // 690 documents of their own and 16 notes (8 overwritten, 8 appended to).
+    assert_eq!(with_group[0]["matched"], 690 + 16, "{}", with_group[0]);
+
+    let group: Vec<String> = keys
+        .into_iter()
+        .filter(|k| k.starts_with("K:0000000000") || k.starts_with("Y:0000000000:"))
+        .collect();
+    for page in group.chunks(1000) {
+        kv.delete_many(&place, page.to_vec()).await.expect("delete");
+    }
+    assert_eq!(with_group, snapshot(&h).await);
+
+    // A corrupt group record is an error naming the group.
+    write_mixed(&h, 0).await;
+    kv.set_many(&place, vec![("K:0000000000".into(), vec![1])])
+        .await
+        .expect("set");
+    let e = err(&h, "memory_search", json!({"query": "shared"})).await;
+    assert!(
+        e.to_string().contains("memory index group 0 is corrupt"),
         "{e}"
     );
 }

@@ -1,23 +1,74 @@
-//! The binary form of a folded block: its record (the entries it holds, each with its document,
-//! kind and length) and its per-term posting lists. A search reads every block record, so the
-//! record is laid out to be read without JSON and without an allocation per entry: a search
-//! over 10,000 documents decodes 157 records of fixed-width rows.
+//! The binary form of a folded span (a block of [`BLOCK`] entries, or a group of [`GROUP`]
+//! blocks): its record (the entries it holds, each with its document, kind and length) and its
+//! per-term posting lists. A search reads every record, so the record is laid out to be read
+//! without JSON and without an allocation per entry, and groups keep the number of keys a
+//! search reads small: 10,000 documents are 9 group records and 13 block records.
 //!
 //! Record: a version byte, then the block's distinct document paths (`u32` count, then per
 //! path a `u32` byte length and the UTF-8 bytes, in order of first use), then the entries
 //! (`u32` count, then per entry its `u64` number, `u32` length in terms, `u32` path index and
-//! a `u8` replace flag). Posting list: per entry holding the term, its `u8` offset in the
-//! block and the `u32` count. Integers are little-endian. The encoding is a function of the
+//! a `u8` replace flag). Posting list: per entry holding the term, its `u16` offset in the
+//! span and the `u32` count. Integers are little-endian. The encoding is a function of the
 //! entries alone, so two writers folding the same block write the same bytes.
 
+use std::ops::RangeInclusive;
+
 use crate::index::{BLOCK, BlockRecord, Postings, block_range};
+
+/// Blocks per group.
+pub const GROUP: u64 = 16;
 
 /// The record format's version (its first byte).
 const VERSION: u8 = 1;
 /// Bytes of one entry row.
 const ROW: usize = 8 + 4 + 4 + 1;
 /// Bytes of one posting.
-const POSTING: usize = 1 + 4;
+const POSTING: usize = 2 + 4;
+
+/// A run of entry numbers folded together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// Block `n`: entries `n * BLOCK + 1 ..= (n + 1) * BLOCK`.
+    Block(u64),
+    /// Group `n`: blocks `n * GROUP .. (n + 1) * GROUP`.
+    Group(u64),
+}
+
+impl Span {
+    /// The entry numbers it covers.
+    pub fn range(self) -> RangeInclusive<u64> {
+        match self {
+            Span::Block(n) => block_range(n),
+            Span::Group(n) => {
+                *block_range(n * GROUP).start()..=*block_range((n + 1) * GROUP - 1).end()
+            }
+        }
+    }
+
+    /// How many entry numbers it covers.
+    pub fn len(self) -> u64 {
+        match self {
+            Span::Block(_) => BLOCK,
+            Span::Group(_) => BLOCK * GROUP,
+        }
+    }
+
+    /// The key of its record.
+    pub fn record_key(self) -> String {
+        match self {
+            Span::Block(n) => format!("k:{n:010}"),
+            Span::Group(n) => format!("K:{n:010}"),
+        }
+    }
+
+    /// The key of `term`'s posting list in it.
+    pub fn postings_key(self, term: &str) -> String {
+        match self {
+            Span::Block(n) => format!("y:{n:010}:{term}"),
+            Span::Group(n) => format!("Y:{n:010}:{term}"),
+        }
+    }
+}
 
 /// One entry of a decoded record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,22 +140,22 @@ pub fn encode_record(record: &BlockRecord) -> Vec<u8> {
     out
 }
 
-/// Decodes the record of `block`, checking that its entries are the block's, in order.
-pub fn decode_record(block: u64, bytes: &[u8]) -> Result<Record<'_>, CorruptBlock> {
+/// Decodes the record of `span`, checking that its entries are the span's, in order.
+pub fn decode_record(span: Span, bytes: &[u8]) -> Result<Record<'_>, CorruptBlock> {
     let mut r = Reader(bytes);
     let version = r.take(1)?[0];
     if version != VERSION {
         return Err(CorruptBlock::Version(version));
     }
     let n = r.u32()? as usize;
-    let mut paths = Vec::with_capacity(n.min(BLOCK as usize));
+    let mut paths = Vec::with_capacity(n.min(span.len() as usize));
     for _ in 0..n {
         let len = r.u32()? as usize;
         paths.push(r.take(len)?);
     }
     let n = r.u32()? as usize;
-    let range = block_range(block);
-    let mut rows = Vec::with_capacity(n.min(BLOCK as usize));
+    let range = span.range();
+    let mut rows = Vec::with_capacity(n.min(span.len() as usize));
     let mut last = 0;
     for _ in 0..n {
         let row = r.take(ROW)?;
@@ -130,35 +181,40 @@ pub fn decode_record(block: u64, bytes: &[u8]) -> Result<Record<'_>, CorruptBloc
     Ok(Record { paths, rows })
 }
 
-/// The posting list of one term in `block`.
-pub fn encode_postings(block: u64, list: &Postings) -> Vec<u8> {
-    let first = *block_range(block).start();
+/// The posting list of one term in `span`.
+pub fn encode_postings(span: Span, list: &Postings) -> Vec<u8> {
+    let first = *span.range().start();
     let mut out = Vec::with_capacity(list.len() * POSTING);
     for (seq, count) in list {
-        // Every posting of a block is one of its entries, so the offset is below BLOCK.
-        out.push((seq - first) as u8);
+        // Every posting of a span is one of its entries: the offset is below its length, which
+        // fits a u16.
+        out.extend_from_slice(&((seq - first) as u16).to_le_bytes());
         out.extend_from_slice(&count.to_le_bytes());
     }
     out
 }
 
-/// Calls `each(offset, count)` for every posting of one term in a block; offsets are below
-/// [`BLOCK`].
-pub fn decode_postings(bytes: &[u8], mut each: impl FnMut(usize, u32)) -> Result<(), CorruptBlock> {
+/// Calls `each(offset, count)` for every posting of one term in `span`; offsets are below
+/// its length.
+pub fn decode_postings(
+    span: Span,
+    bytes: &[u8],
+    mut each: impl FnMut(usize, u32),
+) -> Result<(), CorruptBlock> {
     if !bytes.len().is_multiple_of(POSTING) {
         return Err(CorruptBlock::Truncated);
     }
     for posting in bytes.chunks_exact(POSTING) {
-        let offset = usize::from(posting[0]);
-        if offset as u64 >= BLOCK {
-            return Err(CorruptBlock::Entry(offset as u64));
+        let offset = u16::from_le_bytes([posting[0], posting[1]]);
+        if u64::from(offset) >= span.len() {
+            return Err(CorruptBlock::Entry(u64::from(offset)));
         }
         let count = u32::from_le_bytes(
-            posting[1..]
+            posting[2..]
                 .try_into()
                 .map_err(|_| CorruptBlock::Truncated)?,
         );
-        each(offset, count);
+        each(usize::from(offset), count);
     }
     Ok(())
 }
@@ -232,7 +288,7 @@ mod tests {
         );
         let bytes = encode_record(&rec);
         assert_eq!(bytes, encode_record(&rec), "deterministic");
-        let decoded = decode_record(3, &bytes).expect("decodes");
+        let decoded = decode_record(Span::Block(3), &bytes).expect("decodes");
         let paths: Vec<&str> = decoded
             .paths
             .iter()
@@ -255,44 +311,98 @@ mod tests {
             .collect();
         assert_eq!(back, rec.entries);
         let empty = encode_record(&BlockRecord::default());
-        assert_eq!(decode_record(0, &empty).expect("empty").rows, []);
+        assert_eq!(
+            decode_record(Span::Block(0), &empty).expect("empty").rows,
+            []
+        );
+        let group = record(16, &[(0, "g", false, 1)]);
+        let bytes = encode_record(&group);
+        assert!(decode_record(Span::Group(1), &bytes).is_ok());
+        assert!(decode_record(Span::Group(0), &bytes).is_err());
     }
 
     #[test]
     fn corrupt_records_are_refused() {
         let bytes = encode_record(&record(1, &[(0, "a", false, 1), (1, "b", false, 2)]));
         for cut in 0..bytes.len() {
-            assert!(decode_record(1, &bytes[..cut]).is_err(), "cut at {cut}");
+            assert!(
+                decode_record(Span::Block(1), &bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
         }
         let mut long = bytes.clone();
         long.push(0);
-        assert_eq!(decode_record(1, &long), Err(CorruptBlock::Trailing(1)));
+        assert_eq!(
+            decode_record(Span::Block(1), &long),
+            Err(CorruptBlock::Trailing(1))
+        );
         assert!(matches!(
-            decode_record(2, &bytes),
+            decode_record(Span::Block(2), &bytes),
             Err(CorruptBlock::Entry(_))
         ));
         let mut version = bytes.clone();
         version[0] = 9;
-        assert_eq!(decode_record(1, &version), Err(CorruptBlock::Version(9)));
+        assert_eq!(
+            decode_record(Span::Block(1), &version),
+            Err(CorruptBlock::Version(9))
+        );
         let out_of_order = record(1, &[(1, "a", false, 1), (0, "b", false, 2)]);
-        assert!(decode_record(1, &encode_record(&out_of_order)).is_err());
+        assert!(decode_record(Span::Block(1), &encode_record(&out_of_order)).is_err());
     }
 
     #[test]
     fn postings_round_trip_as_offsets() {
-        let first = *block_range(2).start();
-        let list: Postings = vec![(first, 1), (first + 7, 3), (first + 63, u32::MAX)];
-        let bytes = encode_postings(2, &list);
-        let mut back = Vec::new();
-        decode_postings(&bytes, |offset, count| {
-            back.push((first + offset as u64, count))
-        })
-        .expect("decodes");
-        assert_eq!(back, list);
-        assert_eq!(
-            decode_postings(&bytes[..4], |_, _| {}),
-            Err(CorruptBlock::Truncated)
+        for span in [Span::Block(2), Span::Group(3)] {
+            let first = *span.range().start();
+            let last = *span.range().end();
+            let list: Postings = vec![(first, 1), (first + 7, 3), (last, u32::MAX)];
+            let bytes = encode_postings(span, &list);
+            let mut back = Vec::new();
+            decode_postings(span, &bytes, |offset, count| {
+                back.push((first + offset as u64, count))
+            })
+            .expect("decodes");
+            assert_eq!(back, list);
+            assert_eq!(
+                decode_postings(span, &bytes[..5], |_, _| {}),
+                Err(CorruptBlock::Truncated)
+            );
+        }
+        let beyond = (BLOCK as u16).to_le_bytes();
+        assert!(
+            decode_postings(
+                Span::Block(0),
+                &[beyond[0], beyond[1], 1, 0, 0, 0],
+                |_, _| {}
+            )
+            .is_err()
         );
-        assert!(decode_postings(&[64, 1, 0, 0, 0], |_, _| {}).is_err());
+        assert!(
+            decode_postings(
+                Span::Group(0),
+                &[beyond[0], beyond[1], 1, 0, 0, 0],
+                |_, _| {}
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn spans_cover_their_blocks() {
+        assert_eq!(Span::Block(1).range(), BLOCK + 1..=2 * BLOCK);
+        assert_eq!(Span::Group(0).range(), 1..=GROUP * BLOCK);
+        assert_eq!(
+            Span::Group(2).range(),
+            2 * GROUP * BLOCK + 1..=3 * GROUP * BLOCK
+        );
+        assert_eq!(
+            Span::Group(2).len() as usize,
+            Span::Group(2).range().count()
+        );
+        assert_ne!(Span::Block(1).record_key(), Span::Group(1).record_key());
+        assert_ne!(
+            Span::Block(1).postings_key("t"),
+            Span::Group(1).postings_key("t")
+        );
     }
 }

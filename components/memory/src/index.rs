@@ -243,11 +243,7 @@ impl<'a> Corpus<'a> {
                 seq,
             })
             .collect();
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| a.path.cmp(b.path))
-        });
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(b.path)));
         hits.truncate(limit);
         (hits, matched)
     }

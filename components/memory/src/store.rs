@@ -1,14 +1,18 @@
 //! The memory bucket through `wasi:keyvalue`. Layout: `seq` is a counter handing each write a
 //! number `n` of its own; `e:<n>` holds that write's [`Entry`], `f:<n>` its term counts and
 //! `t:<n>` its text. Folded blocks add `k:<block>` (the block's record, in the binary form of
-//! [`crate::block`]) and `y:<block>:<term>` (that term's postings in the block, binary). Blocks
-//! folded by earlier versions hold `b:<block>` and `x:<block>:<term>` in JSON instead; they are
-//! read as they are. No key is ever read, changed and written back, so concurrent writers
-//! cannot lose each other's data; the host commits each call durably before it returns.
+//! [`crate::block`]) and `y:<block>:<term>` (that term's postings in the block); every
+//! [`GROUP`] folded blocks are folded again into one group, `K:<group>` and
+//! `Y:<group>:<term>`, which a search reads instead of the group's blocks. Blocks folded by
+//! earlier versions hold `b:<block>` and `x:<block>:<term>` in JSON instead; they are read as
+//! they are. No key is ever read, changed and written back, so concurrent writers cannot lose
+//! each other's data; the host commits each call durably before it returns.
 
 use chitin_sdk::{ToolError, log};
 
-use crate::block::{self, CorruptBlock};
+use std::collections::BTreeMap;
+
+use crate::block::{self, GROUP, Span};
 use crate::index::{BLOCK, BlockRecord, Entry, Postings, Terms, block_range, invert};
 
 mod bindings {
@@ -44,12 +48,12 @@ pub struct Loaded<'a, 't> {
     pub tf: &'t [u32],
 }
 
-/// A folded block as fetched: its record in either form, and the posting list of each term
-/// asked for (`None` when the term is not in the block).
+/// A folded span as fetched: its record in either form, and the posting list of each term
+/// asked for (`None` when the term is not in it).
 enum Folded {
-    /// Binary record and postings.
+    /// Binary record and postings of a block or group.
     Binary {
-        block: u64,
+        span: Span,
         record: Vec<u8>,
         postings: Vec<Option<Vec<u8>>>,
     },
@@ -88,7 +92,7 @@ impl Memory {
     }
 
     /// Stores one write; its number. The write that finishes a block folds an earlier one
-    /// into the index.
+    /// into the index, and the block that finishes a group folds the group.
     pub fn put(&self, entry: &Entry, terms: &Terms, text: &str) -> Result<u64, ToolError> {
         let seq = atomics::increment(&self.bucket, SEQ, 1).map_err(failed)?;
         let pairs = vec![
@@ -97,7 +101,7 @@ impl Memory {
             (text_key(seq), text.as_bytes().to_vec()),
         ];
         batch::set_many(&self.bucket, &pairs).map_err(failed)?;
-        if seq % BLOCK == 0 && seq / BLOCK > FOLD_LAG {
+        if seq.is_multiple_of(BLOCK) && seq / BLOCK > FOLD_LAG {
             // The write is stored; an unfolded block only makes searches read its entries one
             // by one, so a failed fold is reported, not returned.
             if let Err(e) = self.fold_due(seq / BLOCK - 1 - FOLD_LAG) {
@@ -107,19 +111,28 @@ impl Memory {
         Ok(seq)
     }
 
-    /// Folds `block`, and the block before it if that one was left unfolded (its writer died).
+    /// Folds `block`, and the block before it if that one was left unfolded (its writer died);
+    /// then its group, when `block` is the group's last.
     fn fold_due(&self, block: u64) -> Result<(), ToolError> {
         self.fold(block)?;
         if block > 0
-            && !self.bucket.exists(&record_key(block - 1)).map_err(failed)?
-            && !self
-                .bucket
-                .exists(&json_record_key(block - 1))
-                .map_err(failed)?
+            && !self.exists(&Span::Block(block - 1).record_key())?
+            && !self.exists(&json_record_key(block - 1))?
         {
             self.fold(block - 1)?;
         }
+        if (block + 1).is_multiple_of(GROUP) {
+            let group = block / GROUP;
+            self.fold_group(group)?;
+            if group > 0 && !self.exists(&Span::Group(group - 1).record_key())? {
+                self.fold_group(group - 1)?;
+            }
+        }
         Ok(())
+    }
+
+    fn exists(&self, key: &str) -> Result<bool, ToolError> {
+        self.bucket.exists(key).map_err(failed)
     }
 
     /// Inverts the landed entries of `block` into its posting lists, then records the block.
@@ -139,27 +152,78 @@ impl Memory {
             }
         }
         let (record, postings) = invert(landed);
+        self.record(Span::Block(block), &record, &postings)
+    }
+
+    /// Folds the entries the block records of `group` hold into one record and posting lists.
+    /// A group with a block not folded in binary form (yet, or by an earlier version) is left
+    /// to be read block by block.
+    fn fold_group(&self, group: u64) -> Result<(), ToolError> {
+        let blocks: Vec<u64> = (group * GROUP..(group + 1) * GROUP).collect();
+        let mut record = BlockRecord::default();
+        for (block, bytes) in blocks
+            .iter()
+            .zip(self.get_many(blocks.iter().map(|b| Span::Block(*b).record_key()))?)
+        {
+            let Some(bytes) = bytes else { return Ok(()) };
+            let span = Span::Block(*block);
+            let held = block::decode_record(span, &bytes).map_err(|e| corrupt(span, &e))?;
+            for row in &held.rows {
+                let path = std::str::from_utf8(held.paths[row.path as usize])
+                    .map_err(|_| corrupt(span, &"a document path is not UTF-8"))?;
+                record.entries.push((
+                    row.seq,
+                    Entry {
+                        path: path.to_owned(),
+                        replace: row.replace,
+                        len: row.len,
+                    },
+                ));
+            }
+        }
+        // Built term by term as the counts are read: a group's entries' term maps at once
+        // would not fit the call's memory limit.
+        let mut postings: BTreeMap<String, Postings> = BTreeMap::new();
+        for page in record.entries.chunks(PAGE) {
+            let counts = self.get_many(page.iter().map(|(seq, _)| terms_key(*seq)))?;
+            for ((seq, _), counts) in page.iter().zip(counts) {
+                let Some(counts) = counts else {
+                    return Err(ToolError::execution_failed(format!(
+                        "memory entry {seq} is folded but its term counts are missing"
+                    )));
+                };
+                let counts: Terms = decode(*seq, &counts)?;
+                for (term, count) in counts {
+                    postings.entry(term).or_default().push((*seq, count));
+                }
+            }
+        }
+        self.record(Span::Group(group), &record, &postings)
+    }
+
+    /// Writes the posting lists of `span`, then its record: a span without its record is read
+    /// through its parts.
+    fn record(
+        &self,
+        span: Span,
+        record: &BlockRecord,
+        postings: &BTreeMap<String, Postings>,
+    ) -> Result<(), ToolError> {
         let pairs: Vec<(String, Vec<u8>)> = postings
             .iter()
-            .map(|(term, list)| {
-                (
-                    postings_key(block, term),
-                    block::encode_postings(block, list),
-                )
-            })
+            .map(|(term, list)| (span.postings_key(term), block::encode_postings(span, list)))
             .collect();
         for page in pairs.chunks(PAGE) {
             batch::set_many(&self.bucket, page).map_err(failed)?;
         }
-        // Recorded last: a block without its record is read entry by entry.
         self.bucket
-            .set(&record_key(block), &block::encode_record(&record))
+            .set(&span.record_key(), &block::encode_record(record))
             .map_err(failed)
     }
 
-    /// Every stored write, with the counts of `terms` in each: folded blocks through their
-    /// records and the terms' posting lists, the rest entry by entry. A number handed out whose
-    /// write has not landed (in flight, or its writer died) is skipped.
+    /// Every stored write, with the counts of `terms` in each: folded groups and blocks
+    /// through their records and the terms' posting lists, the rest entry by entry. A number
+    /// handed out whose write has not landed (in flight, or its writer died) is skipped.
     pub fn load(&self, terms: &[String]) -> Result<Fetched, ToolError> {
         let mut fetched = Fetched {
             terms: terms.len(),
@@ -170,76 +234,57 @@ impl Memory {
         let Some(last) = self.counter()? else {
             return Ok(fetched);
         };
-        let blocks: Vec<u64> = (0..last / BLOCK).collect();
-        let mut loose = Vec::new();
-        for page in blocks.chunks(PAGE) {
-            let records = self.get_many(page.iter().map(|b| record_key(*b)))?;
-            let (binary, unfolded): (Vec<_>, Vec<_>) =
-                page.iter().zip(records).partition(|(_, r)| r.is_some());
-            // Blocks folded by an earlier version, read only where no binary record exists.
-            let old = self.get_many(unfolded.iter().map(|(b, _)| json_record_key(**b)))?;
-            let binary_blocks: Vec<u64> = binary.iter().map(|(b, _)| **b).collect();
-            let lists = self.postings(&binary_blocks, terms, postings_key)?;
-            let mut held: Vec<(u64, Vec<u64>)> = Vec::with_capacity(page.len());
-            for ((block, record), postings) in binary.into_iter().zip(lists) {
-                let record = record.unwrap_or_default();
-                let seqs: Vec<u64> = block::decode_record(*block, &record)
-                    .map_err(|e| corrupt_block(*block, &e))?
-                    .rows
-                    .iter()
-                    .map(|r| r.seq)
-                    .collect();
-                fetched.writes += seqs.len();
-                held.push((*block, seqs));
-                fetched.folded.push(Folded::Binary {
-                    block: *block,
-                    record,
-                    postings,
-                });
-            }
-            let mut json = Vec::new();
-            for ((block, _), bytes) in unfolded.into_iter().zip(old) {
-                match bytes {
-                    Some(bytes) => {
-                        let record: BlockRecord = decode_block(*block, &bytes)?;
-                        let seqs: Vec<u64> = record.entries.iter().map(|(s, _)| *s).collect();
-                        if !seqs.is_sorted_by(|a, b| a < b)
-                            || seqs.iter().any(|s| !block_range(*block).contains(s))
-                        {
-                            return Err(ToolError::execution_failed(format!(
-                                "memory index block {block} is corrupt: its entries are not the block's, in order"
-                            )));
-                        }
-                        fetched.writes += seqs.len();
-                        held.push((*block, seqs));
-                        json.push((*block, record));
-                    }
-                    None => held.push((*block, Vec::new())),
-                }
-            }
-            let json_blocks: Vec<u64> = json.iter().map(|(b, _)| *b).collect();
-            let lists = self.postings(&json_blocks, terms, json_postings_key)?;
-            for ((block, record), lists) in json.into_iter().zip(lists) {
-                let postings = lists
-                    .into_iter()
-                    .map(|bytes| bytes.map(|b| decode_block(block, &b)).transpose())
-                    .collect::<Result<Vec<Option<Postings>>, ToolError>>()?;
-                fetched.folded.push(Folded::Json {
-                    block,
-                    record,
-                    postings,
-                });
-            }
-            for (block, seqs) in held {
-                let mut seqs = seqs.into_iter().peekable();
-                for seq in block_range(block) {
-                    if seqs.next_if_eq(&seq).is_none() {
-                        loose.push(seq);
-                    }
+        let blocks = last / BLOCK;
+        let groups: Vec<u64> = (0..blocks / GROUP).collect();
+        // Groups first; the blocks of a group without a record, and those after the last
+        // group, one by one.
+        let mut binary: Vec<(Span, Vec<u8>)> = Vec::new();
+        let mut by_block: Vec<u64> = Vec::new();
+        for page in groups.chunks(PAGE) {
+            let records = self.get_many(page.iter().map(|g| Span::Group(*g).record_key()))?;
+            for (group, record) in page.iter().zip(records) {
+                match record {
+                    Some(record) => binary.push((Span::Group(*group), record)),
+                    None => by_block.extend(group * GROUP..(group + 1) * GROUP),
                 }
             }
         }
-        loose.extend(blocks.len() as u64 * BLOCK + 1..=last);
+        by_block.extend(groups.len() as u64 * GROUP..blocks);
+        let mut unfolded: Vec<u64> = Vec::new();
+        for page in by_block.chunks(PAGE) {
+            let records = self.get_many(page.iter().map(|b| Span::Block(*b).record_key()))?;
+            for (block, record) in page.iter().zip(records) {
+                match record {
+                    Some(record) => binary.push((Span::Block(*block), record)),
+                    None => unfolded.push(*block),
+                }
+            }
+        }
+        let mut loose: Vec<u64> = Vec::new();
+        for (span, record) in &binary {
+            let seqs: Vec<u64> = block::decode_record(*span, record)
+                .map_err(|e| corrupt(*span, &e))?
+                .rows
+                .iter()
+                .map(|r| r.seq)
+                .collect();
+            fetched.writes += seqs.len();
+            not_held(span.range(), &seqs, &mut loose);
+        }
+        let spans: Vec<Span> = binary.iter().map(|(span, _)| *span).collect();
+        for ((span, record), postings) in
+            binary
+                .into_iter()
+                .zip(self.postings(&spans, terms, |s: &Span, t: &str| s.postings_key(t))?)
+        {
+            fetched.folded.push(Folded::Binary {
+                span,
+                record,
+                postings,
+            });
+        }
+        self.load_json(&unfolded, terms, &mut fetched, &mut loose)?;
+        loose.extend(blocks * BLOCK + 1..=last);
         for page in loose.chunks(PAGE / 2) {
             let values = self.get_many(
                 page.iter()
@@ -261,23 +306,71 @@ impl Memory {
         Ok(fetched)
     }
 
-    /// The posting lists of each of `terms` in each of `blocks`: one list per block, holding
-    /// one value per term.
-    fn postings(
+    /// Adds the `blocks` an earlier version folded (JSON records) to `fetched`, and the entry
+    /// numbers of the rest to `loose`.
+    fn load_json(
         &self,
         blocks: &[u64],
         terms: &[String],
-        key: fn(u64, &str) -> String,
-    ) -> Result<Vec<Vec<Option<Vec<u8>>>>, ToolError> {
-        let mut out: Vec<Vec<Option<Vec<u8>>>> =
-            vec![Vec::with_capacity(terms.len()); blocks.len()];
-        if blocks.is_empty() {
-            return Ok(out);
+        fetched: &mut Fetched,
+        loose: &mut Vec<u64>,
+    ) -> Result<(), ToolError> {
+        for page in blocks.chunks(PAGE) {
+            let mut json = Vec::new();
+            for (block, bytes) in page
+                .iter()
+                .zip(self.get_many(page.iter().map(|b| json_record_key(*b)))?)
+            {
+                let Some(bytes) = bytes else {
+                    loose.extend(block_range(*block));
+                    continue;
+                };
+                let record: BlockRecord = decode_block(*block, &bytes)?;
+                let seqs: Vec<u64> = record.entries.iter().map(|(s, _)| *s).collect();
+                if !seqs.is_sorted_by(|a, b| a < b)
+                    || seqs.iter().any(|s| !block_range(*block).contains(s))
+                {
+                    return Err(corrupt(
+                        Span::Block(*block),
+                        &"its entries are not the block's, in order",
+                    ));
+                }
+                fetched.writes += seqs.len();
+                not_held(block_range(*block), &seqs, loose);
+                json.push((*block, record));
+            }
+            let spans: Vec<u64> = json.iter().map(|(b, _)| *b).collect();
+            let lists = self.postings(&spans, terms, |b, t| json_postings_key(*b, t))?;
+            for ((block, record), lists) in json.into_iter().zip(lists) {
+                let postings = lists
+                    .into_iter()
+                    .map(|bytes| bytes.map(|b| decode_block(block, &b)).transpose())
+                    .collect::<Result<Vec<Option<Postings>>, ToolError>>()?;
+                fetched.folded.push(Folded::Json {
+                    block,
+                    record,
+                    postings,
+                });
+            }
         }
+        Ok(())
+    }
+
+    /// The posting lists of each of `terms` in each of `spans`: one list per span, holding
+    /// one value per term.
+    fn postings<S>(
+        &self,
+        spans: &[S],
+        terms: &[String],
+        key: impl Fn(&S, &str) -> String,
+    ) -> Result<Vec<Vec<Option<Vec<u8>>>>, ToolError> {
+        let mut out: Vec<Vec<Option<Vec<u8>>>> = vec![Vec::with_capacity(terms.len()); spans.len()];
         for term in terms {
-            let values = self.get_many(blocks.iter().map(|b| key(*b, term)))?;
-            for (slot, value) in out.iter_mut().zip(values) {
-                slot.push(value);
+            for (at, page) in spans.chunks(PAGE).enumerate() {
+                let values = self.get_many(page.iter().map(|s| key(s, term)))?;
+                for (slot, value) in out[at * PAGE..].iter_mut().zip(values) {
+                    slot.push(value);
+                }
             }
         }
         Ok(out)
@@ -289,6 +382,9 @@ impl Memory {
         keys: impl Iterator<Item = String>,
     ) -> Result<Vec<Option<Vec<u8>>>, ToolError> {
         let keys: Vec<String> = keys.collect();
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
         Ok(batch::get_many(&self.bucket, &keys)
             .map_err(failed)?
             .into_iter()
@@ -333,25 +429,27 @@ impl Fetched {
         &'a self,
         mut each: impl for<'t> FnMut(Loaded<'a, 't>),
     ) -> Result<(), ToolError> {
-        let mut tf = vec![0u32; BLOCK as usize * self.terms];
+        let mut tf = vec![0u32; (GROUP * BLOCK) as usize * self.terms];
         for folded in &self.folded {
-            tf.fill(0);
             match folded {
                 Folded::Binary {
-                    block,
+                    span,
                     record,
                     postings,
                 } => {
+                    let span = *span;
+                    let tf = &mut tf[..span.len() as usize * self.terms];
+                    tf.fill(0);
                     for (t, list) in postings.iter().enumerate() {
                         let Some(list) = list else { continue };
-                        block::decode_postings(list, |offset, count| {
+                        block::decode_postings(span, list, |offset, count| {
                             tf[offset * self.terms + t] = count;
                         })
-                        .map_err(|e| corrupt_block(*block, &e))?;
+                        .map_err(|e| corrupt(span, &e))?;
                     }
-                    let record = block::decode_record(*block, record)
-                        .map_err(|e| corrupt_block(*block, &e))?;
-                    let first = *block_range(*block).start();
+                    let record =
+                        block::decode_record(span, record).map_err(|e| corrupt(span, &e))?;
+                    let first = *span.range().start();
                     for row in &record.rows {
                         let at = (row.seq - first) as usize * self.terms;
                         each(Loaded {
@@ -368,6 +466,8 @@ impl Fetched {
                     record,
                     postings,
                 } => {
+                    let tf = &mut tf[..BLOCK as usize * self.terms];
+                    tf.fill(0);
                     let first = *block_range(*block).start();
                     for (t, list) in postings.iter().enumerate() {
                         for (seq, count) in list.iter().flatten() {
@@ -470,8 +570,22 @@ fn term_counts(seq: u64, bytes: &[u8], terms: &[String]) -> Result<Vec<u32>, Too
         .map_err(|e| ToolError::execution_failed(format!("memory entry {seq} is corrupt: {e}")))
 }
 
-fn corrupt_block(block: u64, e: &CorruptBlock) -> ToolError {
-    ToolError::execution_failed(format!("memory index block {block} is corrupt: {e}"))
+/// Adds the numbers of `range` that `held` (ascending) lacks to `loose`.
+fn not_held(range: std::ops::RangeInclusive<u64>, held: &[u64], loose: &mut Vec<u64>) {
+    let mut held = held.iter().peekable();
+    for seq in range {
+        if held.next_if_eq(&&seq).is_none() {
+            loose.push(seq);
+        }
+    }
+}
+
+fn corrupt(span: Span, e: &dyn std::fmt::Display) -> ToolError {
+    let what = match span {
+        Span::Block(n) => format!("block {n}"),
+        Span::Group(n) => format!("group {n}"),
+    };
+    ToolError::execution_failed(format!("memory index {what} is corrupt: {e}"))
 }
 
 fn encode<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, ToolError> {
@@ -496,14 +610,6 @@ fn entry_key(seq: u64) -> String {
 
 fn terms_key(seq: u64) -> String {
     format!("f:{seq:012}")
-}
-
-fn record_key(block: u64) -> String {
-    format!("k:{block:010}")
-}
-
-fn postings_key(block: u64, term: &str) -> String {
-    format!("y:{block:010}:{term}")
 }
 
 fn json_record_key(block: u64) -> String {
