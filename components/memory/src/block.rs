@@ -11,7 +11,7 @@
 //! span and the `u32` count. Integers are little-endian. The encoding is a function of the
 //! entries alone, so two writers folding the same block write the same bytes.
 
-use std::ops::RangeInclusive;
+use std::ops::{Range, RangeInclusive};
 
 use crate::index::{BLOCK, BlockRecord, Postings, block_range};
 
@@ -83,14 +83,22 @@ pub struct Row {
     pub replace: bool,
 }
 
-/// A decoded record, borrowing its paths from the stored bytes.
+/// A decoded record: its rows, and where in the stored bytes each document path is.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Record<'a> {
-    /// The block's distinct documents, as stored: UTF-8 is checked where a path is shown, not
-    /// for each of the thousands a search only groups by.
-    pub paths: Vec<&'a [u8]>,
+pub struct Record {
+    /// The span's distinct documents, as byte ranges of the record.
+    paths: Vec<Range<usize>>,
     /// Its entries, in order.
     pub rows: Vec<Row>,
+}
+
+impl Record {
+    /// The path of `row` in `bytes` (the record this was decoded from), as stored: UTF-8 is
+    /// checked where a path is shown, not for each of the thousands a search only groups by.
+    pub fn path<'b>(&self, bytes: &'b [u8], row: &Row) -> &'b [u8] {
+        // Both were checked when the record was decoded from these bytes.
+        &bytes[self.paths[row.path as usize].clone()]
+    }
 }
 
 /// Why stored bytes are not a block record or posting list.
@@ -141,7 +149,7 @@ pub fn encode_record(record: &BlockRecord) -> Vec<u8> {
 }
 
 /// Decodes the record of `span`, checking that its entries are the span's, in order.
-pub fn decode_record(span: Span, bytes: &[u8]) -> Result<Record<'_>, CorruptBlock> {
+pub fn decode_record(span: Span, bytes: &[u8]) -> Result<Record, CorruptBlock> {
     let mut r = Reader(bytes);
     let version = r.take(1)?[0];
     if version != VERSION {
@@ -151,7 +159,9 @@ pub fn decode_record(span: Span, bytes: &[u8]) -> Result<Record<'_>, CorruptBloc
     let mut paths = Vec::with_capacity(n.min(span.len() as usize));
     for _ in 0..n {
         let len = r.u32()? as usize;
-        paths.push(r.take(len)?);
+        let start = bytes.len() - r.0.len();
+        r.take(len)?;
+        paths.push(start..start + len);
     }
     let n = r.u32()? as usize;
     let range = span.range();
@@ -292,7 +302,7 @@ mod tests {
         let paths: Vec<&str> = decoded
             .paths
             .iter()
-            .map(|p| std::str::from_utf8(p).expect("UTF-8"))
+            .map(|p| std::str::from_utf8(&bytes[p.clone()]).expect("UTF-8"))
             .collect();
         assert_eq!(paths, ["a.md", "dir/ü.md", "b"]);
         let back: Vec<(u64, Entry)> = decoded
@@ -302,7 +312,7 @@ mod tests {
                 (
                     r.seq,
                     Entry {
-                        path: paths[r.path as usize].to_owned(),
+                        path: String::from_utf8(decoded.path(&bytes, r).to_vec()).expect("UTF-8"),
                         replace: r.replace,
                         len: r.len,
                     },

@@ -243,8 +243,14 @@ impl<'a> Corpus<'a> {
                 seq,
             })
             .collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(b.path)));
+        // Paths are distinct, so this is a total order: the best `limit` are selected, then
+        // only they are sorted.
+        let order = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(b.path));
+        if let Some(last) = limit.checked_sub(1).filter(|_| hits.len() > limit) {
+            hits.select_nth_unstable_by(last, order);
+        }
         hits.truncate(limit);
+        hits.sort_unstable_by(order);
         (hits, matched)
     }
 }

@@ -55,6 +55,7 @@ enum Folded {
     Binary {
         span: Span,
         record: Vec<u8>,
+        decoded: block::Record,
         postings: Vec<Option<Vec<u8>>>,
     },
     /// JSON record and postings, as earlier versions folded them.
@@ -169,7 +170,7 @@ impl Memory {
             let span = Span::Block(*block);
             let held = block::decode_record(span, &bytes).map_err(|e| corrupt(span, &e))?;
             for row in &held.rows {
-                let path = std::str::from_utf8(held.paths[row.path as usize])
+                let path = std::str::from_utf8(held.path(&bytes, row))
                     .map_err(|_| corrupt(span, &"a document path is not UTF-8"))?;
                 record.entries.push((
                     row.seq,
@@ -261,25 +262,21 @@ impl Memory {
             }
         }
         let mut loose: Vec<u64> = Vec::new();
+        let mut decoded = Vec::with_capacity(binary.len());
         for (span, record) in &binary {
-            let seqs: Vec<u64> = block::decode_record(*span, record)
-                .map_err(|e| corrupt(*span, &e))?
-                .rows
-                .iter()
-                .map(|r| r.seq)
-                .collect();
+            let held = block::decode_record(*span, record).map_err(|e| corrupt(*span, &e))?;
+            let seqs: Vec<u64> = held.rows.iter().map(|r| r.seq).collect();
             fetched.writes += seqs.len();
             not_held(span.range(), &seqs, &mut loose);
+            decoded.push(held);
         }
         let spans: Vec<Span> = binary.iter().map(|(span, _)| *span).collect();
-        for ((span, record), postings) in
-            binary
-                .into_iter()
-                .zip(self.postings(&spans, terms, |s: &Span, t: &str| s.postings_key(t))?)
-        {
+        let lists = self.postings(&spans, terms, |s: &Span, t: &str| s.postings_key(t))?;
+        for (((span, record), decoded), postings) in binary.into_iter().zip(decoded).zip(lists) {
             fetched.folded.push(Folded::Binary {
                 span,
                 record,
+                decoded,
                 postings,
             });
         }
@@ -435,6 +432,7 @@ impl Fetched {
                 Folded::Binary {
                     span,
                     record,
+                    decoded,
                     postings,
                 } => {
                     let span = *span;
@@ -447,14 +445,12 @@ impl Fetched {
                         })
                         .map_err(|e| corrupt(span, &e))?;
                     }
-                    let record =
-                        block::decode_record(span, record).map_err(|e| corrupt(span, &e))?;
                     let first = *span.range().start();
-                    for row in &record.rows {
+                    for row in &decoded.rows {
                         let at = (row.seq - first) as usize * self.terms;
                         each(Loaded {
                             seq: row.seq,
-                            path: record.paths[row.path as usize],
+                            path: decoded.path(record, row),
                             replace: row.replace,
                             len: row.len,
                             tf: &tf[at..at + self.terms],
