@@ -7,6 +7,8 @@
 //! for fsync, whose cost depends on the disk.
 
 mod common;
+#[path = "common/memory.rs"]
+mod memory_load;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,12 +17,7 @@ use std::time::{Duration, Instant};
 use chitin_host::engine::EngineOptions;
 use chitin_host::policy::Policy;
 use chitin_host::{Host, Limits, Runtime};
-use futures::StreamExt;
-
-/// Documents stored before searching.
-const DOCS: usize = 10_000;
-/// memory_write calls in flight while filling the store.
-const FILL_CONCURRENCY: usize = 64;
+use memory_load::{DOCS, FILL_CONCURRENCY};
 
 fn component(name: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -58,28 +55,6 @@ fn p50(mut samples: Vec<Duration>) -> Duration {
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
-/// A deterministic word stream over a 2,000-word vocabulary (an LCG; no crate needed for this).
-struct Words(u64);
-
-impl Words {
-    fn next(&mut self) -> String {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        // Skewed towards low word numbers, like natural text.
-        let r = (self.0 >> 33) % 2000;
-        format!("w{}", r * r / 2000)
-    }
-
-    fn text(&mut self, words: usize) -> String {
-        (0..words)
-            .map(|_| self.next())
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
 }
 
 fn main() {
@@ -133,58 +108,22 @@ async fn run() {
     // Memory under the default policy: what an operator gets.
     let mem_data = data.path().join("memory");
     let memory = Arc::new(host(&mem_data, Limits::default(), "memory").await);
-    let mut words = Words(7);
-    let docs: Vec<String> = (0..DOCS)
-        .map(|i| {
-            serde_json::json!({
-                "content": words.text(40),
-                "target": format!("notes/{}/{i}.md", i % 100),
-                "append": false,
-            })
-            .to_string()
-        })
-        .collect();
-    let t = Instant::now();
-    futures::stream::iter(docs)
-        .map(|args| {
-            let memory = memory.clone();
-            async move { call(&memory, "memory_write", &args).await }
-        })
-        .buffer_unordered(FILL_CONCURRENCY)
-        .for_each(|_| async {})
-        .await;
-    let fill = t.elapsed();
-
-    let mut writes = Vec::new();
-    for _ in 0..50 {
-        let args = serde_json::json!({"content": words.text(40), "target": "daily_log"});
-        let t = Instant::now();
-        call(&memory, "memory_write", &args.to_string()).await;
-        writes.push(t.elapsed());
-    }
-    let mut searches = Vec::new();
-    for _ in 0..20 {
-        let args = serde_json::json!({"query": format!("{} {}", words.next(), words.next())});
-        let t = Instant::now();
-        let out = call(&memory, "memory_search", &args.to_string()).await;
-        searches.push(t.elapsed());
-        assert!(out.contains("results"));
-    }
+    let run = memory_load::run(memory, 50, 20).await;
     println!("\n## memory (default policy: 10 MiB memory per call; kv writes fsync'd)");
     println!("| measure | value |");
     println!("|---|---|");
     println!(
         "| fill: {DOCS} memory_write calls, {FILL_CONCURRENCY} in flight | {:.1} s ({:.0} writes/s) |",
-        fill.as_secs_f64(),
-        DOCS as f64 / fill.as_secs_f64()
+        run.fill.as_secs_f64(),
+        DOCS as f64 / run.fill.as_secs_f64()
     );
     println!(
         "| memory_write p50 (one in flight, 40 words) | {} |",
-        ms(p50(writes))
+        ms(p50(run.writes))
     );
     println!(
         "| memory_search p50 over {} documents (2-word queries) | {} |",
         DOCS + 50,
-        ms(p50(searches))
+        ms(p50(run.searches))
     );
 }

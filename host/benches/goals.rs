@@ -4,8 +4,9 @@
 //!
 //! References: `std::fs::read`; reqwest; a bare `sh -c true`; and, as the floor of the MCP rows,
 //! a minimal native JSON-RPC responder on stdio and over HTTP written for this bench (this same
-//! executable, started again in a floor role). Every server is on 127.0.0.1. Goals are reported,
-//! never asserted: the machines are shared and noisy.
+//! executable, started again in a floor role). The memory rows' goals are absolute (a store of
+//! 10,000 documents under the built-in policy). Every server is on 127.0.0.1. Goals are
+//! reported, never asserted: the machines are shared and noisy.
 
 // The tests' HTTPS server; the bench reads none of its hit counters.
 #[allow(dead_code)]
@@ -13,6 +14,8 @@
 mod https_server;
 
 mod common;
+#[path = "common/memory.rs"]
+mod memory_load;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -374,6 +377,34 @@ async fn run() {
         1.2,
     ));
 
+    let memory = Arc::new(memory_host(&data.path().join("memory")).await);
+    let run = memory_load::run(memory, CALLS / 10, CALLS / 10).await;
+    let fill = run.fill;
+    for (figure, series, goal_ms) in [
+        (
+            "6. `memory_write`, one in flight, committed durably (default policy)".to_owned(),
+            Series::new(run.writes),
+            1.0,
+        ),
+        (
+            format!(
+                "6. `memory_search` over {} documents, 2-word queries (default policy)",
+                memory_load::DOCS + CALLS / 10
+            ),
+            Series::new(run.searches),
+            2.0,
+        ),
+    ] {
+        rows.push(Row {
+            figure,
+            goal: format!("≤ {goal_ms:.0} ms p50"),
+            measured: series.show(),
+            reference: "—".into(),
+            ratio: "—".into(),
+            met: series.p50() <= goal_ms * 1000.0,
+        });
+    }
+
     print(&rows);
     println!();
     println!(
@@ -382,6 +413,15 @@ async fn run() {
          shares the 2 cores with the servers.",
         ROUNDS / 3,
         LOAD_WINDOW.as_millis()
+    );
+    println!(
+        "Memory: {} documents written first by {} calls in flight ({:.1} s), then {} writes and \
+         {} searches one at a time; every write is committed durably (fsync) before it returns.",
+        memory_load::DOCS,
+        memory_load::FILL_CONCURRENCY,
+        fill.as_secs_f64(),
+        CALLS / 10,
+        CALLS / 10
     );
 }
 
@@ -419,6 +459,17 @@ async fn in_process_host(data: &Path) -> Host {
             .await
             .expect("load");
     }
+    host
+}
+
+/// A host with the memory component under the built-in policy, as an operator runs it.
+async fn memory_host(data: &Path) -> Host {
+    let runtime = Runtime::new(&data.join("cache"), &EngineOptions::default()).expect("runtime");
+    let policy = Policy::builtin().expect("policy");
+    let mut host = Host::new(runtime, policy, common::services(data));
+    host.load_path(&build_dir("build/components", "memory"))
+        .await
+        .expect("load");
     host
 }
 
