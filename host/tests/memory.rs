@@ -409,8 +409,47 @@ async fn search_reads_folded_blocks_and_recent_entries_alike() {
     assert_eq!(out["entries"].as_array().expect("entries").len(), 300);
 }
 
+/// Term counts stored in binary form (version byte, count, then length-prefixed terms and
+/// counts), as the map earlier versions stored as JSON.
+fn binary_terms(bytes: &[u8]) -> std::collections::BTreeMap<String, u64> {
+    assert_eq!(bytes[0], 1, "binary term counts");
+    let n = u32::from_le_bytes(bytes[1..5].try_into().expect("count"));
+    let mut at = 5;
+    let mut terms = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        let len = usize::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]));
+        let term = std::str::from_utf8(&bytes[at + 2..at + 2 + len]).expect("UTF-8");
+        at += 2 + len;
+        let count = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("count"));
+        at += 4;
+        terms.insert(term.to_owned(), u64::from(count));
+    }
+    assert_eq!(at, bytes.len());
+    terms
+}
+
+/// Rewrites the term counts of writes `seqs` as earlier versions stored them: JSON maps.
+async fn terms_as_json(
+    kv: &chitin_host::caps::kv::KvStore,
+    place: &chitin_host::caps::kv::Place,
+    seqs: std::ops::RangeInclusive<u64>,
+) {
+    let mut pairs = Vec::new();
+    for seq in seqs {
+        let key = format!("f:{seq:012}");
+        if let Some(bytes) = kv.get(place, &key).expect("get") {
+            pairs.push((
+                key,
+                serde_json::to_vec(&binary_terms(&bytes)).expect("json"),
+            ));
+        }
+    }
+    kv.set_many(place, pairs).await.expect("set");
+}
+
 /// Rewrites folded `block` the way versions before the binary index stored it: a JSON record
-/// `b:` and JSON posting lists `x:`, built from the block's entries, with its binary keys gone.
+/// `b:` and JSON posting lists `x:`, built from the block's entries, with its binary keys gone,
+/// and its writes' term counts as JSON.
 async fn refold_as_json(
     kv: &chitin_host::caps::kv::KvStore,
     place: &chitin_host::caps::kv::Place,
@@ -427,9 +466,7 @@ async fn refold_as_json(
             .get(place, &format!("f:{seq:012}"))
             .expect("get")
             .expect("terms");
-        let terms: std::collections::BTreeMap<String, u64> =
-            serde_json::from_slice(&terms).expect("terms JSON");
-        for (term, count) in terms {
+        for (term, count) in binary_terms(&terms) {
             postings.entry(term).or_default().push((seq, count));
         }
         entries.push(json!([seq, entry]));
@@ -558,8 +595,17 @@ async fn blocks_folded_by_an_earlier_version_read_the_same() {
     let place = memory_place();
     for block in [0, 2] {
         refold_as_json(&kv, &place, block).await;
+        terms_as_json(&kv, &place, block * 64 + 1..=(block + 1) * 64).await;
     }
+    // Writes not folded yet, with JSON term counts: the search reads them one by one.
+    terms_as_json(&kv, &place, 300..=330).await;
     assert_eq!(before, snapshot(&h).await);
+    // Folding a block whose writes hold JSON term counts (block 4: writes 257 to 320).
+    write_mixed(&h, 64).await;
+    assert!(kv.get(&place, "k:0000000004").expect("get").is_some());
+    let out = ok(&h, "memory_search", json!({"query": "entry312"})).await;
+    assert_eq!(out["results"][0]["path"], "docs/312.md", "{out}");
+    assert_eq!(out["matched"], 1, "{out}");
 
     // A corrupt binary record is an error naming the block, not a silently shorter result.
     kv.set_many(&place, vec![("k:0000000001".into(), vec![1, 2, 3])])

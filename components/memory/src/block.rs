@@ -13,7 +13,7 @@
 
 use std::ops::{Range, RangeInclusive};
 
-use crate::index::{BLOCK, BlockRecord, Postings, block_range};
+use crate::index::{BLOCK, BlockRecord, Postings, Terms, block_range};
 
 /// Blocks per group.
 pub const GROUP: u64 = 16;
@@ -229,6 +229,46 @@ pub fn decode_postings(
     Ok(())
 }
 
+/// The first byte of term counts in binary form (a JSON object, as earlier versions stored
+/// them, starts with `{`).
+const TERMS_VERSION: u8 = 1;
+
+/// One write's term counts in binary form: the version byte, a `u32` count, then per term a
+/// `u16` byte length, the UTF-8 bytes and a `u32` count. A search reads these for the writes
+/// not yet folded, so they are read without JSON.
+pub fn encode_terms(terms: &Terms) -> Vec<u8> {
+    let mut out = vec![TERMS_VERSION];
+    put_u32(&mut out, terms.len());
+    for (term, count) in terms {
+        // Terms are cut to 48 characters when counted: their length fits a u16.
+        out.extend_from_slice(&(term.len() as u16).to_le_bytes());
+        out.extend_from_slice(term.as_bytes());
+        out.extend_from_slice(&count.to_le_bytes());
+    }
+    out
+}
+
+/// Whether stored term counts are in binary form (else JSON).
+pub fn is_binary_terms(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&TERMS_VERSION)
+}
+
+/// Calls `each(term, count)` for every term of term counts in binary form.
+pub fn each_term(bytes: &[u8], mut each: impl FnMut(&[u8], u32)) -> Result<(), CorruptBlock> {
+    let mut r = Reader(bytes);
+    let version = r.take(1)?[0];
+    if version != TERMS_VERSION {
+        return Err(CorruptBlock::Version(version));
+    }
+    for _ in 0..r.u32()? {
+        let len = r.take(2)?;
+        let term = r.take(usize::from(u16::from_le_bytes([len[0], len[1]])))?;
+        let count = r.u32()?;
+        each(term, count);
+    }
+    r.end()
+}
+
 fn put_u32(out: &mut Vec<u8>, n: usize) {
     // A block holds at most BLOCK entries and paths of bounded length: always fits.
     out.extend_from_slice(&(n as u32).to_le_bytes());
@@ -395,6 +435,30 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn term_counts_round_trip_and_are_told_from_json() {
+        let terms: Terms = [
+            ("fox".to_owned(), 2),
+            ("ünï".to_owned(), 1),
+            ("x".repeat(48), 7),
+        ]
+        .into_iter()
+        .collect();
+        let bytes = encode_terms(&terms);
+        assert!(is_binary_terms(&bytes));
+        assert!(!is_binary_terms(br#"{"fox":2}"#));
+        let mut back = Terms::new();
+        each_term(&bytes, |t, c| {
+            back.insert(String::from_utf8(t.to_vec()).expect("UTF-8"), c);
+        })
+        .expect("decodes");
+        assert_eq!(back, terms);
+        for cut in 0..bytes.len() {
+            assert!(each_term(&bytes[..cut], |_, _| {}).is_err(), "cut at {cut}");
+        }
+        assert!(each_term(&encode_terms(&Terms::new()), |_, _| panic!("no terms")).is_ok());
     }
 
     #[test]

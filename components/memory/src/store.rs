@@ -98,7 +98,7 @@ impl Memory {
         let seq = atomics::increment(&self.bucket, SEQ, 1).map_err(failed)?;
         let pairs = vec![
             (entry_key(seq), encode(entry)?),
-            (terms_key(seq), encode(terms)?),
+            (terms_key(seq), block::encode_terms(terms)),
             (text_key(seq), text.as_bytes().to_vec()),
         ];
         batch::set_many(&self.bucket, &pairs).map_err(failed)?;
@@ -149,7 +149,7 @@ impl Memory {
         let mut landed = Vec::new();
         for ((seq, entry), terms) in seqs.iter().zip(entries).zip(terms) {
             if let (Some((_, entry)), Some((_, terms))) = (entry, terms) {
-                landed.push((*seq, decode(*seq, entry)?, decode(*seq, terms)?));
+                landed.push((*seq, decode(*seq, entry)?, stored_terms(*seq, terms)?));
             }
         }
         let (record, postings) = invert(landed);
@@ -193,7 +193,7 @@ impl Memory {
                         "memory entry {seq} is folded but its term counts are missing"
                     )));
                 };
-                let counts: Terms = decode(*seq, &counts)?;
+                let counts = stored_terms(*seq, &counts)?;
                 for (term, count) in counts {
                     postings.entry(term).or_default().push((*seq, count));
                 }
@@ -499,9 +499,39 @@ impl Fetched {
     }
 }
 
+/// The stored term counts of write `seq`, in either form.
+fn stored_terms(seq: u64, bytes: &[u8]) -> Result<Terms, ToolError> {
+    if !block::is_binary_terms(bytes) {
+        return decode(seq, bytes);
+    }
+    let mut terms = Terms::new();
+    let mut utf8 = true;
+    block::each_term(bytes, |term, count| match std::str::from_utf8(term) {
+        Ok(term) => {
+            terms.insert(term.to_owned(), count);
+        }
+        Err(_) => utf8 = false,
+    })
+    .map_err(|e| corrupt_entry(seq, &e))?;
+    if !utf8 {
+        return Err(corrupt_entry(seq, &"a term is not UTF-8"));
+    }
+    Ok(terms)
+}
+
 /// The counts of `terms` in the stored term counts of write `seq`, without building the map of
 /// every term it holds.
 fn term_counts(seq: u64, bytes: &[u8], terms: &[String]) -> Result<Vec<u32>, ToolError> {
+    if block::is_binary_terms(bytes) {
+        let mut counts = vec![0; terms.len()];
+        block::each_term(bytes, |term, count| {
+            if let Some(i) = terms.iter().position(|t| t.as_bytes() == term) {
+                counts[i] = count;
+            }
+        })
+        .map_err(|e| corrupt_entry(seq, &e))?;
+        return Ok(counts);
+    }
     struct Counts<'t>(&'t [String]);
 
     impl<'de> serde::de::DeserializeSeed<'de> for Counts<'_> {
@@ -574,6 +604,10 @@ fn not_held(range: std::ops::RangeInclusive<u64>, held: &[u64], loose: &mut Vec<
             loose.push(seq);
         }
     }
+}
+
+fn corrupt_entry(seq: u64, e: &dyn std::fmt::Display) -> ToolError {
+    ToolError::execution_failed(format!("memory entry {seq} is corrupt: {e}"))
 }
 
 fn corrupt(span: Span, e: &dyn std::fmt::Display) -> ToolError {
