@@ -267,7 +267,14 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
             Ok(Next::Close)
         }
         _ => {
-            respond(stream, "404 Not Found", "text/plain", b"no such path", close).await?;
+            respond(
+                stream,
+                "404 Not Found",
+                "text/plain",
+                b"no such path",
+                close,
+            )
+            .await?;
             Ok(kept)
         }
     }

@@ -502,7 +502,10 @@ struct CappedBody {
 
 impl CappedBody {
     /// End the body with `e`; the connection, mid-response, is dropped.
-    fn fail(&mut self, e: wasmtime_wasi_http::Error) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+    fn fail(
+        &mut self,
+        e: wasmtime_wasi_http::Error,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         self.lease = None;
         Poll::Ready(Some(Err(e)))
     }
@@ -524,9 +527,8 @@ impl Body for CappedBody {
                     self.seen += data.len() as u64;
                     if self.seen > self.max {
                         let max = self.max;
-                        return self.fail(wasmtime_wasi_http::Error::HttpResponseBodySize(Some(
-                            max,
-                        )));
+                        return self
+                            .fail(wasmtime_wasi_http::Error::HttpResponseBodySize(Some(max)));
                     }
                 }
                 let next = tokio::time::Instant::now() + self.between_bytes;

@@ -275,11 +275,10 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let peer = listener.local_addr().expect("addr");
         let (client, accepted) = tokio::join!(TcpStream::connect(peer), listener.accept());
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(
-            client.expect("connect"),
-        ))
-        .await
-        .expect("handshake");
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(client.expect("connect")))
+                .await
+                .expect("handshake");
         tokio::spawn(conn);
         sender.ready().await.expect("ready");
         (sender, peer, accepted.expect("accept").0)
