@@ -131,6 +131,21 @@ async fn run() {
         }
     }
 
+    // The same GET from a server that closes each connection: a new TCP and TLS connection
+    // every call, as before the capability kept connections.
+    let closing_args =
+        serde_json::json!({"method": "GET", "url": server.url("/closing")}).to_string();
+    let mut fresh = Vec::with_capacity(ROUNDS);
+    for i in 0..ROUNDS + 10 {
+        let started = Instant::now();
+        let report = host.call_in("http", &closing_args, &ctx).await;
+        let took = started.elapsed();
+        report.result.expect("GET through the component");
+        if i >= 10 {
+            fresh.push(took);
+        }
+    }
+
     // Parts of a call, measured alone: the rate limiter's check (a durable commit to the data
     // directory's database, shared with every chitin process on it), and a call the allowlist
     // refuses right after that check (the sandbox, the component, the checks, no network).
@@ -243,10 +258,16 @@ async fn run() {
         );
     }
 
-    println!("\n## parts of the call above, measured alone ({ROUNDS} rounds)");
+    println!(
+        "\n## the call above without its kept-alive connection, and parts of it alone ({ROUNDS} rounds)"
+    );
     println!("| part | p50 | p99 |");
     println!("|---|---|---|");
     for (name, series) in [
+        (
+            "`http` call, the server closing each connection (new TCP + TLS each call)",
+            &mut fresh,
+        ),
         ("rate limiter check (durable commit)", &mut rated),
         (
             "`http` call refused by the allowlist (sandbox, component, rate check, no network)",

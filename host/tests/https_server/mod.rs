@@ -169,16 +169,18 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         body.extend_from_slice(&chunk[..n]);
     }
     let path = target.split('?').next().unwrap_or_default();
-    let close = headers
-        .iter()
-        .any(|(n, v)| n == "connection" && v.eq_ignore_ascii_case("close"));
+    // `/closing` is `/echo` from a server that closes every connection after one response.
+    let close = path == "/closing"
+        || headers
+            .iter()
+            .any(|(n, v)| n == "connection" && v.eq_ignore_ascii_case("close"));
     let kept = if close {
         Next::Close
     } else {
         Next::KeepAlive(KEEP_ALIVE)
     };
     match path {
-        "/echo" | "/brief" => {
+        "/echo" | "/brief" | "/closing" => {
             let json = serde_json::json!({
                 "method": method,
                 "target": target,
