@@ -369,11 +369,17 @@ async fn run() {
     ));
     drop(host);
 
-    let (through, reqwest) = http_get(&data.path().join("http")).await;
+    let (through, reqwest_new, reqwest_pooled) = http_get(&data.path().join("http")).await;
     rows.push(times(
         "7. HTTPS GET through the http component (ref: reqwest, new connection each)",
         &through,
-        &reqwest,
+        &reqwest_new,
+        1.2,
+    ));
+    rows.push(times(
+        "7. HTTPS GET through the http component (ref: reqwest, its pool: kept-alive too)",
+        &through,
+        &reqwest_pooled,
         1.2,
     ));
 
@@ -754,8 +760,10 @@ fn http_component(dir: &Path, port: u16, key: &SigningKey) -> PathBuf {
     path
 }
 
-/// HTTPS GETs through the http component and with reqwest, against one server on 127.0.0.1.
-async fn http_get(dir: &Path) -> (Series, Series) {
+/// HTTPS GETs through the http component (which keeps its connection alive between calls),
+/// with reqwest on a new connection each, and with reqwest reusing its pool's connection, all
+/// against one server on 127.0.0.1.
+async fn http_get(dir: &Path) -> (Series, Series, Series) {
     std::fs::create_dir_all(dir).expect("dir");
     let server = https_server::start(dir).await;
     let url = server.url("/echo");
@@ -818,7 +826,7 @@ async fn http_get(dir: &Path) -> (Series, Series) {
         .expect("versions")
         .with_root_certificates(roots)
         .with_no_client_auth();
-    // A new connection per request, as every call through the capability makes.
+    // A new connection per request: the reference of the first measurement.
     let direct = measure(ROUNDS, 10, || async {
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls.clone())
@@ -836,7 +844,24 @@ async fn http_get(dir: &Path) -> (Series, Series) {
         assert!(!body.is_empty());
     })
     .await;
-    (through, direct)
+    // reqwest's default pool: one kept-alive connection, like the capability's.
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls.clone())
+        .build()
+        .expect("client");
+    let pooled = measure(ROUNDS, 10, || async {
+        let body = client
+            .get(&url)
+            .send()
+            .await
+            .expect("reqwest GET")
+            .bytes()
+            .await
+            .expect("body");
+        assert!(!body.is_empty());
+    })
+    .await;
+    (through, direct, pooled)
 }
 
 /// The floor: minimal native JSON-RPC responders, doing only what a tool server must (parse the

@@ -1,6 +1,7 @@
 //! Outbound HTTP benchmark, printed as a table: a GET through the `http` component (fresh
-//! sandbox, wasi:http, the host's enforced send path, TLS) versus the same GET with reqwest
-//! from the host, against one HTTPS server on 127.0.0.1; and the leak scanner's throughput on
+//! sandbox, wasi:http, the host's enforced send path, TLS, the capability's kept-alive
+//! connection) versus the same GET with reqwest from the host (a new connection each, and its
+//! default pool), against one HTTPS server on 127.0.0.1; and the leak scanner's throughput on
 //! 1 MiB of text. Run with `cargo bench -p chitin-host --bench http` after
 //! `just build-components` (`just bench` does both). Figures are reported, never asserted.
 
@@ -17,7 +18,7 @@ use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Decision};
 use chitin_host::data_dir::DataDir;
 use chitin_host::engine::EngineOptions;
 use chitin_host::leak::LeakScanner;
-use chitin_host::policy::{DEFAULT_POLICY, Policy};
+use chitin_host::policy::{DEFAULT_POLICY, Policy, RateLimits};
 use chitin_host::{Host, Runtime, Services};
 use chitin_registry::keys::SigningKey;
 use chitin_registry::trust_store::{Scope, TrustStore, TrustedKey};
@@ -130,6 +131,52 @@ async fn run() {
         }
     }
 
+    // The same GET from a server that closes each connection: a new TCP and TLS connection
+    // every call, as before the capability kept connections.
+    let closing_args =
+        serde_json::json!({"method": "GET", "url": server.url("/closing")}).to_string();
+    let mut fresh = Vec::with_capacity(ROUNDS);
+    for i in 0..ROUNDS + 10 {
+        let started = Instant::now();
+        let report = host.call_in("http", &closing_args, &ctx).await;
+        let took = started.elapsed();
+        report.result.expect("GET through the component");
+        if i >= 10 {
+            fresh.push(took);
+        }
+    }
+
+    // Parts of a call, measured alone: the rate limiter's check (a durable commit to the data
+    // directory's database, shared with every chitin process on it), and a call the allowlist
+    // refuses right after that check (the sandbox, the component, the checks, no network).
+    let rate = host.services().http_rate();
+    let limits = RateLimits {
+        per_minute: 100_000,
+        per_hour: 1_000_000,
+    };
+    let mut rated = Vec::with_capacity(ROUNDS);
+    for i in 0..ROUNDS + 10 {
+        let started = Instant::now();
+        rate.check("bench", "probe", limits, std::time::SystemTime::now())
+            .expect("within the limit");
+        let took = started.elapsed();
+        if i >= 10 {
+            rated.push(took);
+        }
+    }
+    let refused_args =
+        serde_json::json!({"method": "GET", "url": "https://127.0.0.1:1/echo"}).to_string();
+    let mut refused = Vec::with_capacity(ROUNDS);
+    for i in 0..ROUNDS + 10 {
+        let started = Instant::now();
+        let report = host.call_in("http", &refused_args, &ctx).await;
+        let took = started.elapsed();
+        report.result.expect_err("port outside the grant");
+        if i >= 10 {
+            refused.push(took);
+        }
+    }
+
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     use rustls::pki_types::pem::PemObject;
@@ -141,7 +188,7 @@ async fn run() {
         .expect("versions")
         .with_root_certificates(roots)
         .with_no_client_auth();
-    // A new connection per request, as every call through the capability makes.
+    // A new connection per request.
     let mut direct = Vec::with_capacity(ROUNDS);
     for i in 0..ROUNDS + 10 {
         let client = reqwest::Client::builder()
@@ -165,18 +212,71 @@ async fn run() {
         }
     }
 
+    // reqwest's default pool: one kept-alive connection, like the capability's.
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls.clone())
+        .build()
+        .expect("client");
+    let mut pooled = Vec::with_capacity(ROUNDS);
+    for i in 0..ROUNDS + 10 {
+        let started = Instant::now();
+        let body = client
+            .get(&url)
+            .send()
+            .await
+            .expect("reqwest GET")
+            .bytes()
+            .await
+            .expect("body");
+        let took = started.elapsed();
+        assert!(!body.is_empty());
+        if i >= 10 {
+            pooled.push(took);
+        }
+    }
+
     let (t50, t99) = (p(&mut through, 0.5), p(&mut through, 0.99));
     let (d50, d99) = (p(&mut direct, 0.5), p(&mut direct, 0.99));
-    println!("\n## GET https://127.0.0.1/echo, new TLS connection each ({ROUNDS} rounds)");
-    println!("| path | p50 | p99 | ratio (p50) |");
+    let (k50, k99) = (p(&mut pooled, 0.5), p(&mut pooled, 0.99));
+    println!("\n## GET https://127.0.0.1/echo ({ROUNDS} rounds)");
+    println!("| path | p50 | p99 | chitin ÷ this (p50) |");
     println!("|---|---|---|---|");
-    println!("| reqwest from the host | {} | {} | 1× |", ms(d50), ms(d99));
     println!(
-        "| `http` component through the capability (call, sandbox, checks, TLS) | {} | {} | {:.2}× |",
+        "| `http` component through the capability (call, sandbox, checks, kept-alive TLS) | {} | {} | 1× |",
         ms(t50),
-        ms(t99),
-        t50.as_secs_f64() / d50.as_secs_f64()
+        ms(t99)
     );
+    for (name, d50, d99) in [
+        ("reqwest from the host, new TLS connection each", d50, d99),
+        ("reqwest from the host, its pool (kept-alive)", k50, k99),
+    ] {
+        println!(
+            "| {name} | {} | {} | {:.2}× |",
+            ms(d50),
+            ms(d99),
+            t50.as_secs_f64() / d50.as_secs_f64()
+        );
+    }
+
+    println!(
+        "\n## the call above without its kept-alive connection, and parts of it alone ({ROUNDS} rounds)"
+    );
+    println!("| part | p50 | p99 |");
+    println!("|---|---|---|");
+    for (name, series) in [
+        (
+            "`http` call, the server closing each connection (new TCP + TLS each call)",
+            &mut fresh,
+        ),
+        ("rate limiter check (durable commit)", &mut rated),
+        (
+            "`http` call refused by the allowlist (sandbox, component, rate check, no network)",
+            &mut refused,
+        ),
+    ] {
+        let (m50, m99) = (p(series, 0.5), p(series, 0.99));
+        println!("| {name} | {} | {} |", ms(m50), ms(m99));
+    }
 
     let paragraph = "The operator rotated the API token on Tuesday; the password policy is in the \
                      runbook, section 4. Deploys go out at 10:00 UTC after the tests pass. ";

@@ -642,3 +642,116 @@ async fn secrets_answer_existence_only_inside_the_grant() {
         absent.to_string().replace("other_absent", "X")
     );
 }
+
+#[tokio::test]
+async fn credentials_injected_into_the_query_reach_the_server() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let secret = "q-VALUE-5e4d3c2b1a09";
+    let comp = http_with_credentials(
+        data.path(),
+        server.addr.port(),
+        "[[capabilities.http.credentials]]\nsecret = \"test_key\"\nhosts = [\"127.0.0.1\"]\n\
+         inject = \"query\"\nparam = \"key\"",
+    );
+    let ws = data.path().join("workspace");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let mut h = Host::new(runtime, lab_policy(&server), services(data.path(), &ws));
+    h.services()
+        .secrets()
+        .expect("secret store")
+        .set("test_key", secret)
+        .expect("set secret");
+    h.load_path(&comp).await.expect("load");
+    let out = ok(&h, "http", get(&server.url("/echo?x=1&key=mine"))).await;
+    // The server saw the host's value in place of the component's (redacted on the way back).
+    assert_eq!(out["body"]["target"], "/echo?x=1&key=[REDACTED:test_key]");
+}
+
+#[tokio::test]
+async fn sequential_gets_of_one_component_share_one_connection() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    for _ in 0..3 {
+        let out = ok(&h, "http", get(&server.url("/echo"))).await;
+        assert_eq!(out["status"], 200);
+    }
+    assert_eq!(server.hits.load(Ordering::SeqCst), 3);
+    assert_eq!(server.connections.load(Ordering::SeqCst), 1);
+    let report = call(&h, "http", get(&server.url("/echo"))).await;
+    let log = format!("{:?}", report.log);
+    assert!(log.contains("kept-alive connection"), "{log}");
+}
+
+#[tokio::test]
+async fn two_components_never_share_a_connection() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    for _ in 0..2 {
+        ok(&h, "http", get(&server.url("/page"))).await;
+        ok(&h, "web_fetch", json!({"url": server.url("/page")})).await;
+    }
+    // Each component kept its own connection to the same server and reused only that.
+    assert_eq!(server.hits.load(Ordering::SeqCst), 4);
+    assert_eq!(server.connections.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_server_closing_idle_connections_gets_a_new_one() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    ok(&h, "http", get(&server.url("/brief"))).await;
+    // `/brief` closes a connection idle for 100 ms.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let out = ok(&h, "http", get(&server.url("/brief"))).await;
+    assert_eq!(out["status"], 200);
+    assert_eq!(server.hits.load(Ordering::SeqCst), 2);
+    assert_eq!(server.connections.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_response_cut_short_is_never_followed_on_its_connection() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    ok(&h, "http", get(&server.url("/echo"))).await;
+    let slow = json!({"method": "GET", "url": server.url("/slow"), "timeout_secs": 1});
+    // Each of these goes out on the connection the /echo before it left idle, and leaves it
+    // mid-response: over the cap as declared, over the cap while streaming, silent past the
+    // between-bytes timeout.
+    let mut expected = 1;
+    for args in [get(&server.url("/big")), get(&server.url("/lying")), slow] {
+        err(&h, "http", args.clone()).await;
+        assert_eq!(
+            server.connections.load(Ordering::SeqCst),
+            expected,
+            "{args}"
+        );
+        ok(&h, "http", get(&server.url("/echo"))).await;
+        expected += 1;
+        assert_eq!(
+            server.connections.load(Ordering::SeqCst),
+            expected,
+            "after {args}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_post_is_never_sent_twice() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    ok(&h, "http", get(&server.url("/echo"))).await;
+    let before = server.hits.load(Ordering::SeqCst);
+    // Sent on the kept-alive connection; the server reads it and closes without answering.
+    let post = json!({"method": "POST", "url": server.url("/drop"), "body": "once"});
+    let e = err(&h, "http", post).await;
+    assert!(matches!(e, ToolError::ExternalService(_)), "{e:?}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), before + 1);
+    assert_eq!(server.connections.load(Ordering::SeqCst), 1);
+}

@@ -1,7 +1,9 @@
 //! A real HTTPS server on 127.0.0.1 for the HTTP capability's tests: a throwaway CA (rcgen)
 //! issues its certificate, and a minimal HTTP/1.1 responder written on raw TLS streams gives the
 //! tests full control of what goes on the wire (lying or missing Content-Length, slow bodies,
-//! redirects), which a well-behaved server library would not send.
+//! redirects, connections closed early), which a well-behaved server library would not send.
+//! Connections are kept alive between requests unless a path says otherwise; the server counts
+//! both the requests it reads and the connections it accepts.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,8 +20,10 @@ pub struct TestServer {
     pub addr: SocketAddr,
     /// The PEM file of the CA that signed its certificate.
     pub ca_file: PathBuf,
-    /// Requests served so far.
+    /// Requests received so far (counted once the request head is read).
     pub hits: Arc<AtomicUsize>,
+    /// TLS connections accepted so far.
+    pub connections: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -71,19 +75,29 @@ pub async fn start(dir: &Path) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let hits = Arc::new(AtomicUsize::new(0));
-    let counter = hits.clone();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let (requests, accepted) = (hits.clone(), connections.clone());
     let task = tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
+            // Responses leave in one write, but a kept-alive connection must never wait on
+            // Nagle and a delayed ACK.
+            let _ = tcp.set_nodelay(true);
             let acceptor = acceptor.clone();
-            let counter = counter.clone();
+            let (requests, accepted) = (requests.clone(), accepted.clone());
             tokio::spawn(async move {
-                if let Ok(tls) = acceptor.accept(tcp).await {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    // Each test request ends the connection; errors just drop it.
-                    let _ = tokio::time::timeout(Duration::from_secs(20), serve(tls)).await;
+                if let Ok(mut tls) = acceptor.accept(tcp).await {
+                    accepted.fetch_add(1, Ordering::SeqCst);
+                    // Requests until a response closes the connection, the client goes, or it
+                    // stays idle too long; errors just drop it.
+                    let mut idle = KEEP_ALIVE;
+                    while let Ok(Ok(Next::KeepAlive(next))) =
+                        tokio::time::timeout(idle, serve(&mut tls, &requests)).await
+                    {
+                        idle = next;
+                    }
                 }
             });
         }
@@ -92,29 +106,44 @@ pub async fn start(dir: &Path) -> TestServer {
         addr,
         ca_file,
         hits,
+        connections,
         task,
     }
 }
 
+/// How long the server keeps an idle connection open, unless a path says otherwise. Longer than
+/// any test waits between two calls.
+const KEEP_ALIVE: Duration = Duration::from_secs(20);
+
+/// What happens to a connection after a response.
+enum Next {
+    /// Wait this long for the next request.
+    KeepAlive(Duration),
+    /// Close it.
+    Close,
+}
+
 /// One request on `stream`, answered by path.
 async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
-    mut stream: S,
-) -> std::io::Result<()> {
+    stream: &mut S,
+    requests: &AtomicUsize,
+) -> std::io::Result<Next> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let head_end = loop {
         let n = stream.read(&mut chunk).await?;
         if n == 0 {
-            return Ok(());
+            return Ok(Next::Close);
         }
         buf.extend_from_slice(&chunk[..n]);
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
         }
         if buf.len() > 64 * 1024 {
-            return Ok(());
+            return Ok(Next::Close);
         }
     };
+    requests.fetch_add(1, Ordering::SeqCst);
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
     let mut lines = head.split("\r\n");
     let request_line = lines.next().unwrap_or_default().to_owned();
@@ -140,8 +169,18 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         body.extend_from_slice(&chunk[..n]);
     }
     let path = target.split('?').next().unwrap_or_default();
+    // `/closing` is `/echo` from a server that closes every connection after one response.
+    let close = path == "/closing"
+        || headers
+            .iter()
+            .any(|(n, v)| n == "connection" && v.eq_ignore_ascii_case("close"));
+    let kept = if close {
+        Next::Close
+    } else {
+        Next::KeepAlive(KEEP_ALIVE)
+    };
     match path {
-        "/echo" => {
+        "/echo" | "/brief" | "/closing" => {
             let json = serde_json::json!({
                 "method": method,
                 "target": target,
@@ -149,7 +188,17 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
                 "body": String::from_utf8_lossy(&body),
             })
             .to_string();
-            respond(&mut stream, "200 OK", "application/json", json.as_bytes()).await
+            respond(stream, "200 OK", "application/json", json.as_bytes(), close).await?;
+            // `/brief`: a server that closes a connection idle for more than 100 ms.
+            Ok(match (path, kept) {
+                ("/brief", Next::KeepAlive(_)) => Next::KeepAlive(Duration::from_millis(100)),
+                (_, next) => next,
+            })
+        }
+        "/drop" => {
+            // Read the request, then close the connection without a response.
+            stream.shutdown().await?;
+            Ok(Next::Close)
         }
         "/page" => {
             let html = "<html><head><title>Fish</title></head><body><article><h1>Chitin</h1>\
@@ -159,32 +208,37 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
                         second only to cellulose, and is studied for its uses in medicine \
                         and industry.</p></article></body></html>";
             respond(
-                &mut stream,
+                stream,
                 "200 OK",
                 "text/html; charset=utf-8",
                 html.as_bytes(),
+                close,
             )
-            .await
+            .await?;
+            Ok(kept)
         }
         "/redirect" => {
             let head = "HTTP/1.1 302 Found\r\nlocation: https://169.254.169.254/latest/meta-data\r\n\
                         content-length: 0\r\nconnection: close\r\n\r\n";
             stream.write_all(head.as_bytes()).await?;
-            stream.shutdown().await
+            stream.shutdown().await?;
+            Ok(Next::Close)
         }
         "/big" => {
-            // 6 MiB, honestly declared.
+            // 6 MiB, honestly declared, on a connection the server would keep.
             let n = 6 * 1024 * 1024;
             let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {n}\r\nconnection: close\r\n\r\n"
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {n}\r\n\r\n"
             );
             stream.write_all(head.as_bytes()).await?;
-            stream_bytes(&mut stream, n).await
+            stream_bytes(stream, n).await?;
+            Ok(kept)
         }
         "/lying" => {
             // Declares 1000 bytes, then keeps sending: the client must stop reading at its cap.
+            // The server would keep the connection for another request.
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\
-                        x-declared-length: 1000\r\nconnection: close\r\n\r\n";
+                        x-declared-length: 1000\r\n\r\n";
             stream.write_all(head.as_bytes()).await?;
             let block = vec![b'a'; 64 * 1024];
             for _ in 0..(6 * 16) {
@@ -195,39 +249,60 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
                 stream.write_all(b"\r\n").await?;
             }
             stream.write_all(b"0\r\n\r\n").await?;
-            stream.shutdown().await
+            Ok(kept)
         }
         "/unsized" => {
             // No Content-Length, no chunking: the body ends when the connection closes.
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n";
             stream.write_all(head.as_bytes()).await?;
-            stream_bytes(&mut stream, 6 * 1024 * 1024).await
+            stream_bytes(stream, 6 * 1024 * 1024).await?;
+            stream.shutdown().await?;
+            Ok(Next::Close)
         }
         "/slow" => {
+            // 5 of 100 declared bytes, then 15 s of silence, on a connection the server keeps.
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 100\r\n\
-                        connection: close\r\n\r\nfirst";
+                        \r\nfirst";
             stream.write_all(head.as_bytes()).await?;
             stream.flush().await?;
             tokio::time::sleep(Duration::from_secs(15)).await;
-            Ok(())
+            Ok(Next::Close)
         }
-        _ => respond(&mut stream, "404 Not Found", "text/plain", b"no such path").await,
+        _ => {
+            respond(
+                stream,
+                "404 Not Found",
+                "text/plain",
+                b"no such path",
+                close,
+            )
+            .await?;
+            Ok(kept)
+        }
     }
 }
 
+/// A response with a Content-Length; `close` says the connection ends after it.
 async fn respond<S: tokio::io::AsyncWrite + Unpin>(
     stream: &mut S,
     status: &str,
     content_type: &str,
     body: &[u8],
+    close: bool,
 ) -> std::io::Result<()> {
+    let connection = if close { "connection: close\r\n" } else { "" };
     let head = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n{connection}\r\n",
         body.len()
     );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body).await?;
-    stream.shutdown().await
+    let mut message = head.into_bytes();
+    message.extend_from_slice(body);
+    stream.write_all(&message).await?;
+    stream.flush().await?;
+    if close {
+        stream.shutdown().await?;
+    }
+    Ok(())
 }
 
 async fn stream_bytes<S: tokio::io::AsyncWrite + Unpin>(
@@ -241,5 +316,5 @@ async fn stream_bytes<S: tokio::io::AsyncWrite + Unpin>(
         stream.write_all(&block[..k]).await?;
         left -= k;
     }
-    stream.shutdown().await
+    stream.flush().await
 }

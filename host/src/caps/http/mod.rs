@@ -10,10 +10,12 @@ pub mod allowlist;
 pub mod credentials;
 pub mod error;
 pub mod outgoing;
+pub mod pool;
 pub mod rate;
 pub mod tls;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use chitin_registry::manifest::CredentialMapping;
 use chitin_registry::manifest::HttpGrant;
@@ -83,6 +85,9 @@ pub struct HttpConfig {
     pub addresses: address::AddressPolicy,
     /// The TLS client configuration (public roots and the policy's CA files).
     pub tls: Arc<rustls::ClientConfig>,
+    /// This load of this grant, unique in the process: kept-alive connections are reused only
+    /// under the same owner, so never between components, publishers or reloads.
+    pub owner: u64,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -90,6 +95,7 @@ impl std::fmt::Debug for HttpConfig {
         f.debug_struct("HttpConfig")
             .field("credentials", &self.credentials.len())
             .field("rate", &self.rate)
+            .field("owner", &self.owner)
             .finish_non_exhaustive()
     }
 }
@@ -101,6 +107,7 @@ pub fn configure(
     credentials: Arc<[CredentialMapping]>,
     policy: &Policy,
 ) -> Result<Option<Arc<HttpConfig>>, HttpGrantError> {
+    static LOADS: AtomicU64 = AtomicU64::new(0);
     let Some(grant) = grant else {
         return Ok(None);
     };
@@ -110,6 +117,7 @@ pub fn configure(
         rate: rate::RateLimits::resolve(grant.rate_limit.as_ref(), policy.http_rate_ceiling()),
         addresses: policy.address_policy(),
         tls: tls::client_config(&policy.http.ca_files)?,
+        owner: LOADS.fetch_add(1, Ordering::Relaxed),
     })))
 }
 

@@ -1,9 +1,10 @@
 //! The enforced send path behind `wasi:http/outgoing-handler`: every request a component makes
 //! goes through [`HttpCall::send`], which applies the grant in a fixed order — per-call count,
 //! rate limit, allowlist, request size, leak scan, address check (resolved once), credential
-//! injection — and only then connects, to the checked addresses and nowhere else. Redirects are
-//! never followed; the response body is cut off at the size cap while it streams, whatever its
-//! Content-Length says; every timeout is clamped to the call's remaining deadline.
+//! injection — and only then connects, to the checked addresses and nowhere else, or reuses a
+//! kept-alive connection of the same component to one of them (see [`super::pool`]). Redirects
+//! are never followed; the response body is cut off at the size cap while it streams, whatever
+//! its Content-Length says; every timeout is clamped to the call's remaining deadline.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -15,13 +16,15 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::{Body, Frame};
+use http_body_util::Full;
+use hyper::body::{Body, Frame, Incoming};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use wasmtime_wasi_http::{RequestOptions, WasiHttpHooks};
 
 use super::HttpConfig;
 use super::error::HttpRefusal;
+use super::pool::{Lease, PoolKey};
 use crate::call_log::{LogLevel, LogSource, SharedLog};
 use crate::fault::Faults;
 use crate::leak::LeakScanner;
@@ -232,24 +235,111 @@ impl HttpCall {
             url::Host::Ipv4(ip) => ip.to_string(),
             url::Host::Ipv6(ip) => ip.to_string(),
         };
+        // The request line carries the path and query only (as injection left them); the Host
+        // header names the authority.
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        parts.uri = path.parse().map_err(|_| HttpRefusal::InvalidUrl {
+            url: target.url.to_string(),
+            reason: "the path cannot be sent".into(),
+        })?;
+        let authority = target.url[url::Position::BeforeHost..url::Position::AfterPort].to_owned();
+        parts.headers.insert(
+            http::header::HOST,
+            http::HeaderValue::from_str(&authority).map_err(|_| HttpRefusal::InvalidUrl {
+                url: target.url.to_string(),
+                reason: "the host cannot be sent as a Host header".into(),
+            })?,
+        );
+        let key = PoolKey {
+            owner: config.owner,
+            user: self.user.clone(),
+            https: target.scheme_is_https,
+            host: host_name,
+            port: target.port,
+        };
+        let request = http::Request::from_parts(parts, Full::new(body));
+        let (response, lease) = self
+            .exchange(&config, key, &addrs, &target.url, timeouts, request)
+            .await?;
+
+        if let Some(len) = content_length(response.headers())
+            && len > MAX_RESPONSE_BYTES
+        {
+            return Err(HttpRefusal::ResponseTooLarge {
+                max: MAX_RESPONSE_BYTES,
+                declared: len,
+            }
+            .into());
+        }
+        let deadline = tokio::time::Instant::from_std(self.deadline);
+        let response = response.map(|incoming| {
+            CappedBody {
+                inner: incoming,
+                lease: Some(lease),
+                seen: 0,
+                max: MAX_RESPONSE_BYTES,
+                between_bytes: timeouts.between_bytes,
+                idle: Box::pin(tokio::time::sleep(timeouts.between_bytes)),
+                deadline: Box::pin(tokio::time::sleep_until(deadline)),
+            }
+            .boxed_unsync()
+        });
+        // The connection runs as its own task (see `exchange`): there is no worker to hand over.
+        Ok((response, Box::new(std::future::ready(Ok(())))))
+    }
+
+    /// Send `request` (every check passed) on a kept-alive connection under `key` to one of
+    /// `addrs`, or else on a new connection to them; the response and the connection's lease.
+    async fn exchange(
+        &self,
+        config: &HttpConfig,
+        key: PoolKey,
+        addrs: &[SocketAddr],
+        url: &url::Url,
+        timeouts: Timeouts,
+        mut request: http::Request<Full<Bytes>>,
+    ) -> Result<(http::Response<Incoming>, Lease), Failure> {
+        let pool = self.services.http_pool();
+        let method = request.method().clone();
+        if let Some((mut sender, peer)) = pool.checkout(&key, addrs) {
+            self.note(
+                LogLevel::Info,
+                &format!(
+                    "{method} {} → {peer} (kept-alive connection)",
+                    redacted_url(url)
+                ),
+            );
+            let sent =
+                tokio::time::timeout(timeouts.first_byte, sender.try_send_request(request)).await;
+            match sent {
+                Ok(Ok(response)) => return Ok((response, pool.lease(key, peer, sender))),
+                Err(_) => return Err(transport(wasmtime_wasi_http::Error::ConnectionReadTimeout)),
+                // hyper hands the request back only when none of it was written (the server
+                // closed the connection first): it goes once more, on a new connection. A
+                // request that may have been written is never sent again.
+                Ok(Err(mut e)) => match e.take_message() {
+                    Some(unsent) => request = unsent,
+                    None => return Err(transport(e.into_error().into())),
+                },
+            }
+        }
+
         self.note(
             LogLevel::Info,
-            &format!(
-                "{} {} → {}",
-                parts.method,
-                redacted_url(&target.url),
-                addrs[0]
-            ),
+            &format!("{method} {} → {}", redacted_url(url), addrs[0]),
         );
-        let stream = connect(&addrs, timeouts.connect).await?;
-        let io: Box<dyn Io> = if target.scheme_is_https {
-            let name =
-                rustls::pki_types::ServerName::try_from(host_name.clone()).map_err(|_| {
-                    HttpRefusal::InvalidUrl {
-                        url: target.url.to_string(),
-                        reason: "the host is not a valid TLS server name".into(),
-                    }
-                })?;
+        let (stream, peer) = connect(addrs, timeouts.connect).await?;
+        let io: Box<dyn Io> = if key.https {
+            let name = rustls::pki_types::ServerName::try_from(key.host.clone()).map_err(|_| {
+                HttpRefusal::InvalidUrl {
+                    url: url.to_string(),
+                    reason: "the host is not a valid TLS server name".into(),
+                }
+            })?;
             let tls = tokio_rustls::TlsConnector::from(config.tls.clone());
             let stream = tokio::time::timeout(timeouts.connect, tls.connect(name, stream))
                 .await
@@ -266,59 +356,16 @@ impl HttpCall {
         .await
         .map_err(|_| transport(wasmtime_wasi_http::Error::ConnectionTimeout))?
         .map_err(|e| transport(e.into()))?;
-
-        // The request line carries the path only; the Host header names the authority.
-        let path = target.url[url::Position::BeforePath..url::Position::AfterQuery].to_owned();
-        parts.uri = path.parse().map_err(|_| HttpRefusal::InvalidUrl {
-            url: target.url.to_string(),
-            reason: "the path cannot be sent".into(),
-        })?;
-        let authority = target.url[url::Position::BeforeHost..url::Position::AfterPort].to_owned();
-        parts.headers.insert(
-            http::header::HOST,
-            http::HeaderValue::from_str(&authority).map_err(|_| HttpRefusal::InvalidUrl {
-                url: target.url.to_string(),
-                reason: "the host cannot be sent as a Host header".into(),
-            })?,
-        );
-        // The connection must be driven while the request is sent and the body read; it runs
-        // as its own task, aborted when wasmtime-wasi-http drops the response's worker.
-        let driver = wasmtime_wasi::runtime::spawn(async move {
-            conn.await.map_err(wasmtime_wasi_http::Error::from)
-        });
-        let request = http::Request::from_parts(
-            parts,
-            http_body_util::Full::new(body)
-                .map_err(|never| match never {})
-                .boxed_unsync(),
-        );
+        // The connection is driven by its own task while a request uses it or the pool keeps
+        // it; the task ends when the server closes it, or when the request's response is
+        // dropped unread or the last handle to it goes. Its errors reach the request through
+        // the response or its body.
+        tokio::spawn(conn);
         let response = tokio::time::timeout(timeouts.first_byte, sender.send_request(request))
             .await
             .map_err(|_| transport(wasmtime_wasi_http::Error::ConnectionReadTimeout))?
             .map_err(|e| transport(e.into()))?;
-
-        if let Some(len) = content_length(response.headers())
-            && len > MAX_RESPONSE_BYTES
-        {
-            return Err(HttpRefusal::ResponseTooLarge {
-                max: MAX_RESPONSE_BYTES,
-                declared: len,
-            }
-            .into());
-        }
-        let deadline = tokio::time::Instant::from_std(self.deadline);
-        let response = response.map(|incoming| {
-            CappedBody {
-                inner: incoming,
-                seen: 0,
-                max: MAX_RESPONSE_BYTES,
-                between_bytes: timeouts.between_bytes,
-                idle: Box::pin(tokio::time::sleep(timeouts.between_bytes)),
-                deadline: Box::pin(tokio::time::sleep_until(deadline)),
-            }
-            .boxed_unsync()
-        });
-        Ok((response, Box::new(driver)))
+        Ok((response, pool.lease(key, peer, sender)))
     }
 
     fn note(&self, level: LogLevel, message: &str) {
@@ -360,12 +407,22 @@ trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
 
 /// Connect to the first of `addrs` that answers; these are the addresses the SSRF check passed,
-/// so the name is never resolved again.
-async fn connect(addrs: &[SocketAddr], timeout: Duration) -> Result<TcpStream, Failure> {
+/// so the name is never resolved again. The stream and the address it reached.
+async fn connect(
+    addrs: &[SocketAddr],
+    timeout: Duration,
+) -> Result<(TcpStream, SocketAddr), Failure> {
     let mut last = None;
     for addr in addrs {
         match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Ok(stream)) => {
+                // A request or response in more than one segment must not wait for a delayed
+                // ACK (Nagle), least of all on a kept-alive connection.
+                stream
+                    .set_nodelay(true)
+                    .map_err(|e| transport(wasmtime_wasi_http::Error::Connect(e)))?;
+                return Ok((stream, *addr));
+            }
             Ok(Err(e)) => last = Some(wasmtime_wasi_http::Error::Connect(e)),
             Err(_) => last = Some(wasmtime_wasi_http::Error::ConnectionTimeout),
         }
@@ -431,9 +488,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// A response body that fails once it has passed `max` bytes (whatever Content-Length said),
-/// when no byte arrives within `between_bytes`, or at the call's deadline.
+/// when no byte arrives within `between_bytes`, or at the call's deadline. Read to its end, it
+/// releases its connection to the pool; cut short or failed, the connection is dropped.
 struct CappedBody {
-    inner: hyper::body::Incoming,
+    inner: Incoming,
+    lease: Option<Lease>,
     seen: u64,
     max: u64,
     between_bytes: Duration,
@@ -441,9 +500,22 @@ struct CappedBody {
     deadline: Pin<Box<tokio::time::Sleep>>,
 }
 
+impl CappedBody {
+    /// End the body with `e`; the connection, mid-response, is dropped.
+    fn fail(
+        &mut self,
+        e: wasmtime_wasi_http::Error,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        self.lease = None;
+        Poll::Ready(Some(Err(e)))
+    }
+}
+
+type BodyError = wasmtime_wasi_http::Error;
+
 impl Body for CappedBody {
     type Data = Bytes;
-    type Error = wasmtime_wasi_http::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
@@ -454,25 +526,28 @@ impl Body for CappedBody {
                 if let Some(data) = frame.data_ref() {
                     self.seen += data.len() as u64;
                     if self.seen > self.max {
-                        return Poll::Ready(Some(Err(
-                            wasmtime_wasi_http::Error::HttpResponseBodySize(Some(self.max)),
-                        )));
+                        let max = self.max;
+                        return self
+                            .fail(wasmtime_wasi_http::Error::HttpResponseBodySize(Some(max)));
                     }
                 }
                 let next = tokio::time::Instant::now() + self.between_bytes;
                 self.idle.as_mut().reset(next);
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(Some(Err(e))) => self.fail(e.into()),
+            Poll::Ready(None) => {
+                if let Some(lease) = self.lease.take() {
+                    lease.release();
+                }
+                Poll::Ready(None)
+            }
             Poll::Pending => {
                 if self.deadline.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Some(Err(wasmtime_wasi_http::Error::HttpResponseTimeout)));
+                    return self.fail(wasmtime_wasi_http::Error::HttpResponseTimeout);
                 }
                 if self.idle.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Some(Err(
-                        wasmtime_wasi_http::Error::ConnectionReadTimeout,
-                    )));
+                    return self.fail(wasmtime_wasi_http::Error::ConnectionReadTimeout);
                 }
                 Poll::Pending
             }
@@ -481,5 +556,17 @@ impl Body for CappedBody {
 
     fn is_end_stream(&self) -> bool {
         self.inner.is_end_stream()
+    }
+}
+
+impl Drop for CappedBody {
+    /// A body whose end was never polled for (an empty one, say) was still read whole if hyper
+    /// says it is at its end; anything else closes the connection.
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take()
+            && self.inner.is_end_stream()
+        {
+            lease.release();
+        }
     }
 }
