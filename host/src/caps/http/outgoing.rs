@@ -141,12 +141,21 @@ impl HttpCall {
             .into());
         }
         let tool = lock(&self.tool).clone();
-        self.services.http_rate().check(
-            &self.user,
-            &tool,
+        // Counting the request commits it durably (a disk sync): off the runtime's thread, so a
+        // server on one thread keeps serving other calls meanwhile.
+        let (rate, user, counted, limits) = (
+            self.services.http_rate(),
+            self.user.clone(),
+            tool.clone(),
             config.rate,
-            std::time::SystemTime::now(),
-        )?;
+        );
+        tokio::task::spawn_blocking(move || {
+            rate.check(&user, &counted, limits, std::time::SystemTime::now())
+        })
+        .await
+        .map_err(|e| HttpRefusal::RateStore {
+            reason: format!("the rate check did not finish: {e}"),
+        })??;
 
         let (mut parts, body) = request.into_parts();
         let target = config
