@@ -1,14 +1,15 @@
-//! Confinement applied in the child between `fork` and `exec`: its own process group, resource
-//! limits, `no_new_privs`, a seccomp filter that keeps it in that group, and a Landlock domain
-//! (filesystem, TCP and scope rules) built once in the parent when the grant is resolved.
+//! Confinement applied in the child before `exec`: its own process group, resource limits,
+//! `no_new_privs`, a seccomp filter that keeps it in that group, and a Landlock domain
+//! (filesystem, TCP and scope rules) built in the parent for each call.
 //!
-//! Everything that allocates or opens paths happens in the parent ([`Confinement::build`]); the
-//! hook run in the child ([`Confinement::pre_exec`]) only makes system calls, since after `fork`
-//! in a multi-threaded host only async-signal-safe work is sound.
+//! Everything that allocates or opens paths happens in the parent ([`Confinement::landlock`]);
+//! what runs in the child ([`InChild::apply`]) only makes system calls, since the child shares
+//! the parent's memory until it execs ([`super::spawn`]).
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
+use super::spawn::Step;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
@@ -232,19 +233,24 @@ impl Confinement {
         self.ruleset.is_some()
     }
 
-    /// The hook to run in the child before `exec`, with the CPU limit for this run. The ruleset
-    /// descriptor it uses stays open while `self` lives, so `self` must outlive the spawn.
-    pub fn pre_exec(
-        &self,
-        cpu_secs: u64,
-    ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
-        let ruleset: Option<RawFd> = self.ruleset.as_ref().map(AsRawFd::as_raw_fd);
-        let limits = Rlimits {
-            cpu_secs: cpu_secs.min(self.rlimits.cpu_secs).max(1),
-            ..self.rlimits
-        };
-        move || apply_in_child(ruleset, &limits)
+    /// What the child applies before `exec`, with the CPU limit for this run; it borrows the
+    /// ruleset descriptor, so the confinement outlives the spawn.
+    pub fn in_child(&self, cpu_secs: u64) -> InChild<'_> {
+        InChild {
+            ruleset: self.ruleset.as_ref().map(AsFd::as_fd),
+            limits: Rlimits {
+                cpu_secs: cpu_secs.min(self.rlimits.cpu_secs).max(1),
+                ..self.rlimits
+            },
+        }
     }
+}
+
+/// The confinement of one spawn, ready to apply in the child: only system calls remain.
+#[derive(Debug, Clone, Copy)]
+pub struct InChild<'a> {
+    ruleset: Option<BorrowedFd<'a>>,
+    limits: Rlimits,
 }
 
 /// The filesystem rules of `plan`: system directories and selected `/etc` entries read and
@@ -272,36 +278,43 @@ fn fs_rules(plan: &Plan, abi: ABI) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
     rules
 }
 
-/// Runs in the forked child: only system calls, no allocation.
-fn apply_in_child(ruleset: Option<RawFd>, limits: &Rlimits) -> std::io::Result<()> {
-    use rustix::process::{Resource, Rlimit, setrlimit};
-    // Its own process group, so the host can kill it and everything it starts at once.
-    rustix::process::setpgid(None, None)?;
-    let set = |resource, value: u64| {
-        setrlimit(
-            resource,
-            Rlimit {
-                current: Some(value),
-                maximum: Some(value),
-            },
-        )
-    };
-    set(Resource::Cpu, limits.cpu_secs)?;
-    set(Resource::As, limits.address_space_bytes)?;
-    set(Resource::Fsize, limits.file_size_bytes)?;
-    set(Resource::Nproc, limits.processes)?;
-    set(Resource::Nofile, limits.open_files)?;
-    rustix::thread::set_no_new_privs(true)?;
-    seccomp::keep_in_group()?;
-    if let Some(fd) = ruleset {
-        // SAFETY: `fd` is the ruleset descriptor the parent keeps open across the spawn; the
-        // call only reads it.
-        let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
+impl InChild<'_> {
+    /// Apply it to the calling process: its own group, the limits, `no_new_privs`, the seccomp
+    /// filter, then the Landlock domain. Only system calls, no allocation: this runs in the
+    /// child, which shares the parent's memory until it execs.
+    pub fn apply(&self) -> Result<(), (Step, std::io::Error)> {
+        use rustix::process::{Resource, Rlimit, setrlimit};
+        // Its own process group, so the host can kill it and everything it starts at once.
+        rustix::process::setpgid(None, None).map_err(|e| (Step::Group, e.into()))?;
+        let set = |resource, value: u64| {
+            setrlimit(
+                resource,
+                Rlimit {
+                    current: Some(value),
+                    maximum: Some(value),
+                },
+            )
+            .map_err(|e| (Step::Limits, e.into()))
+        };
+        let limits = &self.limits;
+        set(Resource::Cpu, limits.cpu_secs)?;
+        set(Resource::As, limits.address_space_bytes)?;
+        set(Resource::Fsize, limits.file_size_bytes)?;
+        set(Resource::Nproc, limits.processes)?;
+        set(Resource::Nofile, limits.open_files)?;
+        rustix::thread::set_no_new_privs(true).map_err(|e| (Step::NoNewPrivs, e.into()))?;
+        seccomp::keep_in_group().map_err(|e| (Step::Seccomp, e))?;
+        if let Some(fd) = self.ruleset {
+            // SAFETY: `fd` is the ruleset descriptor borrowed from the `Confinement`, open for
+            // the whole spawn; the call only reads it.
+            let rc =
+                unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) };
+            if rc != 0 {
+                return Err((Step::Landlock, std::io::Error::last_os_error()));
+            }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// A seccomp filter that refuses `setsid` and `setpgid`: a confined process cannot leave the

@@ -12,6 +12,7 @@ pub mod confine;
 pub mod env;
 mod host;
 pub mod run;
+pub mod spawn;
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
