@@ -530,6 +530,24 @@ async fn every_process_gets_the_seccomp_filter_limits_and_no_new_privs() {
     );
 }
 
+#[tokio::test]
+async fn rules_bind_what_each_path_names_at_the_call_not_at_load() {
+    let env = env();
+    std::fs::write(env.workspace.join("old.txt"), "old").expect("write");
+    let config = config(&env, &sh_grant());
+    // After the grant is resolved, the workspace is moved away and a new one takes its path.
+    let moved = env.workspace.with_file_name("moved-away");
+    std::fs::rename(&env.workspace, &moved).expect("rename");
+    std::fs::create_dir(&env.workspace).expect("mkdir");
+    let (ok, output) = attempt(&config, "echo new > new.txt && cat new.txt").await;
+    assert!(ok, "the workspace now at the path is usable: {output}");
+    let (ok, output) = attempt(&config, &format!("cat {}/old.txt", moved.display())).await;
+    assert!(
+        !ok,
+        "the moved-away directory must not stay reachable: {output}"
+    );
+}
+
 // ---- The shell component, through the host ----
 
 /// Approves or refuses every request, and remembers the reasons it was asked.

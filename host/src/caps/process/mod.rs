@@ -28,7 +28,7 @@ use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::events::CallEvents;
 use crate::policy::Policy;
 use crate::services::Services;
-use confine::{Confinement, Plan, Rlimits, Support};
+use confine::{Confinement, Plan, Rlimits, Rules, Support};
 
 /// Processes one host runs at once by default.
 pub const DEFAULT_CONCURRENCY: usize = 5;
@@ -197,14 +197,10 @@ struct Program {
 }
 
 /// How processes of a grant are confined, decided at load.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum Mode {
-    /// In a Landlock domain at this ABI, with the workspace writable or not.
-    Landlock {
-        abi: i32,
-        workspace_writable: bool,
-        network: bool,
-    },
+    /// In a Landlock domain of these rules (and each call's scratch directory).
+    Landlock(Rules),
     /// Unconfined, as the policy allows where Landlock is missing.
     Unconfined,
 }
@@ -258,11 +254,15 @@ impl ProcessConfig {
             host.support,
         ) {
             (Err(why), _) => Err(why.to_string()),
-            (Ok(()), Support::Landlock(abi)) => Ok(Mode::Landlock {
-                abi,
-                workspace_writable: !grant.read_only,
-                network: grant.network,
-            }),
+            (Ok(()), Support::Landlock(abi)) => {
+                let plan = Plan {
+                    workspace: host.workspace.clone(),
+                    workspace_writable: !grant.read_only,
+                    programs: programs.iter().map(|p| p.path.clone()).collect(),
+                    network: grant.network,
+                };
+                Ok(Mode::Landlock(Rules::new(&plan, abi)))
+            }
             (Ok(()), Support::Unavailable(_)) if host.allow_unconfined => Ok(Mode::Unconfined),
             (Ok(()), Support::Unavailable(_)) => Err(format!(
                 "{}, and the policy does not allow unconfined processes (set \
@@ -282,7 +282,7 @@ impl ProcessConfig {
 
     /// Whether processes of this grant run inside a Landlock domain.
     pub fn is_confined(&self) -> bool {
-        matches!(self.mode, Ok(Mode::Landlock { .. }))
+        matches!(self.mode, Ok(Mode::Landlock(_)))
     }
 
     /// A fresh scratch directory for one call, and the confinement of that call's processes:
@@ -298,22 +298,9 @@ impl ProcessConfig {
             .map_err(|e| {
                 RunError::SpawnFailed(format!("cannot create a scratch directory: {e}"))
             })?;
-        let confinement = match *mode {
-            Mode::Landlock {
-                abi,
-                workspace_writable,
-                network,
-            } => {
-                let plan = Plan {
-                    workspace: self.workspace.clone(),
-                    workspace_writable,
-                    scratch: dir.path().to_owned(),
-                    programs: self.programs.iter().map(|p| p.path.clone()).collect(),
-                    network,
-                };
-                Confinement::landlock(&plan, abi, self.rlimits)
-                    .map_err(|e| RunError::SpawnFailed(e.to_string()))?
-            }
+        let confinement = match mode {
+            Mode::Landlock(rules) => Confinement::landlock(rules, dir.path(), self.rlimits)
+                .map_err(|e| RunError::SpawnFailed(e.to_string()))?,
             Mode::Unconfined => Confinement::unconfined(self.rlimits),
         };
         Ok(Scratch { dir, confinement })
