@@ -430,8 +430,8 @@ fn clone_child(shared: &ChildArgs<'_>, stack: &Stack) -> Result<(Pid, OwnedFd), 
     // Every signal is blocked across `clone`, so no handler of the host runs in the child (on
     // the host's memory) before the child has reset them; the child unblocks them just before
     // `execve`.
-    let mut all: libc::sigset_t = unsafe_zeroed_sigset();
-    let mut previous: libc::sigset_t = unsafe_zeroed_sigset();
+    let mut all: libc::sigset_t = empty_sigset();
+    let mut previous: libc::sigset_t = empty_sigset();
     // SAFETY: both are valid sigset_t values owned by this frame.
     unsafe {
         libc::sigfillset(&mut all);
@@ -465,7 +465,8 @@ fn clone_child(shared: &ChildArgs<'_>, stack: &Stack) -> Result<(Pid, OwnedFd), 
     Ok((pid, pidfd))
 }
 
-fn unsafe_zeroed_sigset() -> libc::sigset_t {
+/// The empty signal set.
+fn empty_sigset() -> libc::sigset_t {
     // SAFETY: sigset_t is a plain bit array; all zeroes is the empty set.
     unsafe { std::mem::zeroed() }
 }
@@ -497,7 +498,7 @@ fn in_child(shared: &ChildArgs<'_>) -> Result<Infallible, (Step, io::Error)> {
     check(unsafe { libc::chdir(shared.cwd) }).map_err(os(Step::Cwd))?;
     shared.confinement.apply()?;
     close_from_3(shared.close_up_to).map_err(os(Step::CloseFds))?;
-    let empty = unsafe_zeroed_sigset();
+    let empty = empty_sigset();
     // SAFETY: `empty` is the empty set: the program starts with no signal blocked.
     check(unsafe { libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut()) })
         .map_err(os(Step::Signals))?;
