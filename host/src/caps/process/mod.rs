@@ -5,8 +5,9 @@
 //! grant allows may be set, on top of a scrubbed environment ([`env`]); at most
 //! [`DEFAULT_CONCURRENCY`] processes run at once per host; the child gets its own process group,
 //! resource limits, a seccomp filter that keeps it in the group, and a Landlock domain
-//! ([`confine`]); stdout and stderr are capped and the group is killed at the timeout or when the
-//! call is dropped ([`run`]).
+//! ([`confine`]), applied in the child before `exec`, which starts without `fork` and without
+//! any other descriptor of the host ([`spawn`]); stdout and stderr are capped and the group is
+//! killed at the timeout or when the call is dropped ([`run`]).
 
 pub mod confine;
 pub mod env;
