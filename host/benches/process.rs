@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chitin_host::approver::{ApprovalRequest, Approver, Decision};
+use chitin_host::caps::process::confine::{Confinement, Plan, Rlimits, Rules, Support};
 use chitin_host::caps::process::{ProcessConfig, ProcessGrant, Request};
 use chitin_host::policy::Policy;
 use chitin_host::{CallContext, Host, Runtime};
@@ -140,6 +141,35 @@ async fn run() {
         assert!(report.result.is_ok(), "{:?}", report.result);
     })
     .await;
+    // The tool's own part: the same call up to the screening, which refuses before any process.
+    let refused = measure(|| async {
+        let report = host
+            .call_in("shell", r#"{"command":"sudo true"}"#, &ctx)
+            .await;
+        assert!(report.result.is_err(), "{:?}", report.result);
+    })
+    .await;
+    // What each call prepares before its first process: a scratch directory and the Landlock
+    // ruleset that names it.
+    let scratch = measure(|| async {
+        drop(capability.scratch().expect("scratch"));
+    })
+    .await;
+    let plan = Plan {
+        workspace: workspace.clone(),
+        workspace_writable: true,
+        programs: vec!["/bin/sh".into()],
+        network: false,
+    };
+    let Support::Landlock(abi) = Support::detect() else {
+        unreachable!("checked above")
+    };
+    let rules = Rules::new(&plan, abi);
+    let ruleset = measure(|| async {
+        let confinement = Confinement::landlock(&rules, data.path(), Rlimits::default());
+        drop(confinement.expect("ruleset"));
+    })
+    .await;
 
     let base = percentile(&direct, 0.5).as_secs_f64();
     println!(
@@ -157,6 +187,15 @@ async fn run() {
         (
             "shell tool (screening, approval, sandbox, capability)",
             &tool,
+        ),
+        ("shell tool, refused by screening (no process)", &refused),
+        (
+            "per-call scratch directory: create, Landlock ruleset, remove",
+            &scratch,
+        ),
+        (
+            "Landlock ruleset alone, per call (part of the scratch)",
+            &ruleset,
         ),
     ] {
         println!(

@@ -357,6 +357,197 @@ async fn concurrency_is_capped_per_host() {
     }
 }
 
+#[tokio::test]
+async fn stdin_is_fed_and_a_signal_is_reported() {
+    let env = env();
+    let config = config(&env, &sh_grant());
+    let mut req = sh("wc -c");
+    // More than a pipe holds, so the feed and the program run together.
+    req.stdin = vec![b'x'; 1 << 20];
+    let out = config.run(req).await.expect("runs");
+    assert_eq!(text(&out.stdout.bytes).trim(), (1 << 20).to_string());
+    // A program that exits without reading its input is not an error.
+    let mut req = sh("exit 4");
+    req.stdin = vec![b'x'; 1 << 20];
+    assert_eq!(config.run(req).await.expect("runs").exit_code, Some(4));
+    let out = config.run(sh("kill -KILL $$")).await.expect("runs");
+    assert_eq!((out.exit_code, out.signal), (None, Some(9)));
+}
+
+/// Zombie children of this process (exited, not reaped).
+fn zombie_children() -> Vec<i32> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // After the command name: state, ppid, ...
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        if fields.first() == Some(&"Z") && fields.get(1) == Some(&me.as_str()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn an_exec_failure_is_a_typed_error_and_leaves_no_zombie() {
+    let env = env();
+    let tools = env.data.parent().expect("root").join("tools");
+    std::fs::create_dir(&tools).expect("mkdir");
+    let vanished = tools.join("vanished");
+    let not_executable = tools.join("not-executable");
+    for program in [&vanished, &not_executable] {
+        std::fs::copy("/bin/true", program).expect("copy");
+    }
+    let grant = ProcessGrant {
+        programs: vec![
+            vanished.display().to_string(),
+            not_executable.display().to_string(),
+        ],
+        ..ProcessGrant::default()
+    };
+    // Both are executable when the grant is resolved; then one goes, the other loses its mode.
+    let config = config(&env, &grant);
+    std::fs::remove_file(&vanished).expect("rm");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&not_executable, std::fs::Permissions::from_mode(0o644))
+        .expect("chmod");
+    for (program, why) in [
+        (&vanished, "No such file or directory"),
+        (&not_executable, "Permission denied"),
+    ] {
+        let request = Request {
+            program: program.display().to_string(),
+            ..Request::default()
+        };
+        let err = config.run(request).await.unwrap_err();
+        assert!(matches!(err, RunError::SpawnFailed(_)), "{err}");
+        let message = err.to_string();
+        assert!(message.contains("cannot execute"), "{message}");
+        assert!(message.contains(why), "{message}");
+    }
+    // Zombies of other tests' processes are reaped within moments; one of a failed exec would
+    // stay.
+    let zombies = zombie_children();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while zombie_children().iter().any(|z| zombies.contains(z)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left: Vec<i32> = zombie_children()
+        .into_iter()
+        .filter(|z| zombies.contains(z))
+        .collect();
+    assert!(left.is_empty(), "zombies left: {left:?}");
+}
+
+#[tokio::test]
+async fn no_host_descriptor_reaches_the_child() {
+    use std::os::fd::AsRawFd;
+    let env = env();
+    let marker = env.data.join("leak-marker");
+    std::fs::write(&marker, "x").expect("write");
+    let file = std::fs::File::open(&marker).expect("open");
+    // SAFETY: dup of an open descriptor; the copy has no close-on-exec flag, which is the point.
+    let leaked = unsafe { libc::dup(file.as_raw_fd()) };
+    assert!(leaked > 2, "dup: {}", std::io::Error::last_os_error());
+    // Confined: the descriptor cannot even be named.
+    let config = config(&env, &sh_grant());
+    // bash, since dash only names descriptors 0 to 9; an external `true`, and no redirection
+    // around the loop, since bash saves a redirected descriptor on 10 and up.
+    let probe = format!(
+        "bash -c 'for fd in $(seq 3 {leaked}); do /bin/true <&$fd && echo \"open $fd\"; done; \
+         echo done' 2>/dev/null"
+    );
+    let out = config.run(sh(&probe)).await.expect("runs");
+    assert_eq!(text(&out.stdout.bytes), "done\n", "{probe}");
+    // Unconfined (where /proc/self/fd can be listed): only stdin, stdout, stderr and the
+    // listing's own directory.
+    let mut host = env.host.clone();
+    host.support = Support::Unavailable(0);
+    host.allow_unconfined = true;
+    let unconfined = ProcessConfig::resolve(&sh_grant(), &host).expect("resolves");
+    let out = unconfined
+        .run(sh("ls -l /proc/self/fd"))
+        .await
+        .expect("runs");
+    let listing = text(&out.stdout.bytes);
+    assert!(!listing.contains("leak-marker"), "{listing}");
+    let fds = listing.lines().filter(|l| l.contains(" -> ")).count();
+    assert!(fds <= 4, "{listing}");
+    // SAFETY: closes the descriptor this test opened.
+    unsafe { libc::close(leaked) };
+}
+
+#[tokio::test]
+async fn a_grandchild_is_killed_at_the_timeout() {
+    let env = env();
+    let config = config(&env, &sh_grant());
+    // The inner shell forks `sleep` (it has more to run after it): a grandchild.
+    let mut req = sh("sh -c 'sleep 1006; :' & wait");
+    req.timeout = Some(Duration::from_millis(500));
+    let out = config.run(req).await.expect("runs");
+    assert!(out.timed_out);
+    assert_eq!(out.signal, Some(9));
+    let left = surviving(&["sleep 1006"]);
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
+async fn every_process_gets_the_seccomp_filter_limits_and_no_new_privs() {
+    let env = env();
+    let config = config(&env, &sh_grant());
+    let out = config
+        .run(sh("setsid true; echo $?; ulimit -n"))
+        .await
+        .expect("runs");
+    let stdout = text(&out.stdout.bytes);
+    let stderr = text(&out.stderr.bytes);
+    assert_eq!(stdout, "1\n1024\n", "{stderr}");
+    assert!(stderr.contains("Operation not permitted"), "{stderr}");
+    // Unconfined by the policy's choice, /proc/self/status can be read: the filter and
+    // no_new_privs are there too.
+    let mut host = env.host.clone();
+    host.support = Support::Unavailable(0);
+    host.allow_unconfined = true;
+    let unconfined = ProcessConfig::resolve(&sh_grant(), &host).expect("resolves");
+    let out = unconfined
+        .run(sh("grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status"))
+        .await
+        .expect("runs");
+    assert_eq!(
+        text(&out.stdout.bytes),
+        "NoNewPrivs:\t1\nSeccomp:\t2\n",
+        "{}",
+        text(&out.stderr.bytes)
+    );
+}
+
+#[tokio::test]
+async fn rules_bind_what_each_path_names_at_the_call_not_at_load() {
+    let env = env();
+    std::fs::write(env.workspace.join("old.txt"), "old").expect("write");
+    let config = config(&env, &sh_grant());
+    // After the grant is resolved, the workspace is moved away and a new one takes its path.
+    let moved = env.workspace.with_file_name("moved-away");
+    std::fs::rename(&env.workspace, &moved).expect("rename");
+    std::fs::create_dir(&env.workspace).expect("mkdir");
+    let (ok, output) = attempt(&config, "echo new > new.txt && cat new.txt").await;
+    assert!(ok, "the workspace now at the path is usable: {output}");
+    let (ok, output) = attempt(&config, &format!("cat {}/old.txt", moved.display())).await;
+    assert!(
+        !ok,
+        "the moved-away directory must not stay reachable: {output}"
+    );
+}
+
 // ---- The shell component, through the host ----
 
 /// Approves or refuses every request, and remembers the reasons it was asked.

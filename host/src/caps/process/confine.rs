@@ -1,17 +1,18 @@
-//! Confinement applied in the child between `fork` and `exec`: its own process group, resource
-//! limits, `no_new_privs`, a seccomp filter that keeps it in that group, and a Landlock domain
-//! (filesystem, TCP and scope rules) built once in the parent when the grant is resolved.
+//! Confinement applied in the child before `exec`: its own process group, resource limits,
+//! `no_new_privs`, a seccomp filter that keeps it in that group, and a Landlock domain
+//! (filesystem, TCP and scope rules) built in the parent for each call.
 //!
-//! Everything that allocates or opens paths happens in the parent ([`Confinement::build`]); the
-//! hook run in the child ([`Confinement::pre_exec`]) only makes system calls, since after `fork`
-//! in a multi-threaded host only async-signal-safe work is sound.
+//! Everything that allocates or opens paths happens in the parent ([`Confinement::landlock`]);
+//! what runs in the child ([`InChild::apply`]) only makes system calls, since the child shares
+//! the parent's memory until it execs ([`super::spawn`]).
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::PathBuf;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
 
+use super::spawn::Step;
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    Scope,
 };
 
 /// The oldest Landlock ABI that confines what chitin needs: files (v1–v3) and TCP (v4).
@@ -105,15 +106,13 @@ impl Default for Rlimits {
     }
 }
 
-/// What the Landlock domain allows.
+/// What the Landlock domain of a grant allows, besides each call's scratch directory.
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// The workspace (canonical): read-write, or read-only when `workspace_writable` is false.
     pub workspace: PathBuf,
     /// Whether the grant lets processes write the workspace.
     pub workspace_writable: bool,
-    /// A private scratch directory (`TMPDIR`, `HOME`), always read-write.
-    pub scratch: PathBuf,
     /// The granted programs (absolute): each may be read and executed wherever it lives.
     pub programs: Vec<PathBuf>,
     /// Whether TCP connect and bind are allowed.
@@ -173,6 +172,88 @@ pub enum ConfineError {
     /// Building the Landlock ruleset failed.
     #[error("cannot build the Landlock ruleset: {0}")]
     Landlock(#[from] landlock::RulesetError),
+    /// The kernel gave no ruleset descriptor.
+    #[error("cannot build the Landlock ruleset: the kernel returned no ruleset")]
+    NoRuleset,
+    /// The kernel refused a rule.
+    #[error("cannot add the Landlock rule for {path}: {source}")]
+    AddRule {
+        /// The path the rule names.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The rules of a grant that are the same for every call (system paths, devices, the granted
+/// programs, the workspace), each with a descriptor opened once and the identity (device and
+/// inode) of what its path named then.
+///
+/// Landlock binds a rule to the inode its descriptor refers to. Each call checks that its path
+/// still names that same inode (a `stat`; the descriptor held open keeps the inode number from
+/// being reused) and opens the path afresh when it does not, so every call's domain binds what
+/// each path names at that call, exactly as opening every path per call would; only the
+/// `open` / `fstat` / `close` of unchanged paths is saved.
+#[derive(Debug)]
+pub struct Rules {
+    abi: ABI,
+    network: bool,
+    fixed: Vec<FixedRule>,
+}
+
+#[derive(Debug)]
+struct FixedRule {
+    path: PathBuf,
+    access: BitFlags<AccessFs>,
+    opened: Option<Opened>,
+}
+
+/// A path opened with `O_PATH`, and what it was.
+#[derive(Debug)]
+struct Opened {
+    fd: OwnedFd,
+    dev: u64,
+    ino: u64,
+    is_dir: bool,
+}
+
+impl Opened {
+    fn open(path: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        // O_PATH: a handle on the inode for Landlock, without reading it.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open(path)?;
+        let meta = file.metadata()?;
+        Ok(Self {
+            fd: file.into(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            is_dir: meta.is_dir(),
+        })
+    }
+}
+
+impl Rules {
+    /// The fixed rules of `plan` at the kernel's `abi`; paths missing now are looked for again
+    /// at each call.
+    pub fn new(plan: &Plan, abi: i32) -> Self {
+        let abi = ABI::from(abi);
+        let fixed = fs_rules(plan, abi)
+            .into_iter()
+            .map(|(path, access)| FixedRule {
+                opened: Opened::open(&path).ok(),
+                path,
+                access,
+            })
+            .collect();
+        Self {
+            abi,
+            network: plan.network,
+            fixed,
+        }
+    }
 }
 
 /// A prepared confinement: the Landlock ruleset (when confined) and the limits, ready to apply
@@ -184,36 +265,46 @@ pub struct Confinement {
 }
 
 impl Confinement {
-    /// Build the Landlock ruleset for `plan` at the kernel's `abi`.
-    pub fn landlock(plan: &Plan, abi: i32, rlimits: Rlimits) -> Result<Self, ConfineError> {
-        let abi = ABI::from(abi);
+    /// Build the Landlock ruleset of `rules` plus `scratch` (read-write) for one call.
+    pub fn landlock(rules: &Rules, scratch: &Path, rlimits: Rlimits) -> Result<Self, ConfineError> {
+        let abi = rules.abi;
         let all = AccessFs::from_all(abi);
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(all)?;
-        if !plan.network {
+        if !rules.network {
             // Handled with no rule: every TCP connect and bind is refused. A network grant leaves
             // TCP unhandled, since Landlock has no "any port" rule.
             ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
         }
         // Signals and abstract UNIX sockets stay inside the domain (ABI 6; best effort below).
-        let mut ruleset = ruleset
+        let ruleset: Option<OwnedFd> = ruleset
             .set_compatibility(CompatLevel::BestEffort)
             .scope(Scope::from_all(abi))?
-            .create()?;
-        for (path, access) in fs_rules(plan, abi) {
-            let Ok(fd) = PathFd::new(&path) else {
-                continue; // this system lacks it
+            .create()?
+            .into();
+        let ruleset = ruleset.ok_or(ConfineError::NoRuleset)?;
+        for rule in &rules.fixed {
+            let Ok(now) = std::fs::metadata(&rule.path) else {
+                continue; // this system lacks it (opening it would fail the same way)
             };
-            let access = if path.is_dir() {
-                access
-            } else {
-                access & AccessFs::from_file(abi)
-            };
-            ruleset = ruleset.add_rule(PathBeneath::new(fd, access))?;
+            use std::os::unix::fs::MetadataExt;
+            match &rule.opened {
+                Some(opened) if (opened.dev, opened.ino) == (now.dev(), now.ino()) => {
+                    add_rule(&ruleset, &rule.path, opened, rule.access, abi)?;
+                }
+                _ => {
+                    if let Ok(fresh) = Opened::open(&rule.path) {
+                        add_rule(&ruleset, &rule.path, &fresh, rule.access, abi)?;
+                    }
+                }
+            }
+        }
+        if let Ok(fresh) = Opened::open(scratch) {
+            add_rule(&ruleset, scratch, &fresh, write_access(abi), abi)?;
         }
         Ok(Self {
-            ruleset: ruleset.into(),
+            ruleset: Some(ruleset),
             rlimits,
         })
     }
@@ -232,31 +323,40 @@ impl Confinement {
         self.ruleset.is_some()
     }
 
-    /// The hook to run in the child before `exec`, with the CPU limit for this run. The ruleset
-    /// descriptor it uses stays open while `self` lives, so `self` must outlive the spawn.
-    pub fn pre_exec(
-        &self,
-        cpu_secs: u64,
-    ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
-        let ruleset: Option<RawFd> = self.ruleset.as_ref().map(AsRawFd::as_raw_fd);
-        let limits = Rlimits {
-            cpu_secs: cpu_secs.min(self.rlimits.cpu_secs).max(1),
-            ..self.rlimits
-        };
-        move || apply_in_child(ruleset, &limits)
+    /// What the child applies before `exec`, with the CPU limit for this run; it borrows the
+    /// ruleset descriptor, so the confinement outlives the spawn.
+    pub fn in_child(&self, cpu_secs: u64) -> InChild<'_> {
+        InChild {
+            ruleset: self.ruleset.as_ref().map(AsFd::as_fd),
+            limits: Rlimits {
+                cpu_secs: cpu_secs.min(self.rlimits.cpu_secs).max(1),
+                ..self.rlimits
+            },
+        }
     }
 }
 
-/// The filesystem rules of `plan`: system directories and selected `/etc` entries read and
-/// execute, a few devices read-write, a few `/proc` files read, the granted programs, the workspace, and the
-/// scratch directory. Nothing else — home directories, the data directory, `/root`, `/tmp`,
-/// `/run` — is reachable.
+/// The confinement of one spawn, ready to apply in the child: only system calls remain.
+#[derive(Debug, Clone, Copy)]
+pub struct InChild<'a> {
+    ruleset: Option<BorrowedFd<'a>>,
+    limits: Rlimits,
+}
+
+/// Everything but device creation: for the workspace (when writable) and the scratch.
+fn write_access(abi: ABI) -> BitFlags<AccessFs> {
+    // Device nodes are never created, whatever the grant.
+    AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+/// The fixed filesystem rules of `plan`: system directories and selected `/etc` entries read
+/// and execute, a few devices read-write, a few `/proc` files read, the granted programs and the
+/// workspace. With each call's scratch directory, nothing else — home directories, the data
+/// directory, `/root`, `/tmp`, `/run` — is reachable.
 fn fs_rules(plan: &Plan, abi: ABI) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
     let read_exec = AccessFs::from_read(abi);
-    // Device nodes are never created, whatever the grant.
-    let write = AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock);
     let workspace = if plan.workspace_writable {
-        write
+        write_access(abi)
     } else {
         read_exec
     };
@@ -268,40 +368,93 @@ fn fs_rules(plan: &Plan, abi: ABI) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
     rules.extend(PROC_FILES.iter().map(|f| (PathBuf::from(f), read_exec)));
     rules.extend(plan.programs.iter().map(|p| (p.clone(), read_exec)));
     rules.push((plan.workspace.clone(), workspace));
-    rules.push((plan.scratch.clone(), write));
     rules
 }
 
-/// Runs in the forked child: only system calls, no allocation.
-fn apply_in_child(ruleset: Option<RawFd>, limits: &Rlimits) -> std::io::Result<()> {
-    use rustix::process::{Resource, Rlimit, setrlimit};
-    // Its own process group, so the host can kill it and everything it starts at once.
-    rustix::process::setpgid(None, None)?;
-    let set = |resource, value: u64| {
-        setrlimit(
-            resource,
-            Rlimit {
-                current: Some(value),
-                maximum: Some(value),
-            },
+/// `landlock_add_rule` of a path-beneath rule: `access` on what `opened` is (only the file
+/// rights for a file, which the kernel requires).
+fn add_rule(
+    ruleset: &OwnedFd,
+    path: &Path,
+    opened: &Opened,
+    access: BitFlags<AccessFs>,
+    abi: ABI,
+) -> Result<(), ConfineError> {
+    let access = if opened.is_dir {
+        access
+    } else {
+        access & AccessFs::from_file(abi)
+    };
+    let attr = PathBeneathAttr {
+        allowed_access: access.bits(),
+        parent_fd: opened.fd.as_raw_fd(),
+    };
+    // SAFETY: both descriptors are open for the call, and `attr` is the kernel's packed
+    // `landlock_path_beneath_attr`, read during the call only.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
         )
     };
-    set(Resource::Cpu, limits.cpu_secs)?;
-    set(Resource::As, limits.address_space_bytes)?;
-    set(Resource::Fsize, limits.file_size_bytes)?;
-    set(Resource::Nproc, limits.processes)?;
-    set(Resource::Nofile, limits.open_files)?;
-    rustix::thread::set_no_new_privs(true)?;
-    seccomp::keep_in_group()?;
-    if let Some(fd) = ruleset {
-        // SAFETY: `fd` is the ruleset descriptor the parent keeps open across the spawn; the
-        // call only reads it.
-        let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+    if rc != 0 {
+        return Err(ConfineError::AddRule {
+            path: path.to_owned(),
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
+}
+
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+
+/// The kernel's `struct landlock_path_beneath_attr`.
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+impl InChild<'_> {
+    /// Apply it to the calling process: its own group, the limits, `no_new_privs`, the seccomp
+    /// filter, then the Landlock domain. Only system calls, no allocation: this runs in the
+    /// child, which shares the parent's memory until it execs.
+    pub fn apply(&self) -> Result<(), (Step, std::io::Error)> {
+        use rustix::process::{Resource, Rlimit, setrlimit};
+        // Its own process group, so the host can kill it and everything it starts at once.
+        rustix::process::setpgid(None, None).map_err(|e| (Step::Group, e.into()))?;
+        let set = |resource, value: u64| {
+            setrlimit(
+                resource,
+                Rlimit {
+                    current: Some(value),
+                    maximum: Some(value),
+                },
+            )
+            .map_err(|e| (Step::Limits, e.into()))
+        };
+        let limits = &self.limits;
+        set(Resource::Cpu, limits.cpu_secs)?;
+        set(Resource::As, limits.address_space_bytes)?;
+        set(Resource::Fsize, limits.file_size_bytes)?;
+        set(Resource::Nproc, limits.processes)?;
+        set(Resource::Nofile, limits.open_files)?;
+        rustix::thread::set_no_new_privs(true).map_err(|e| (Step::NoNewPrivs, e.into()))?;
+        seccomp::keep_in_group().map_err(|e| (Step::Seccomp, e))?;
+        if let Some(fd) = self.ruleset {
+            // SAFETY: `fd` is the ruleset descriptor borrowed from the `Confinement`, open for
+            // the whole spawn; the call only reads it.
+            let rc =
+                unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) };
+            if rc != 0 {
+                return Err((Step::Landlock, std::io::Error::last_os_error()));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A seccomp filter that refuses `setsid` and `setpgid`: a confined process cannot leave the

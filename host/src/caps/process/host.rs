@@ -45,9 +45,10 @@ impl Host for &mut ProcessCtx {
         let done = {
             let run = config.run_in(&scratch, request);
             tokio::pin!(run);
-            let mut ticks = tokio::time::interval(PROGRESS_EVERY);
-            ticks.tick().await;
             let started = tokio::time::Instant::now();
+            // The first tick one period from now: awaiting an immediate first tick costs up to a
+            // millisecond (the timer rounds deadlines up to the next millisecond).
+            let mut ticks = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
             loop {
                 tokio::select! {
                     done = &mut run => break done,

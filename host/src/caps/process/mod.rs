@@ -5,13 +5,15 @@
 //! grant allows may be set, on top of a scrubbed environment ([`env`]); at most
 //! [`DEFAULT_CONCURRENCY`] processes run at once per host; the child gets its own process group,
 //! resource limits, a seccomp filter that keeps it in the group, and a Landlock domain
-//! ([`confine`]); stdout and stderr are capped and the group is killed at the timeout or when the
-//! call is dropped ([`run`]).
+//! ([`confine`]), applied in the child before `exec`, which starts without `fork` and without
+//! any other descriptor of the host ([`spawn`]); stdout and stderr are capped and the group is
+//! killed at the timeout or when the call is dropped ([`run`]).
 
 pub mod confine;
 pub mod env;
 mod host;
 pub mod run;
+pub mod spawn;
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -27,7 +29,7 @@ use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::events::CallEvents;
 use crate::policy::Policy;
 use crate::services::Services;
-use confine::{Confinement, Plan, Rlimits, Support};
+use confine::{Confinement, Plan, Rlimits, Rules, Support};
 
 /// Processes one host runs at once by default.
 pub const DEFAULT_CONCURRENCY: usize = 5;
@@ -196,14 +198,10 @@ struct Program {
 }
 
 /// How processes of a grant are confined, decided at load.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum Mode {
-    /// In a Landlock domain at this ABI, with the workspace writable or not.
-    Landlock {
-        abi: i32,
-        workspace_writable: bool,
-        network: bool,
-    },
+    /// In a Landlock domain of these rules (and each call's scratch directory).
+    Landlock(Rules),
     /// Unconfined, as the policy allows where Landlock is missing.
     Unconfined,
 }
@@ -257,11 +255,15 @@ impl ProcessConfig {
             host.support,
         ) {
             (Err(why), _) => Err(why.to_string()),
-            (Ok(()), Support::Landlock(abi)) => Ok(Mode::Landlock {
-                abi,
-                workspace_writable: !grant.read_only,
-                network: grant.network,
-            }),
+            (Ok(()), Support::Landlock(abi)) => {
+                let plan = Plan {
+                    workspace: host.workspace.clone(),
+                    workspace_writable: !grant.read_only,
+                    programs: programs.iter().map(|p| p.path.clone()).collect(),
+                    network: grant.network,
+                };
+                Ok(Mode::Landlock(Rules::new(&plan, abi)))
+            }
             (Ok(()), Support::Unavailable(_)) if host.allow_unconfined => Ok(Mode::Unconfined),
             (Ok(()), Support::Unavailable(_)) => Err(format!(
                 "{}, and the policy does not allow unconfined processes (set \
@@ -281,7 +283,7 @@ impl ProcessConfig {
 
     /// Whether processes of this grant run inside a Landlock domain.
     pub fn is_confined(&self) -> bool {
-        matches!(self.mode, Ok(Mode::Landlock { .. }))
+        matches!(self.mode, Ok(Mode::Landlock(_)))
     }
 
     /// A fresh scratch directory for one call, and the confinement of that call's processes:
@@ -297,22 +299,9 @@ impl ProcessConfig {
             .map_err(|e| {
                 RunError::SpawnFailed(format!("cannot create a scratch directory: {e}"))
             })?;
-        let confinement = match *mode {
-            Mode::Landlock {
-                abi,
-                workspace_writable,
-                network,
-            } => {
-                let plan = Plan {
-                    workspace: self.workspace.clone(),
-                    workspace_writable,
-                    scratch: dir.path().to_owned(),
-                    programs: self.programs.iter().map(|p| p.path.clone()).collect(),
-                    network,
-                };
-                Confinement::landlock(&plan, abi, self.rlimits)
-                    .map_err(|e| RunError::SpawnFailed(e.to_string()))?
-            }
+        let confinement = match mode {
+            Mode::Landlock(rules) => Confinement::landlock(rules, dir.path(), self.rlimits)
+                .map_err(|e| RunError::SpawnFailed(e.to_string()))?,
             Mode::Unconfined => Confinement::unconfined(self.rlimits),
         };
         Ok(Scratch { dir, confinement })

@@ -3,16 +3,14 @@
 //! dropped (cancellation).
 
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::confine::Confinement;
+use super::spawn::{self, SpawnError};
 
 /// Bytes kept of stdout and of stderr each.
 pub const OUTPUT_CAP: usize = 64 * 1024;
@@ -64,54 +62,14 @@ pub struct Captured {
     pub truncated: bool,
 }
 
-/// Kills the process group when dropped: a call future dropped mid-run (cancellation, the
-/// component's own deadline) takes its processes with it.
-struct GroupGuard(Option<Pid>);
-
-impl GroupGuard {
-    fn kill(&mut self) {
-        if let Some(pgid) = self.0 {
-            // ESRCH means the group is already gone: nothing left to kill.
-            let _ = kill_process_group(pgid, Signal::KILL);
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Start `spawn` under `confinement` and wait for it (bounded by its timeout).
-pub async fn run(spawn: Spawn, confinement: &Confinement) -> std::io::Result<Finished> {
-    let mut cmd = tokio::process::Command::new(&spawn.program);
-    cmd.args(&spawn.args)
-        .current_dir(&spawn.cwd)
-        .env_clear()
-        .envs(spawn.env.iter().map(|(k, v)| (k, v)))
-        .stdin(if spawn.stdin.is_empty() {
-            Stdio::null()
-        } else {
-            Stdio::piped()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+/// Start `spawn` under `confinement` and wait for it (bounded by its timeout). Dropping the
+/// future kills the process group (cancellation, the component's own deadline).
+pub async fn run(spawn: Spawn, confinement: &Confinement) -> Result<Finished, SpawnError> {
     // CPU seconds: the wall-clock timeout rounded up, plus one, so the timeout normally fires
     // first and the CPU limit only stops processes that outrun it.
     let cpu_secs = spawn.timeout.as_secs() + 2;
-    let hook = confinement.pre_exec(cpu_secs);
-    // SAFETY: the hook only makes async-signal-safe system calls (see `confine`).
-    unsafe { cmd.pre_exec(hook) };
-
     let started = Instant::now();
-    let mut child = cmd.spawn()?;
-    let mut guard = GroupGuard(
-        child
-            .id()
-            .and_then(|id| Pid::from_raw(i32::try_from(id).ok()?)),
-    );
+    let mut child = spawn::start(&spawn, confinement.in_child(cpu_secs))?;
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -124,15 +82,19 @@ pub async fn run(spawn: Spawn, confinement: &Confinement) -> std::io::Result<Fin
         }
     };
     let wait = async {
-        let status = tokio::time::timeout(spawn.timeout, child.wait()).await;
+        let exited = tokio::time::timeout(spawn.timeout, child.exited()).await;
         let duration = started.elapsed();
-        // Whatever the program left behind in its group (`sleep 1000 &`) ends with it.
-        guard.kill();
+        // Whatever the program left behind in its group (`sleep 1000 &`) ends with it; the
+        // program itself is not reaped yet, so its group id cannot have been reused.
+        child.kill_group();
         let _ = killed_tx.send(true);
-        match status {
-            Ok(status) => (status, false, duration),
-            Err(_elapsed) => (child.wait().await, true, duration),
+        let timed_out = exited.is_err();
+        let status = match exited {
+            Ok(exited) => exited,
+            Err(_elapsed) => child.exited().await,
         }
+        .and_then(|()| child.reap());
+        (status, timed_out, duration)
     };
     let ((status, timed_out, duration), out, err, ()) = tokio::join!(
         wait,
@@ -140,11 +102,10 @@ pub async fn run(spawn: Spawn, confinement: &Confinement) -> std::io::Result<Fin
         capture(stderr, killed_rx),
         feed
     );
-    guard.0 = None;
-    let status = status?;
+    let status = status.map_err(SpawnError::Wait)?;
     Ok(Finished {
-        exit_code: status.code(),
-        signal: status.signal(),
+        exit_code: status.code,
+        signal: status.signal,
         stdout: out,
         stderr: err,
         timed_out,
