@@ -519,7 +519,7 @@ impl ServedSet {
     ) -> Result<(), ToolError> {
         let store = ApprovalStore::new(self.services.state().clone());
         let hash = component.hash.to_string();
-        let grant = component.grant.digest();
+        let grant = component.grant_digest().to_owned();
         let remembered = || {
             store
                 .covers(&component.name(), tool, &hash, &grant)

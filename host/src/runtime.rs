@@ -72,6 +72,9 @@ pub struct LoadedComponent {
     pub signer: String,
     /// The libraries it was composed with or linked to, and how.
     pub libraries: Vec<(Arc<LoadedLibrary>, LibraryUse)>,
+    /// [`Grant::digest`] of `grant`, computed once: remembered approvals are looked up by it on
+    /// every call of an `ask` tool.
+    grant_digest: String,
     entry: Entry,
 }
 
@@ -84,6 +87,11 @@ pub enum Loaded {
 }
 
 impl LoadedComponent {
+    /// The digest of its effective grant ([`Grant::digest`]).
+    pub fn grant_digest(&self) -> &str {
+        &self.grant_digest
+    }
+
     /// Check the arguments of a call to tool `index` without running anything: a typed
     /// export's by converting them to its parameters (errors name the field), any other tool's
     /// against its input schema.
@@ -279,6 +287,7 @@ impl Runtime {
             hash,
             cache,
             tools,
+            grant_digest: grant.digest(),
             grant,
             signer: signed.signer,
             libraries: composed.libraries,
