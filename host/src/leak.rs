@@ -23,7 +23,7 @@ use std::fmt;
 use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-use regex::bytes::Regex;
+use regex::bytes::{Regex, RegexSet};
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, meta};
 
@@ -215,42 +215,84 @@ pub struct LeakScanner {
 /// The built-in patterns compiled: the same for every scanner, so built once (a scanner is made
 /// per call, and compiling the patterns costs milliseconds).
 struct Compiled {
-    /// Every pattern's anchors (lower case), for one pass over the lower-cased text.
-    anchors: AhoCorasick,
-    /// The pattern each anchor belongs to, by Aho-Corasick pattern index.
-    anchor_pattern: Vec<usize>,
-    /// The patterns, tried anchored at each place one of their anchors occurs.
-    regexes: Vec<meta::Regex>,
+    /// Finds where any anchor occurs in lower-cased text.
+    anchor_search: AnchorSearch,
+    /// Every pattern's anchors (lower case) with the pattern each belongs to.
+    anchors: Vec<(&'static [u8], usize)>,
+    /// The patterns, tried anchored where one of their anchors occurs.
+    anchored: Vec<meta::Regex>,
+    /// All patterns at once, for text dense with anchors (see [`LeakScanner::find_patterns`]).
+    set: RegexSet,
+    /// The patterns for unanchored iteration, with the set.
+    regexes: Vec<Regex>,
     /// Percent-escapes and invisible characters ([`OBFUSCATION`]).
     obfuscation: Regex,
 }
 
+/// The search for anchors: Teddy (SIMD) where the CPU has it, else an Aho-Corasick automaton.
+enum AnchorSearch {
+    Packed(aho_corasick::packed::Searcher),
+    Automaton(AhoCorasick),
+}
+
+impl AnchorSearch {
+    /// Where the first anchor at or after `at` begins.
+    fn next(&self, lowered: &[u8], at: usize) -> Option<usize> {
+        match self {
+            Self::Packed(searcher) => searcher
+                .find_in(lowered, aho_corasick::Span::from(at..lowered.len()))
+                .map(|m| m.start()),
+            Self::Automaton(ac) => ac
+                .find(aho_corasick::Input::new(lowered).span(at..lowered.len()))
+                .map(|m| m.start()),
+        }
+    }
+}
+
 static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
-    let (anchor_pattern, anchors): (Vec<usize>, Vec<&str>) = PATTERNS
+    let anchors: Vec<(&'static [u8], usize)> = PATTERNS
         .iter()
         .enumerate()
-        .flat_map(|(i, p)| p.anchors.iter().map(move |a| (i, *a)))
-        .unzip();
+        .flat_map(|(i, p)| p.anchors.iter().map(move |a| (a.as_bytes(), i)))
+        .collect();
+    let literals = anchors.iter().map(|(a, _)| *a);
+    let anchor_search = match aho_corasick::packed::Config::new()
+        .builder()
+        .extend(literals.clone())
+        .build()
+    {
+        Some(searcher) => AnchorSearch::Packed(searcher),
+        None => AnchorSearch::Automaton(
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostFirst)
+                .build(literals)
+                .expect("leak pattern anchors build"),
+        ),
+    };
+    let sources: Vec<String> = PATTERNS
+        .iter()
+        .map(|p| format!("(?-u){}", p.regex))
+        .collect();
     // The patterns are constants covered by the tests: compiling them cannot fail.
     Compiled {
-        // Standard semantics, searched overlapping: an anchor inside another (`sk-` and
-        // `-----begin ` in `sk-----BEGIN`) is still a place to try.
-        anchors: AhoCorasick::builder()
-            .match_kind(MatchKind::Standard)
-            .build(&anchors)
-            .expect("leak pattern anchors build"),
-        anchor_pattern,
-        regexes: PATTERNS
+        anchor_search,
+        anchors,
+        anchored: sources
             .iter()
-            .map(|p| {
+            .map(|source| {
                 // Byte semantics, as `regex::bytes::Regex`: the patterns are ASCII (`(?-u)`) and
                 // the text may hold any bytes.
                 meta::Regex::builder()
                     .syntax(syntax::Config::new().utf8(false))
                     .configure(meta::Config::new().utf8_empty(false))
-                    .build(&format!("(?-u){}", p.regex))
+                    .build(source)
                     .expect("built-in leak pattern compiles")
             })
+            .collect(),
+        set: RegexSet::new(&sources).expect("built-in leak patterns compile"),
+        regexes: sources
+            .iter()
+            .map(|s| Regex::new(s).expect("built-in leak pattern compiles"))
             .collect(),
         obfuscation: Regex::new(OBFUSCATION).expect("obfuscation pattern compiles"),
     }
@@ -392,52 +434,105 @@ impl LeakScanner {
     /// Hits of the built-in patterns, by pattern in table order and by position within one:
     /// what each pattern's leftmost-first iteration over the whole text finds. A pattern is only
     /// tried, anchored, where one of its anchors occurs, so a megabyte without anchors costs one
-    /// lower-casing copy and one vectorised multi-literal search instead of a DFA pass.
+    /// lower-casing copy and one SIMD multi-literal search instead of a DFA pass. Text dense with
+    /// anchors (more than one per 64 bytes) takes the full pass, whose cost does not grow with
+    /// them.
     fn find_patterns(&self, bytes: &[u8], out: &mut Vec<Hit>) {
+        match self.candidates(bytes, 16 + bytes.len() / 64) {
+            Some(candidates) => self.find_anchored(bytes, candidates, out),
+            None => self.find_patterns_everywhere(bytes, out),
+        }
+    }
+
+    /// Where each pattern could match (pattern, start), sorted; `None` beyond `most` of them.
+    fn candidates(&self, bytes: &[u8], most: usize) -> Option<Vec<(usize, usize)>> {
         let compiled = self.compiled;
         let lowered = bytes.to_ascii_lowercase();
-        let mut candidates: Vec<(usize, usize)> = compiled
-            .anchors
-            .find_overlapping_iter(&lowered)
-            .map(|m| (compiled.anchor_pattern[m.pattern().as_usize()], m.start()))
-            .collect();
-        if candidates.is_empty() {
-            return;
+        let mut candidates: Vec<(usize, usize)> = Vec::new();
+        let mut at = 0;
+        while let Some(start) = compiled.anchor_search.next(&lowered, at) {
+            // Every anchor beginning here, not just the one the search reported: they overlap
+            // (`sk-` and `sk-ant-`), and one may begin inside another (`sk-----BEGIN`), hence
+            // the search goes on from the next byte.
+            let here = &lowered[start..];
+            candidates.extend(
+                compiled
+                    .anchors
+                    .iter()
+                    .filter(|(anchor, _)| here.starts_with(anchor))
+                    .map(|&(_, i)| (i, start)),
+            );
+            if candidates.len() > most {
+                return None;
+            }
+            at = start + 1;
         }
         candidates.sort_unstable();
         candidates.dedup();
+        Some(candidates)
+    }
+
+    /// Hits of the patterns tried anchored at `candidates`: each pattern's leftmost-first
+    /// iteration, which only ever finds a match at one of them.
+    fn find_anchored(&self, bytes: &[u8], candidates: Vec<(usize, usize)>, out: &mut Vec<Hit>) {
+        let compiled = self.compiled;
+        let Some(&(first, _)) = candidates.first() else {
+            return;
+        };
         // Where the current pattern's iteration stands: its last match ended at `resume`.
-        let mut pattern = candidates[0].0;
-        let mut caps = compiled.regexes[pattern].create_captures();
+        let mut pattern = first;
+        let mut caps = compiled.anchored[pattern].create_captures();
         let mut resume = 0;
         for (i, start) in candidates {
             if i != pattern {
                 pattern = i;
-                caps = compiled.regexes[i].create_captures();
+                caps = compiled.anchored[i].create_captures();
                 resume = 0;
             }
             if start < resume {
                 continue;
             }
-            let regex = &compiled.regexes[i];
             let input = Input::new(bytes).range(start..).anchored(Anchored::Yes);
-            regex.search_captures(&input, &mut caps);
+            compiled.anchored[i].search_captures(&input, &mut caps);
             let Some(whole) = caps.get_match() else {
                 continue;
             };
             resume = whole.end();
-            // The `s` group, where a pattern has one, is the credential itself: only it is
-            // redacted, so `Authorization: Bearer` or `postgres://user:` stay readable.
             let span = caps.get_group_by_name("s").unwrap_or(whole.span());
-            if PATTERNS[i].random && !looks_random(&bytes[span.range()]) {
-                continue;
-            }
-            out.push(Hit {
-                start: span.start,
-                end: span.end,
-                needle: Needle::Pattern(i),
-            });
+            self.push_pattern_hit(i, bytes, span.range(), out);
         }
+    }
+
+    /// Hits of the built-in patterns by one pass of the whole set, then each matched pattern's
+    /// iteration: for text dense with anchors.
+    fn find_patterns_everywhere(&self, bytes: &[u8], out: &mut Vec<Hit>) {
+        for i in self.compiled.set.matches(bytes).iter() {
+            for caps in self.compiled.regexes[i].captures_iter(bytes) {
+                if let Some(span) = caps.name("s").or_else(|| caps.get(0)) {
+                    self.push_pattern_hit(i, bytes, span.range(), out);
+                }
+            }
+        }
+    }
+
+    /// Record a hit of pattern `i` on `span` of `bytes`. The `s` group, where a pattern has one,
+    /// is the credential itself: only it is redacted, so `Authorization: Bearer` or
+    /// `postgres://user:` stay readable.
+    fn push_pattern_hit(
+        &self,
+        i: usize,
+        bytes: &[u8],
+        span: std::ops::Range<usize>,
+        out: &mut Vec<Hit>,
+    ) {
+        if PATTERNS[i].random && !looks_random(&bytes[span.clone()]) {
+            return;
+        }
+        out.push(Hit {
+            start: span.start,
+            end: span.end,
+            needle: Needle::Pattern(i),
+        });
     }
 
     /// Hits of the secret values.
@@ -749,16 +844,29 @@ mod tests {
         out
     }
 
-    /// The anchored pass's hits as (start, end, pattern).
-    fn anchored_patterns(bytes: &[u8]) -> Vec<(usize, usize, usize)> {
+    /// The hits of one of the scanner's pattern passes as (start, end, pattern).
+    fn pattern_hits(pass: impl FnOnce(&LeakScanner, &mut Vec<Hit>)) -> Vec<(usize, usize, usize)> {
         let mut hits = Vec::new();
-        scanner().find_patterns(bytes, &mut hits);
+        pass(&scanner(), &mut hits);
         hits.iter()
             .map(|h| match h.needle {
                 Needle::Pattern(i) => (h.start, h.end, i),
                 Needle::Secret(_) => unreachable!("no secrets in this scanner"),
             })
             .collect()
+    }
+
+    /// Every pass the scanner may take over `bytes`: anchored (however many candidates), the
+    /// whole set, and the one it picks.
+    fn every_pass(bytes: &[u8]) -> [Vec<(usize, usize, usize)>; 3] {
+        [
+            pattern_hits(|s, out| {
+                let candidates = s.candidates(bytes, usize::MAX).expect("no bound");
+                s.find_anchored(bytes, candidates, out);
+            }),
+            pattern_hits(|s, out| s.find_patterns_everywhere(bytes, out)),
+            pattern_hits(|s, out| s.find_patterns(bytes, out)),
+        ]
     }
 
     /// A xorshift generator, so the pseudo-random cases are the same on every run.
@@ -844,17 +952,45 @@ mod tests {
             for &(_, _, i) in &expected {
                 matched[i] += 1;
             }
-            assert_eq!(
-                anchored_patterns(bytes),
-                expected,
-                "{:?}",
-                String::from_utf8_lossy(bytes)
-            );
+            for found in every_pass(bytes) {
+                assert_eq!(found, expected, "{:?}", String::from_utf8_lossy(bytes));
+            }
         }
         // The cases reach every pattern, so the equality above says something about each.
         for (i, n) in matched.iter().enumerate() {
             assert!(*n > 0, "no case matched {}", PATTERNS[i].name);
         }
+    }
+
+    #[test]
+    fn a_mebibyte_sparse_or_dense_gives_the_same_hits_and_redactions() {
+        let samples = samples();
+        let filler = "The quick brown fox jumps over the lazy dog; see the docs.\n";
+        // Sparse: samples at the start, the end, and across every 64 KiB boundary.
+        let mut sparse = String::new();
+        for (k, (_, sample)) in samples.iter().cycle().take(17).enumerate() {
+            while sparse.len() + sample.len() / 2 < k * 65_536 {
+                sparse.push_str(filler);
+            }
+            sparse.push_str(sample);
+            sparse.push(' ');
+        }
+        sparse.push_str(&samples[2].1);
+        // Dense: pieces of patterns everywhere, far more candidates than the anchored pass takes.
+        let dense: Vec<u8> = adversarial_texts(3_000).concat();
+        for bytes in [sparse.as_bytes(), dense.as_slice()] {
+            let expected = reference_patterns(bytes);
+            assert!(expected.len() > 10);
+            for found in every_pass(bytes) {
+                assert_eq!(found, expected);
+            }
+        }
+        let s = scanner();
+        let Scrubbed::Redacted(text, _) = s.scrub(&sparse) else {
+            panic!("the samples are found");
+        };
+        assert!(text.starts_with("[REDACTED:aws_access_key_id] "), "{}", &text[..40]);
+        assert!(text.ends_with("[REDACTED:github_token]"));
     }
 
     /// One sample per pattern, built at run time so no credential-shaped literal sits in the
