@@ -435,10 +435,10 @@ impl LeakScanner {
     /// what each pattern's leftmost-first iteration over the whole text finds. A pattern is only
     /// tried, anchored, where one of its anchors occurs, so a megabyte without anchors costs one
     /// lower-casing copy and one SIMD multi-literal search instead of a DFA pass. Text dense with
-    /// anchors (more than one per 64 bytes) takes the full pass, whose cost does not grow with
-    /// them.
+    /// anchors (more than one per KiB) takes the whole-set pass instead, whose cost does not grow
+    /// with them: the search stops at the bound, so such text costs little more than that pass.
     fn find_patterns(&self, bytes: &[u8], out: &mut Vec<Hit>) {
-        match self.candidates(bytes, 16 + bytes.len() / 64) {
+        match self.candidates(bytes, 64 + bytes.len() / 1024) {
             Some(candidates) => self.find_anchored(bytes, candidates, out),
             None => self.find_patterns_everywhere(bytes, out),
         }
@@ -554,7 +554,13 @@ impl LeakScanner {
     fn find_encoded(&self, bytes: &[u8], map: Option<&[usize]>, out: &mut Vec<Hit>) {
         let mut found = Vec::new();
         for run in encoded_runs(bytes) {
-            let Some(decoded) = decode_run(&bytes[run.clone()]) else {
+            let run_bytes = &bytes[run.clone()];
+            // With no secret values to look for, only a decoding that is text can hold a hit:
+            // most long runs are ruled out by their first bytes without decoding them whole.
+            if self.secrets.is_none() && !may_decode_to_text(run_bytes) {
+                continue;
+            }
+            let Some(decoded) = decode_run(run_bytes) else {
                 continue;
             };
             found.clear();
@@ -648,16 +654,22 @@ fn encoded_runs(bytes: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + 
     })
 }
 
-/// Decode a run: hex when it is all hex digits of even length (a digest or hex-wrapped text),
-/// else lenient base64 of whichever alphabet it uses. `None` when it does not decode to
-/// anything long enough to hold a credential.
-fn decode_run(run: &[u8]) -> Option<Vec<u8>> {
+/// How a run decodes.
+enum Encoding {
+    Hex,
+    Base64(&'static GeneralPurpose),
+}
+
+/// The part of a run that is decoded, and how: hex when it is all hex digits of even length (a
+/// digest or hex-wrapped text), else lenient base64 of whichever alphabet it uses. `None` when
+/// it is neither.
+fn encoding(run: &[u8]) -> Option<(Encoding, &[u8])> {
     let trimmed = run
         .strip_suffix(b"==")
         .or(run.strip_suffix(b"="))
         .unwrap_or(run);
     if trimmed.len().is_multiple_of(2) && is_hex(trimmed) {
-        return Some(decode_hex(trimmed));
+        return Some((Encoding::Hex, trimmed));
     }
     let url_safe = memchr::memchr2(b'-', b'_', trimmed).is_some();
     if url_safe && memchr::memchr2(b'+', b'/', trimmed).is_some() {
@@ -671,10 +683,47 @@ fn decode_run(run: &[u8]) -> Option<Vec<u8>> {
     } else {
         &LENIENT_B64
     };
-    engine
-        .decode(usable)
-        .ok()
-        .filter(|d| d.len() >= MIN_SECRET_LEN)
+    Some((Encoding::Base64(engine), usable))
+}
+
+/// Decode a run (see [`encoding`]). `None` when it does not decode to anything long enough to
+/// hold a credential.
+fn decode_run(run: &[u8]) -> Option<Vec<u8>> {
+    match encoding(run)? {
+        (Encoding::Hex, digits) => Some(decode_hex(digits)),
+        (Encoding::Base64(engine), usable) => engine
+            .decode(usable)
+            .ok()
+            .filter(|d| d.len() >= MIN_SECRET_LEN),
+    }
+}
+
+/// Characters of a long run decoded first to rule out text (48 bytes of base64, 32 of hex).
+const PROBE: usize = 64;
+
+/// Whether a run's decoding may be text: `false` only when it certainly is not, because its
+/// first bytes already are not (an image, compressed data, a long identifier). The decoding of
+/// a run's first [`PROBE`] characters is the start of the run's decoding.
+fn may_decode_to_text(run: &[u8]) -> bool {
+    let Some((encoding, usable)) = encoding(run) else {
+        return true;
+    };
+    let Some(probe) = usable.get(..PROBE).filter(|_| usable.len() > PROBE) else {
+        return true;
+    };
+    let decoded = match encoding {
+        Encoding::Hex => decode_hex(probe),
+        Encoding::Base64(engine) => match engine.decode(probe) {
+            Ok(decoded) => decoded,
+            Err(_) => return true,
+        },
+    };
+    match std::str::from_utf8(&decoded) {
+        Ok(_) => looks_like_text(&decoded),
+        // A character cut at the end of the probe may go on in the rest.
+        Err(e) if e.error_len().is_none() => looks_like_text(&decoded[..e.valid_up_to()]),
+        Err(_) => false,
+    }
 }
 
 /// Percent-escapes and the characters that render as nothing and so can split a credential
@@ -991,6 +1040,40 @@ mod tests {
         };
         assert!(text.starts_with("[REDACTED:aws_access_key_id] "), "{}", &text[..40]);
         assert!(text.ends_with("[REDACTED:github_token]"));
+    }
+
+    #[test]
+    fn a_run_ruled_out_by_its_probe_never_decodes_to_text() {
+        let b64 = |t: &[u8]| base64::engine::general_purpose::STANDARD.encode(t);
+        let b64url = |t: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(t);
+        let hex = |t: &[u8]| t.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let mut rng = Xorshift(0x1234_5678_9abc_def1);
+        let mut ruled_out = 0;
+        for round in 0..3_000 {
+            let len = 1 + rng.below(200);
+            // Text, text with a control character or a bad byte somewhere, or random bytes.
+            let mut plain: Vec<u8> = match round % 3 {
+                0 => "é✓ key=a1B2c3D4 ".bytes().cycle().take(len).collect(),
+                1 => (0..len).map(|_| b"abc \n\t"[rng.below(6)]).collect(),
+                _ => (0..len).map(|_| rng.below(256) as u8).collect(),
+            };
+            if round % 7 == 0 {
+                let at = rng.below(plain.len());
+                plain[at] = [0x01, 0xff, 0x7f, 0xc3][rng.below(4)];
+            }
+            let mut runs = vec![b64(&plain), b64url(&plain), hex(&plain)];
+            runs.push(format!("{}===", b64(&plain)));
+            runs.push("x".repeat(len));
+            for run in runs {
+                let run = run.as_bytes();
+                let text = decode_run(run).is_some_and(|d| looks_like_text(&d));
+                if !may_decode_to_text(run) {
+                    ruled_out += 1;
+                    assert!(!text, "{:?}", String::from_utf8_lossy(run));
+                }
+            }
+        }
+        assert!(ruled_out > 1_000, "{ruled_out}");
     }
 
     /// One sample per pattern, built at run time so no credential-shaped literal sits in the
