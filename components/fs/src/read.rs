@@ -44,7 +44,9 @@ impl ReadOutput {
     /// The result as JSON text, exactly as `serde_json` writes it, with the content escaped by
     /// the SDK's word-at-a-time escaper: up to a megabyte of text is most of a call's cost.
     pub fn to_json(&self) -> String {
-        let mut out = String::with_capacity(self.content.len() + self.path.len() + 128);
+        // Room for the escapes of ordinary text (a newline per line) without growing.
+        let content = self.content.len();
+        let mut out = String::with_capacity(content + content / 8 + self.path.len() + 128);
         out.push_str("{\"path\":");
         json::push_string(&mut out, &self.path);
         out.push_str(",\"content\":");
@@ -207,6 +209,11 @@ pub fn read_window(mut reader: impl Read, offset: u64, limit: u64) -> io::Result
 /// Append one read's bytes to `buf`; whether the file has ended.
 fn read_more(reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
     let filled = buf.len();
+    if filled >= READ_CHUNK && buf.capacity() < MAX_READ_BYTES + READ_CHUNK {
+        // More than one read's worth: room for the whole window at once, since growing by
+        // doubling copies it and touches twice the memory.
+        buf.reserve_exact((MAX_READ_BYTES + READ_CHUNK).saturating_sub(filled));
+    }
     buf.resize(filled + READ_CHUNK, 0);
     let read = loop {
         match reader.read(&mut buf[filled..]) {
