@@ -213,8 +213,12 @@ fn read_more(reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
         // More than one read's worth: room for the whole window at once, since growing by
         // doubling copies it and touches twice the memory.
         buf.reserve_exact((MAX_READ_BYTES + READ_CHUNK).saturating_sub(filled));
+    } else if buf.capacity() - filled < READ_CHUNK / 16 {
+        buf.reserve(READ_CHUNK);
     }
-    buf.resize(filled + READ_CHUNK, 0);
+    // Read into the room there is (a small file's closing read needs no more memory).
+    let room = (buf.capacity() - filled).min(READ_CHUNK);
+    buf.resize(filled + room, 0);
     let read = loop {
         match reader.read(&mut buf[filled..]) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
