@@ -876,7 +876,10 @@ mod tests {
                     .collect();
                 (
                     regex::bytes::RegexSet::new(&sources).expect("set"),
-                    sources.iter().map(|s| Regex::new(s).expect("regex")).collect(),
+                    sources
+                        .iter()
+                        .map(|s| Regex::new(s).expect("regex"))
+                        .collect(),
                 )
             });
         let (set, regexes) = &*REFERENCE;
@@ -934,15 +937,78 @@ mod tests {
     /// separators and non-ASCII bytes: near-misses, overlaps and real matches of every pattern.
     fn adversarial_texts(count: usize) -> Vec<Vec<u8>> {
         let pieces: &[&[u8]] = &[
-            b"AKIA", b"akia", b"Asia", b"ASIA", b"ghp_", b"GHP_", b"gho_", b"ghr_", b"github_pat_",
-            b"xoxb-", b"XOXP-", b"xoxz-", b"sk_live_", b"rk_live_", b"sk-ant-", b"sk-", b"SK-",
-            b"sk-proj-", b"AIza", b"aiza", b"eyJ", b".eyJ", b".", b"-----BEGIN ", b"-----begin ",
-            b"-----", b"RSA ", b"EC ", b"PRIVATE KEY", b" BLOCK", b"postgres", b"PostgreSQL",
-            b"mysql", b"MariaDB", b"mongodb+srv", b"rediss", b"amqps", b"://", b":", b"@", b"/",
-            b"Authorization", b"AUTHORIZATION", b": ", b"Bearer ", b"token ", b"basic\t", b"api_key",
-            b"API-KEY", b"apikey", b"secret", b"Secret_Key", b"client-secret", b"password",
-            b"passwd", b"access_token", b"auth-token", b"\"", b"'", b" = ", b"=", b"==", b" ",
-            b"\n", b"\t", b"_", b"-", b"+", b"%", b"\xc3\xa9", b"\xff", b"\xe2\x80\x8b",
+            b"AKIA",
+            b"akia",
+            b"Asia",
+            b"ASIA",
+            b"ghp_",
+            b"GHP_",
+            b"gho_",
+            b"ghr_",
+            b"github_pat_",
+            b"xoxb-",
+            b"XOXP-",
+            b"xoxz-",
+            b"sk_live_",
+            b"rk_live_",
+            b"sk-ant-",
+            b"sk-",
+            b"SK-",
+            b"sk-proj-",
+            b"AIza",
+            b"aiza",
+            b"eyJ",
+            b".eyJ",
+            b".",
+            b"-----BEGIN ",
+            b"-----begin ",
+            b"-----",
+            b"RSA ",
+            b"EC ",
+            b"PRIVATE KEY",
+            b" BLOCK",
+            b"postgres",
+            b"PostgreSQL",
+            b"mysql",
+            b"MariaDB",
+            b"mongodb+srv",
+            b"rediss",
+            b"amqps",
+            b"://",
+            b":",
+            b"@",
+            b"/",
+            b"Authorization",
+            b"AUTHORIZATION",
+            b": ",
+            b"Bearer ",
+            b"token ",
+            b"basic\t",
+            b"api_key",
+            b"API-KEY",
+            b"apikey",
+            b"secret",
+            b"Secret_Key",
+            b"client-secret",
+            b"password",
+            b"passwd",
+            b"access_token",
+            b"auth-token",
+            b"\"",
+            b"'",
+            b" = ",
+            b"=",
+            b"==",
+            b" ",
+            b"\n",
+            b"\t",
+            b"_",
+            b"-",
+            b"+",
+            b"%",
+            b"\xc3\xa9",
+            b"\xff",
+            b"\xe2\x80\x8b",
         ];
         let word = b"a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ";
         let mut rng = Xorshift(0x9E37_79B9_7F4A_7C15);
@@ -1038,7 +1104,11 @@ mod tests {
         let Scrubbed::Redacted(text, _) = s.scrub(&sparse) else {
             panic!("the samples are found");
         };
-        assert!(text.starts_with("[REDACTED:aws_access_key_id] "), "{}", &text[..40]);
+        assert!(
+            text.starts_with("[REDACTED:aws_access_key_id] "),
+            "{}",
+            &text[..40]
+        );
         assert!(text.ends_with("[REDACTED:github_token]"));
     }
 

@@ -451,7 +451,10 @@ async fn secrets_anywhere_in_a_mebibyte_read_are_redacted() {
             text.push_str(&line);
         }
     }
-    let last = format!("{}{token}\n", " ".repeat(1024 * 1024 - text.len() - token.len() - 1));
+    let last = format!(
+        "{}{token}\n",
+        " ".repeat(1024 * 1024 - text.len() - token.len() - 1)
+    );
     text.push_str(&last);
     assert_eq!(text.len(), 1024 * 1024);
     text.push_str("beyond the cap\n");

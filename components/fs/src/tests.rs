@@ -303,7 +303,10 @@ impl std::io::Read for Pieces<'_> {
         if self.state % 11 == 0 {
             return Err(std::io::ErrorKind::Interrupted.into());
         }
-        let n = buf.len().min(self.bytes.len()).min(1 + (self.state % 70_000) as usize);
+        let n = buf
+            .len()
+            .min(self.bytes.len())
+            .min(1 + (self.state % 70_000) as usize);
         buf[..n].copy_from_slice(&self.bytes[..n]);
         self.bytes = &self.bytes[n..];
         Ok(n)
@@ -328,10 +331,20 @@ fn the_in_place_window_equals_the_line_by_line_one() {
         b"\n\n\n".to_vec(),
         // Exactly the cap, one byte over, a line over it alone, a line ending at the cap.
         format!("{}\n", "x".repeat(1023)).repeat(1024).into_bytes(),
-        format!("{}\n", "x".repeat(1023)).repeat(1024).into_bytes().into_iter().chain([b'y']).collect(),
+        format!("{}\n", "x".repeat(1023))
+            .repeat(1024)
+            .into_bytes()
+            .into_iter()
+            .chain([b'y'])
+            .collect(),
         vec![b'z'; MAX_READ_BYTES + 5],
         [vec![b'a'; MAX_READ_BYTES - 1], b"\nrest\n".to_vec()].concat(),
-        [b"short\n".to_vec(), vec![b'b'; MAX_READ_BYTES + 1], b"\nafter\n".to_vec()].concat(),
+        [
+            b"short\n".to_vec(),
+            vec![b'b'; MAX_READ_BYTES + 1],
+            b"\nafter\n".to_vec(),
+        ]
+        .concat(),
     ];
     // Files of random lines, short and long, some beyond the cap.
     for size in [10, 300, 5_000, 70_000, 200_000, MAX_READ_BYTES + 70_000] {
@@ -353,7 +366,14 @@ fn the_in_place_window_equals_the_line_by_line_one() {
         let total = file.iter().filter(|&&b| b == b'\n').count() as u64;
         let mut windows = vec![(0, u64::MAX), (0, 0), (total, u64::MAX), (total + 3, 2)];
         for _ in 0..6 {
-            windows.push((next(total + 2), if next(3) == 0 { u64::MAX } else { next(total + 2) }));
+            windows.push((
+                next(total + 2),
+                if next(3) == 0 {
+                    u64::MAX
+                } else {
+                    next(total + 2)
+                },
+            ));
         }
         for (offset, limit) in windows {
             let expected = reference_window(file, offset, limit);
@@ -369,7 +389,10 @@ fn the_in_place_window_equals_the_line_by_line_one() {
                 file.len()
             );
             assert!(found.bytes == expected.bytes);
-            assert_eq!(read_window(file.as_slice(), offset, limit).expect("read"), expected);
+            assert_eq!(
+                read_window(file.as_slice(), offset, limit).expect("read"),
+                expected
+            );
         }
     }
 }
@@ -397,8 +420,13 @@ fn a_file_near_the_cap_reads_whole_and_one_over_is_cut_at_a_line() {
 fn non_utf8_is_refused_and_a_character_cut_at_the_cap_is_dropped() {
     let ws = Ws::new();
     fs::write(ws.dir.path().join("bin.dat"), b"ok\n\xff\xfe\n").expect("write");
-    let err = ws.call("read_file", json!({"path": "bin.dat"})).expect_err("binary");
-    assert!(matches!(err, ToolError::InvalidArgs(ref m) if m.contains("not UTF-8")), "{err:?}");
+    let err = ws
+        .call("read_file", json!({"path": "bin.dat"}))
+        .expect_err("binary");
+    assert!(
+        matches!(err, ToolError::InvalidArgs(ref m) if m.contains("not UTF-8")),
+        "{err:?}"
+    );
     // One line of `é` (two bytes each) one byte over the cap: cut inside a character.
     let text = "é".repeat(MAX_READ_BYTES / 2 + 1);
     ws.put("long.txt", &format!("a{text}"));
@@ -413,7 +441,10 @@ fn the_hand_written_result_is_what_serde_json_writes() {
     for (content, next_offset) in [
         ("", None),
         ("plain\n", Some(7)),
-        ("quote \" backslash \\ tab \t cr \r nul \u{0} del \u{7f} é🦀\n", None),
+        (
+            "quote \" backslash \\ tab \t cr \r nul \u{0} del \u{7f} é🦀\n",
+            None,
+        ),
     ] {
         let out = ReadOutput {
             path: "dir/\"odd\" name.txt".into(),
@@ -423,6 +454,9 @@ fn the_hand_written_result_is_what_serde_json_writes() {
             truncated: next_offset.is_some(),
             next_offset,
         };
-        assert_eq!(out.to_json(), serde_json::to_string(&out).expect("serialise"));
+        assert_eq!(
+            out.to_json(),
+            serde_json::to_string(&out).expect("serialise")
+        );
     }
 }
