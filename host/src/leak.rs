@@ -1031,6 +1031,17 @@ mod tests {
     }
 
     #[test]
+    fn anchors_are_lower_case_ascii_since_the_text_searched_is() {
+        for pattern in PATTERNS {
+            assert!(!pattern.anchors.is_empty(), "{}", pattern.name);
+            for anchor in pattern.anchors {
+                assert!(anchor.is_ascii(), "{anchor}");
+                assert_eq!(*anchor, anchor.to_ascii_lowercase(), "{}", pattern.name);
+            }
+        }
+    }
+
+    #[test]
     fn anchored_patterns_find_what_the_regex_set_found() {
         let mut cases = adversarial_texts(20_000);
         for (_, sample) in samples() {

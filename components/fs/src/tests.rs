@@ -300,7 +300,7 @@ impl std::io::Read for Pieces<'_> {
         self.state ^= self.state << 13;
         self.state ^= self.state >> 7;
         self.state ^= self.state << 17;
-        if self.state % 11 == 0 {
+        if self.state.is_multiple_of(11) {
             return Err(std::io::ErrorKind::Interrupted.into());
         }
         let n = buf
