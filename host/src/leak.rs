@@ -12,9 +12,10 @@
 //! removed and percent-escapes decoded, and every base64, base64url or hex run of at least 16
 //! characters is decoded and scanned. Names, never values, appear in what is reported.
 //!
-//! Speed: one pass of a regex set (a lazy DFA over all patterns at once) and one Aho-Corasick
-//! pass decide whether anything is there at all; the individual patterns run only where the set
-//! matched, and only candidate runs are decoded.
+//! Speed: every pattern begins with one of a few literal anchors (`AKIA`, `ghp_`, `-----BEGIN `,
+//! `password`, ...). One vectorised multi-literal search over the lower-cased text finds where
+//! they occur, and a pattern is tried, anchored, only there; its hits are exactly those of a
+//! full regex pass (the tests compare the two). Only candidate runs are decoded.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -23,6 +24,8 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use regex::bytes::{Regex, RegexSet};
+use regex_automata::util::syntax;
+use regex_automata::{Anchored, Input, meta};
 
 use crate::secrets::{decode_hex, is_hex};
 
@@ -50,6 +53,9 @@ struct Pattern {
     name: &'static str,
     /// The expression; a capture group named `s`, when present, is the part redacted.
     regex: &'static str,
+    /// Every match begins with one of these, ASCII case folded to lower case: where they occur
+    /// is where the expression is tried (the equivalence tests hold them to it).
+    anchors: &'static [&'static str],
     /// What a hit does to a result.
     action: Action,
     /// Whether the redacted part must look random (generic key-like assignments: `password =
@@ -63,78 +69,91 @@ const PATTERNS: &[Pattern] = &[
     Pattern {
         name: "private_key",
         regex: r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+        anchors: &["-----begin "],
         action: Action::Block,
         random: false,
     },
     Pattern {
         name: "aws_access_key_id",
         regex: r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+        anchors: &["akia", "asia"],
         action: Action::Redact,
         random: false,
     },
     Pattern {
         name: "github_token",
         regex: r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b",
+        anchors: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
         action: Action::Redact,
         random: false,
     },
     Pattern {
         name: "github_token",
         regex: r"\bgithub_pat_[A-Za-z0-9_]{22,}\b",
+        anchors: &["github_pat_"],
         action: Action::Redact,
         random: false,
     },
     Pattern {
         name: "slack_token",
         regex: r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+        anchors: &["xox"],
         action: Action::Redact,
         random: false,
     },
     Pattern {
         name: "stripe_key",
         regex: r"\b(?:sk|rk)_live_[A-Za-z0-9]{16,}",
+        anchors: &["sk_live_", "rk_live_"],
         action: Action::Redact,
         random: false,
     },
     Pattern {
         name: "anthropic_key",
         regex: r"\bsk-ant-[A-Za-z0-9_-]{20,}",
+        anchors: &["sk-ant-"],
         action: Action::Redact,
         random: false,
     },
     Pattern {
         name: "openai_key",
         regex: r"\bsk-(?P<s>(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})",
+        anchors: &["sk-"],
         action: Action::Redact,
         random: true,
     },
     Pattern {
         name: "google_api_key",
         regex: r"\bAIza[0-9A-Za-z_-]{35}",
+        anchors: &["aiza"],
         action: Action::Redact,
         random: false,
     },
     Pattern {
         name: "jwt",
         regex: r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        anchors: &["eyj"],
         action: Action::Redact,
         random: false,
     },
     Pattern {
         name: "connection_string_password",
         regex: r"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?)://[^\s:/@]*:(?P<s>[^\s@/]+)@",
+        anchors: &["postgres", "mysql", "mariadb", "mongodb", "redis", "amqp"],
         action: Action::Redact,
         random: false,
     },
     Pattern {
         name: "bearer_token",
         regex: r"(?i)\bauthorization[ \t]*:[ \t]*(?:bearer|token|basic)[ \t]+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)",
+        anchors: &["authorization"],
         action: Action::Redact,
         random: false,
     },
     Pattern {
         name: "secret_assignment",
         regex: r#"(?i)\b(?:api[_-]?key|apikey|secret|secret[_-]?key|client[_-]?secret|password|passwd|access[_-]?token|auth[_-]?token)["']?[ \t]*[:=][ \t]*["']?(?P<s>[A-Za-z0-9._~+/=!@#$%^&*-]{12,})"#,
+        anchors: &["api", "secret", "client", "passw", "access", "auth"],
         action: Action::Redact,
         random: true,
     },
@@ -194,21 +213,82 @@ pub struct LeakScanner {
 }
 
 /// The built-in patterns compiled: the same for every scanner, so built once (a scanner is made
-/// per call, and compiling the regex set costs milliseconds).
+/// per call, and compiling the patterns costs milliseconds).
 struct Compiled {
+    /// Finds where any anchor occurs in lower-cased text.
+    anchor_search: AnchorSearch,
+    /// Every pattern's anchors (lower case) with the pattern each belongs to.
+    anchors: Vec<(&'static [u8], usize)>,
+    /// The patterns, tried anchored where one of their anchors occurs.
+    anchored: Vec<meta::Regex>,
+    /// All patterns at once, for text dense with anchors (see [`LeakScanner::find_patterns`]).
     set: RegexSet,
+    /// The patterns for unanchored iteration, with the set.
     regexes: Vec<Regex>,
     /// Percent-escapes and invisible characters ([`OBFUSCATION`]).
     obfuscation: Regex,
 }
 
+/// The search for anchors: Teddy (SIMD) where the CPU has it, else an Aho-Corasick automaton.
+enum AnchorSearch {
+    Packed(aho_corasick::packed::Searcher),
+    Automaton(AhoCorasick),
+}
+
+impl AnchorSearch {
+    /// Where the first anchor at or after `at` begins.
+    fn next(&self, lowered: &[u8], at: usize) -> Option<usize> {
+        match self {
+            Self::Packed(searcher) => searcher
+                .find_in(lowered, aho_corasick::Span::from(at..lowered.len()))
+                .map(|m| m.start()),
+            Self::Automaton(ac) => ac
+                .find(aho_corasick::Input::new(lowered).span(at..lowered.len()))
+                .map(|m| m.start()),
+        }
+    }
+}
+
 static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
+    let anchors: Vec<(&'static [u8], usize)> = PATTERNS
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| p.anchors.iter().map(move |a| (a.as_bytes(), i)))
+        .collect();
+    let literals = anchors.iter().map(|(a, _)| *a);
+    let anchor_search = match aho_corasick::packed::Config::new()
+        .builder()
+        .extend(literals.clone())
+        .build()
+    {
+        Some(searcher) => AnchorSearch::Packed(searcher),
+        None => AnchorSearch::Automaton(
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostFirst)
+                .build(literals)
+                .expect("leak pattern anchors build"),
+        ),
+    };
     let sources: Vec<String> = PATTERNS
         .iter()
         .map(|p| format!("(?-u){}", p.regex))
         .collect();
     // The patterns are constants covered by the tests: compiling them cannot fail.
     Compiled {
+        anchor_search,
+        anchors,
+        anchored: sources
+            .iter()
+            .map(|source| {
+                // Byte semantics, as `regex::bytes::Regex`: the patterns are ASCII (`(?-u)`) and
+                // the text may hold any bytes.
+                meta::Regex::builder()
+                    .syntax(syntax::Config::new().utf8(false))
+                    .configure(meta::Config::new().utf8_empty(false))
+                    .build(source)
+                    .expect("built-in leak pattern compiles")
+            })
+            .collect(),
         set: RegexSet::new(&sources).expect("built-in leak patterns compile"),
         regexes: sources
             .iter()
@@ -351,26 +431,108 @@ impl LeakScanner {
         self.find_secrets(bytes, out);
     }
 
-    /// Hits of the built-in patterns.
+    /// Hits of the built-in patterns, by pattern in table order and by position within one:
+    /// what each pattern's leftmost-first iteration over the whole text finds. A pattern is only
+    /// tried, anchored, where one of its anchors occurs, so a megabyte without anchors costs one
+    /// lower-casing copy and one SIMD multi-literal search instead of a DFA pass. Text dense with
+    /// anchors (more than one per KiB) takes the whole-set pass instead, whose cost does not grow
+    /// with them: the search stops at the bound, so such text costs little more than that pass.
     fn find_patterns(&self, bytes: &[u8], out: &mut Vec<Hit>) {
+        match self.candidates(bytes, 64 + bytes.len() / 1024) {
+            Some(candidates) => self.find_anchored(bytes, candidates, out),
+            None => self.find_patterns_everywhere(bytes, out),
+        }
+    }
+
+    /// Where each pattern could match (pattern, start), sorted; `None` beyond `most` of them.
+    fn candidates(&self, bytes: &[u8], most: usize) -> Option<Vec<(usize, usize)>> {
+        let compiled = self.compiled;
+        let lowered = bytes.to_ascii_lowercase();
+        let mut candidates: Vec<(usize, usize)> = Vec::new();
+        let mut at = 0;
+        while let Some(start) = compiled.anchor_search.next(&lowered, at) {
+            // Every anchor beginning here, not just the one the search reported: they overlap
+            // (`sk-` and `sk-ant-`), and one may begin inside another (`sk-----BEGIN`), hence
+            // the search goes on from the next byte.
+            let here = &lowered[start..];
+            candidates.extend(
+                compiled
+                    .anchors
+                    .iter()
+                    .filter(|(anchor, _)| here.starts_with(anchor))
+                    .map(|&(_, i)| (i, start)),
+            );
+            if candidates.len() > most {
+                return None;
+            }
+            at = start + 1;
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        Some(candidates)
+    }
+
+    /// Hits of the patterns tried anchored at `candidates`: each pattern's leftmost-first
+    /// iteration, which only ever finds a match at one of them.
+    fn find_anchored(&self, bytes: &[u8], candidates: Vec<(usize, usize)>, out: &mut Vec<Hit>) {
+        let compiled = self.compiled;
+        let Some(&(first, _)) = candidates.first() else {
+            return;
+        };
+        // Where the current pattern's iteration stands: its last match ended at `resume`.
+        let mut pattern = first;
+        let mut caps = compiled.anchored[pattern].create_captures();
+        let mut resume = 0;
+        for (i, start) in candidates {
+            if i != pattern {
+                pattern = i;
+                caps = compiled.anchored[i].create_captures();
+                resume = 0;
+            }
+            if start < resume {
+                continue;
+            }
+            let input = Input::new(bytes).range(start..).anchored(Anchored::Yes);
+            compiled.anchored[i].search_captures(&input, &mut caps);
+            let Some(whole) = caps.get_match() else {
+                continue;
+            };
+            resume = whole.end();
+            let span = caps.get_group_by_name("s").unwrap_or(whole.span());
+            self.push_pattern_hit(i, bytes, span.range(), out);
+        }
+    }
+
+    /// Hits of the built-in patterns by one pass of the whole set, then each matched pattern's
+    /// iteration: for text dense with anchors.
+    fn find_patterns_everywhere(&self, bytes: &[u8], out: &mut Vec<Hit>) {
         for i in self.compiled.set.matches(bytes).iter() {
-            let pattern = &PATTERNS[i];
             for caps in self.compiled.regexes[i].captures_iter(bytes) {
-                // The `s` group, where a pattern has one, is the credential itself: only it is
-                // redacted, so `Authorization: Bearer` or `postgres://user:` stay readable.
-                let Some(span) = caps.name("s").or_else(|| caps.get(0)) else {
-                    continue;
-                };
-                if pattern.random && !looks_random(span.as_bytes()) {
-                    continue;
+                if let Some(span) = caps.name("s").or_else(|| caps.get(0)) {
+                    self.push_pattern_hit(i, bytes, span.range(), out);
                 }
-                out.push(Hit {
-                    start: span.start(),
-                    end: span.end(),
-                    needle: Needle::Pattern(i),
-                });
             }
         }
+    }
+
+    /// Record a hit of pattern `i` on `span` of `bytes`. The `s` group, where a pattern has one,
+    /// is the credential itself: only it is redacted, so `Authorization: Bearer` or
+    /// `postgres://user:` stay readable.
+    fn push_pattern_hit(
+        &self,
+        i: usize,
+        bytes: &[u8],
+        span: std::ops::Range<usize>,
+        out: &mut Vec<Hit>,
+    ) {
+        if PATTERNS[i].random && !looks_random(&bytes[span.clone()]) {
+            return;
+        }
+        out.push(Hit {
+            start: span.start,
+            end: span.end,
+            needle: Needle::Pattern(i),
+        });
     }
 
     /// Hits of the secret values.
@@ -392,7 +554,13 @@ impl LeakScanner {
     fn find_encoded(&self, bytes: &[u8], map: Option<&[usize]>, out: &mut Vec<Hit>) {
         let mut found = Vec::new();
         for run in encoded_runs(bytes) {
-            let Some(decoded) = decode_run(&bytes[run.clone()]) else {
+            let run_bytes = &bytes[run.clone()];
+            // With no secret values to look for, only a decoding that is text can hold a hit:
+            // most long runs are ruled out by their first bytes without decoding them whole.
+            if self.secrets.is_none() && !may_decode_to_text(run_bytes) {
+                continue;
+            }
+            let Some(decoded) = decode_run(run_bytes) else {
                 continue;
             };
             found.clear();
@@ -486,16 +654,22 @@ fn encoded_runs(bytes: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + 
     })
 }
 
-/// Decode a run: hex when it is all hex digits of even length (a digest or hex-wrapped text),
-/// else lenient base64 of whichever alphabet it uses. `None` when it does not decode to
-/// anything long enough to hold a credential.
-fn decode_run(run: &[u8]) -> Option<Vec<u8>> {
+/// How a run decodes.
+enum Encoding {
+    Hex,
+    Base64(&'static GeneralPurpose),
+}
+
+/// The part of a run that is decoded, and how: hex when it is all hex digits of even length (a
+/// digest or hex-wrapped text), else lenient base64 of whichever alphabet it uses. `None` when
+/// it is neither.
+fn encoding(run: &[u8]) -> Option<(Encoding, &[u8])> {
     let trimmed = run
         .strip_suffix(b"==")
         .or(run.strip_suffix(b"="))
         .unwrap_or(run);
     if trimmed.len().is_multiple_of(2) && is_hex(trimmed) {
-        return Some(decode_hex(trimmed));
+        return Some((Encoding::Hex, trimmed));
     }
     let url_safe = memchr::memchr2(b'-', b'_', trimmed).is_some();
     if url_safe && memchr::memchr2(b'+', b'/', trimmed).is_some() {
@@ -509,10 +683,47 @@ fn decode_run(run: &[u8]) -> Option<Vec<u8>> {
     } else {
         &LENIENT_B64
     };
-    engine
-        .decode(usable)
-        .ok()
-        .filter(|d| d.len() >= MIN_SECRET_LEN)
+    Some((Encoding::Base64(engine), usable))
+}
+
+/// Decode a run (see [`encoding`]). `None` when it does not decode to anything long enough to
+/// hold a credential.
+fn decode_run(run: &[u8]) -> Option<Vec<u8>> {
+    match encoding(run)? {
+        (Encoding::Hex, digits) => Some(decode_hex(digits)),
+        (Encoding::Base64(engine), usable) => engine
+            .decode(usable)
+            .ok()
+            .filter(|d| d.len() >= MIN_SECRET_LEN),
+    }
+}
+
+/// Characters of a long run decoded first to rule out text (48 bytes of base64, 32 of hex).
+const PROBE: usize = 64;
+
+/// Whether a run's decoding may be text: `false` only when it certainly is not, because its
+/// first bytes already are not (an image, compressed data, a long identifier). The decoding of
+/// a run's first [`PROBE`] characters is the start of the run's decoding.
+fn may_decode_to_text(run: &[u8]) -> bool {
+    let Some((encoding, usable)) = encoding(run) else {
+        return true;
+    };
+    let Some(probe) = usable.get(..PROBE).filter(|_| usable.len() > PROBE) else {
+        return true;
+    };
+    let decoded = match encoding {
+        Encoding::Hex => decode_hex(probe),
+        Encoding::Base64(engine) => match engine.decode(probe) {
+            Ok(decoded) => decoded,
+            Err(_) => return true,
+        },
+    };
+    match std::str::from_utf8(&decoded) {
+        Ok(_) => looks_like_text(&decoded),
+        // A character cut at the end of the probe may go on in the rest.
+        Err(e) if e.error_len().is_none() => looks_like_text(&decoded[..e.valid_up_to()]),
+        Err(_) => false,
+    }
 }
 
 /// Percent-escapes and the characters that render as nothing and so can split a credential
@@ -652,6 +863,298 @@ mod tests {
             let found: Vec<_> = encoded_runs(bytes).collect();
             assert_eq!(found, expected, "{:?}", String::from_utf8_lossy(bytes));
         }
+    }
+
+    /// The pattern pass as it was before anchors (a regex set over the whole text, then each
+    /// matched pattern's leftmost-first iteration): the reference the anchored pass must equal.
+    fn reference_patterns(bytes: &[u8]) -> Vec<(usize, usize, usize)> {
+        static REFERENCE: std::sync::LazyLock<(regex::bytes::RegexSet, Vec<Regex>)> =
+            std::sync::LazyLock::new(|| {
+                let sources: Vec<String> = PATTERNS
+                    .iter()
+                    .map(|p| format!("(?-u){}", p.regex))
+                    .collect();
+                (
+                    regex::bytes::RegexSet::new(&sources).expect("set"),
+                    sources
+                        .iter()
+                        .map(|s| Regex::new(s).expect("regex"))
+                        .collect(),
+                )
+            });
+        let (set, regexes) = &*REFERENCE;
+        let mut out = Vec::new();
+        for i in set.matches(bytes).iter() {
+            for caps in regexes[i].captures_iter(bytes) {
+                let span = caps.name("s").or_else(|| caps.get(0)).expect("group 0");
+                if PATTERNS[i].random && !looks_random(span.as_bytes()) {
+                    continue;
+                }
+                out.push((span.start(), span.end(), i));
+            }
+        }
+        out
+    }
+
+    /// The hits of one of the scanner's pattern passes as (start, end, pattern).
+    fn pattern_hits(pass: impl FnOnce(&LeakScanner, &mut Vec<Hit>)) -> Vec<(usize, usize, usize)> {
+        let mut hits = Vec::new();
+        pass(&scanner(), &mut hits);
+        hits.iter()
+            .map(|h| match h.needle {
+                Needle::Pattern(i) => (h.start, h.end, i),
+                Needle::Secret(_) => unreachable!("no secrets in this scanner"),
+            })
+            .collect()
+    }
+
+    /// Every pass the scanner may take over `bytes`: anchored (however many candidates), the
+    /// whole set, and the one it picks.
+    fn every_pass(bytes: &[u8]) -> [Vec<(usize, usize, usize)>; 3] {
+        [
+            pattern_hits(|s, out| {
+                let candidates = s.candidates(bytes, usize::MAX).expect("no bound");
+                s.find_anchored(bytes, candidates, out);
+            }),
+            pattern_hits(|s, out| s.find_patterns_everywhere(bytes, out)),
+            pattern_hits(|s, out| s.find_patterns(bytes, out)),
+        ]
+    }
+
+    /// A xorshift generator, so the pseudo-random cases are the same on every run.
+    struct Xorshift(u64);
+
+    impl Xorshift {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// Pseudo-random texts built from the patterns' pieces in mixed case, random word runs,
+    /// separators and non-ASCII bytes: near-misses, overlaps and real matches of every pattern.
+    fn adversarial_texts(count: usize) -> Vec<Vec<u8>> {
+        let pieces: &[&[u8]] = &[
+            b"AKIA",
+            b"akia",
+            b"Asia",
+            b"ASIA",
+            b"ghp_",
+            b"GHP_",
+            b"gho_",
+            b"ghr_",
+            b"github_pat_",
+            b"xoxb-",
+            b"XOXP-",
+            b"xoxz-",
+            b"sk_live_",
+            b"rk_live_",
+            b"sk-ant-",
+            b"sk-",
+            b"SK-",
+            b"sk-proj-",
+            b"AIza",
+            b"aiza",
+            b"eyJ",
+            b".eyJ",
+            b".",
+            b"-----BEGIN ",
+            b"-----begin ",
+            b"-----",
+            b"RSA ",
+            b"EC ",
+            b"PRIVATE KEY",
+            b" BLOCK",
+            b"postgres",
+            b"PostgreSQL",
+            b"mysql",
+            b"MariaDB",
+            b"mongodb+srv",
+            b"rediss",
+            b"amqps",
+            b"://",
+            b":",
+            b"@",
+            b"/",
+            b"Authorization",
+            b"AUTHORIZATION",
+            b": ",
+            b"Bearer ",
+            b"token ",
+            b"basic\t",
+            b"api_key",
+            b"API-KEY",
+            b"apikey",
+            b"secret",
+            b"Secret_Key",
+            b"client-secret",
+            b"password",
+            b"passwd",
+            b"access_token",
+            b"auth-token",
+            b"\"",
+            b"'",
+            b" = ",
+            b"=",
+            b"==",
+            b" ",
+            b"\n",
+            b"\t",
+            b"_",
+            b"-",
+            b"+",
+            b"%",
+            b"\xc3\xa9",
+            b"\xff",
+            b"\xe2\x80\x8b",
+        ];
+        let word = b"a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ";
+        let mut rng = Xorshift(0x9E37_79B9_7F4A_7C15);
+        (0..count)
+            .map(|_| {
+                let mut text = Vec::new();
+                for _ in 0..1 + rng.below(40) {
+                    if rng.below(3) == 0 {
+                        // A word run long enough, often, to complete a token.
+                        for _ in 0..1 + rng.below(60) {
+                            text.push(word[rng.below(word.len())]);
+                        }
+                    } else {
+                        text.extend_from_slice(pieces[rng.below(pieces.len())]);
+                    }
+                }
+                text
+            })
+            .collect()
+    }
+
+    #[test]
+    fn anchors_are_lower_case_ascii_since_the_text_searched_is() {
+        for pattern in PATTERNS {
+            assert!(!pattern.anchors.is_empty(), "{}", pattern.name);
+            for anchor in pattern.anchors {
+                assert!(anchor.is_ascii(), "{anchor}");
+                assert_eq!(*anchor, anchor.to_ascii_lowercase(), "{}", pattern.name);
+            }
+        }
+    }
+
+    #[test]
+    fn anchored_patterns_find_what_the_regex_set_found() {
+        let mut cases = adversarial_texts(20_000);
+        for (_, sample) in samples() {
+            for text in [
+                sample.clone(),
+                format!("x{sample}"),
+                format!("_{sample}_"),
+                format!("{sample}{sample}"),
+                format!("{sample} {sample}"),
+                sample.to_lowercase(),
+                sample.to_uppercase(),
+                format!("sk{sample}"),
+                format!("sk-{sample}"),
+            ] {
+                cases.push(text.into_bytes());
+            }
+        }
+        // Anchors inside other anchors and matches that overlap.
+        for text in [
+            "sk-----BEGIN RSA PRIVATE KEY-----",
+            "sk-ant-sk-ant-a1B2c3D4e5F6g7H8i9J0k1L2m3",
+            "xoxb-xoxb-xoxb-1234567890",
+            "AKIAAKIAIOSFODNN7EXAMPLE AKIAIOSFODNN7EXAMPLEAKIA",
+            "authorization: bearer api_key=a1B2c3D4e5F6g7H8i9J0",
+            "passwordpassword=a1B2c3D4e5F6g7H8 password=password=a1B2c3D4e5F6g7H8",
+            "postgres://u:postgres://v:p4ss@h@h",
+            "eyJeyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.a1B2c3D4e5F6g7H8",
+        ] {
+            cases.push(text.as_bytes().to_vec());
+        }
+        let mut matched = [0usize; PATTERNS.len()];
+        for bytes in &cases {
+            let expected = reference_patterns(bytes);
+            for &(_, _, i) in &expected {
+                matched[i] += 1;
+            }
+            for found in every_pass(bytes) {
+                assert_eq!(found, expected, "{:?}", String::from_utf8_lossy(bytes));
+            }
+        }
+        // The cases reach every pattern, so the equality above says something about each.
+        for (i, n) in matched.iter().enumerate() {
+            assert!(*n > 0, "no case matched {}", PATTERNS[i].name);
+        }
+    }
+
+    #[test]
+    fn a_mebibyte_sparse_or_dense_gives_the_same_hits_and_redactions() {
+        let samples = samples();
+        let filler = "The quick brown fox jumps over the lazy dog; see the docs.\n";
+        // Sparse: samples at the start, the end, and across every 64 KiB boundary.
+        let mut sparse = String::new();
+        for (k, (_, sample)) in samples.iter().cycle().take(17).enumerate() {
+            while sparse.len() + sample.len() / 2 < k * 65_536 {
+                sparse.push_str(filler);
+            }
+            sparse.push_str(sample);
+            sparse.push(' ');
+        }
+        sparse.push_str(&samples[2].1);
+        // Dense: pieces of patterns everywhere, far more candidates than the anchored pass takes.
+        let dense: Vec<u8> = adversarial_texts(3_000).concat();
+        for bytes in [sparse.as_bytes(), dense.as_slice()] {
+            let expected = reference_patterns(bytes);
+            assert!(expected.len() > 10);
+            for found in every_pass(bytes) {
+                assert_eq!(found, expected);
+            }
+        }
+        let s = scanner();
+        let Scrubbed::Redacted(text, _) = s.scrub(&sparse) else {
+            panic!("the samples are found");
+        };
+        assert!(
+            text.starts_with("[REDACTED:aws_access_key_id] "),
+            "{}",
+            &text[..40]
+        );
+        assert!(text.ends_with("[REDACTED:github_token]"));
+    }
+
+    #[test]
+    fn a_run_ruled_out_by_its_probe_never_decodes_to_text() {
+        let b64 = |t: &[u8]| base64::engine::general_purpose::STANDARD.encode(t);
+        let b64url = |t: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(t);
+        let hex = |t: &[u8]| t.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let mut rng = Xorshift(0x1234_5678_9abc_def1);
+        let mut ruled_out = 0;
+        for round in 0..3_000 {
+            let len = 1 + rng.below(200);
+            // Text, text with a control character or a bad byte somewhere, or random bytes.
+            let mut plain: Vec<u8> = match round % 3 {
+                0 => "é✓ key=a1B2c3D4 ".bytes().cycle().take(len).collect(),
+                1 => (0..len).map(|_| b"abc \n\t"[rng.below(6)]).collect(),
+                _ => (0..len).map(|_| rng.below(256) as u8).collect(),
+            };
+            if round % 7 == 0 {
+                let at = rng.below(plain.len());
+                plain[at] = [0x01, 0xff, 0x7f, 0xc3][rng.below(4)];
+            }
+            let mut runs = vec![b64(&plain), b64url(&plain), hex(&plain)];
+            runs.push(format!("{}===", b64(&plain)));
+            runs.push("x".repeat(len));
+            for run in runs {
+                let run = run.as_bytes();
+                let text = decode_run(run).is_some_and(|d| looks_like_text(&d));
+                if !may_decode_to_text(run) {
+                    ruled_out += 1;
+                    assert!(!text, "{:?}", String::from_utf8_lossy(run));
+                }
+            }
+        }
+        assert!(ruled_out > 1_000, "{ruled_out}");
     }
 
     /// One sample per pattern, built at run time so no credential-shaped literal sits in the

@@ -430,3 +430,43 @@ async fn size_caps_protected_files_and_patch_ambiguity() {
     assert_eq!(out["replacements"], 2);
     s.outside_untouched();
 }
+
+#[tokio::test]
+async fn secrets_anywhere_in_a_mebibyte_read_are_redacted() {
+    // Built at run time, so no credential-shaped literal sits in the source.
+    let token = format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8");
+    let key = format!("AKIA{}", "IOSFODNN7EXAMPLE");
+    let line = format!("{}\n", "x".repeat(1023));
+    let mut text = format!("{token} at the start\n");
+    // The rest of the window: lines of filler, a key across every 64 KiB read boundary, and a
+    // token ending exactly at the 1 MiB cap.
+    while text.len() < 1024 * 1024 - 2 * 1024 {
+        let boundary = (text.len() / 65_536 + 1) * 65_536;
+        if text.len() + 2 * line.len() > boundary && text.len() < boundary {
+            let pad = boundary - text.len() - key.len() / 2;
+            text.push_str(&" ".repeat(pad));
+            text.push_str(&key);
+            text.push('\n');
+        } else {
+            text.push_str(&line);
+        }
+    }
+    let last = format!(
+        "{}{token}\n",
+        " ".repeat(1024 * 1024 - text.len() - token.len() - 1)
+    );
+    text.push_str(&last);
+    assert_eq!(text.len(), 1024 * 1024);
+    text.push_str("beyond the cap\n");
+    let s = Setup::granting(None, |ws| {
+        std::fs::write(ws.join("big.txt"), &text).expect("big");
+    })
+    .await;
+    let out = s.ok("read_file", json!({"path": "big.txt"})).await;
+    let content = out["content"].as_str().expect("content");
+    assert_eq!(out["truncated"], true);
+    assert!(!content.contains(&token) && !content.contains(&key));
+    assert!(content.starts_with("[REDACTED:github_token] at the start\n"));
+    assert!(content.ends_with("[REDACTED:github_token]\n"));
+    assert_eq!(content.matches("[REDACTED:aws_access_key_id]").count(), 15);
+}

@@ -31,11 +31,11 @@ pub fn tools_at(root: impl Into<PathBuf>) -> Vec<Tool> {
     let ws = || Workspace { root: root.clone() };
     let (w1, w2, w3, w4, w5, w6) = (ws(), ws(), ws(), ws(), ws(), ws());
     vec![
-        Tool::new(
+        Tool::new_json(
             "read_file",
             "Read a text file in the workspace. `offset` skips lines, `limit` caps them; at most \
              1 MiB of content per call (`truncated` and `next_offset` say where to continue).",
-            move |args| read::read_file(&w1, args),
+            move |args| read::read_file(&w1, args).map(|out| out.to_json()),
         )
         .read_only()
         .idempotent()

@@ -1,8 +1,9 @@
 //! `read_file`: a window of lines from a text file, capped at 1 MiB of content.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{self, Read};
 
+use chitin_sdk::json;
 use chitin_sdk::prelude::*;
 
 use crate::Workspace;
@@ -39,7 +40,30 @@ pub struct ReadOutput {
     pub next_offset: Option<u64>,
 }
 
-/// Bytes asked of the host per read.
+impl ReadOutput {
+    /// The result as JSON text, exactly as `serde_json` writes it, with the content escaped by
+    /// the SDK's word-at-a-time escaper: up to a megabyte of text is most of a call's cost.
+    pub fn to_json(&self) -> String {
+        // Room for the escapes of ordinary text (a newline per line) without growing.
+        let content = self.content.len();
+        let mut out = String::with_capacity(content + content / 8 + self.path.len() + 128);
+        out.push_str("{\"path\":");
+        json::push_string(&mut out, &self.path);
+        out.push_str(",\"content\":");
+        json::push_string(&mut out, &self.content);
+        let next = self
+            .next_offset
+            .map_or_else(|| "null".to_owned(), |n| n.to_string());
+        out.push_str(&format!(
+            ",\"offset\":{},\"lines\":{},\"truncated\":{},\"next_offset\":{next}}}",
+            self.offset, self.lines, self.truncated
+        ));
+        out
+    }
+}
+
+/// Bytes asked of the host per read: the most wasmtime-wasi hands back from one read, so asking
+/// for more would only zero-fill memory the read leaves unused.
 const READ_CHUNK: usize = 64 * 1024;
 
 /// Reads lines `offset..offset+limit` of the file, stopping at the size cap.
@@ -48,43 +72,8 @@ pub fn read_file(ws: &Workspace, args: ReadArgs) -> Result<ReadOutput, ToolError
     let file = File::open(path.under(&ws.root)).map_err(|e| error(&path, "read", e))?;
     let offset = args.offset.unwrap_or(0);
     let limit = args.limit.unwrap_or(u64::MAX);
-    // Each refill is one host round trip (a blocking-pool read); 64 KiB is the most the host
-    // hands back per read, so 8 times fewer trips than the default 8 KiB buffer.
-    let mut reader = BufReader::with_capacity(READ_CHUNK, file);
-    let mut content = Vec::new();
-    let mut line = Vec::new();
-    let mut index = 0u64;
-    let mut lines = 0u64;
-    let mut truncated = false;
-    loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| error(&path, "read", e))?;
-        if n == 0 {
-            break;
-        }
-        if index < offset {
-            index += 1;
-            continue;
-        }
-        if lines == limit {
-            truncated = true;
-            break;
-        }
-        if content.len() + line.len() > MAX_READ_BYTES {
-            truncated = true;
-            if lines == 0 {
-                // A single line longer than the cap: return its first part rather than nothing.
-                content.extend_from_slice(&line[..MAX_READ_BYTES]);
-            }
-            break;
-        }
-        content.extend_from_slice(&line);
-        index += 1;
-        lines += 1;
-    }
-    let content = match String::from_utf8(content) {
+    let window = read_window(file, offset, limit).map_err(|e| error(&path, "read", e))?;
+    let content = match String::from_utf8(window.bytes) {
         Ok(text) => text,
         Err(e) => {
             let bytes = e.into_bytes();
@@ -102,6 +91,7 @@ pub fn read_file(ws: &Workspace, args: ReadArgs) -> Result<ReadOutput, ToolError
             }
         }
     };
+    let (lines, truncated) = (window.lines, window.truncated);
     Ok(ReadOutput {
         path: path.display(),
         content,
@@ -110,4 +100,146 @@ pub fn read_file(ws: &Workspace, args: ReadArgs) -> Result<ReadOutput, ToolError
         truncated,
         next_offset: truncated.then_some(offset + lines.max(1)),
     })
+}
+
+/// Lines `offset..offset+limit` of a file, cut at [`MAX_READ_BYTES`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Window {
+    /// The lines' bytes, with their line endings.
+    pub bytes: Vec<u8>,
+    /// How many lines `bytes` holds (a first line longer than the cap counts as none).
+    pub lines: u64,
+    /// Whether more of the file follows.
+    pub truncated: bool,
+}
+
+/// Read the window of lines `offset..offset+limit` from `reader` in one buffer: lines are found
+/// in place, so each byte is copied once, and skipped lines are dropped as they pass. Reading
+/// stops as soon as the window is decided (the limit reached with more to come, or the cap
+/// passed), so a huge file or a huge line is never held whole.
+pub fn read_window(mut reader: impl Read, offset: u64, limit: u64) -> io::Result<Window> {
+    let mut buf: Vec<u8> = Vec::new();
+    // Lines still to skip; the window starts after the `offset`-th line ending.
+    let mut skip = offset;
+    // Where the current, not yet ended, line starts in `buf`; newlines before `scanned` are
+    // accounted for.
+    let mut line_start = 0;
+    let mut scanned = 0;
+    let mut lines = 0u64;
+    let mut eof = false;
+    loop {
+        if !eof {
+            eof = read_more(&mut reader, &mut buf)?;
+        }
+        if skip > 0 {
+            // Count line endings among the new bytes and drop what was skipped.
+            for at in memchr::memchr_iter(b'\n', &buf[scanned..]) {
+                skip -= 1;
+                if skip == 0 {
+                    line_start = scanned + at + 1;
+                    break;
+                }
+            }
+            if skip > 0 {
+                // Still inside skipped lines: nothing read so far is kept.
+                buf.clear();
+                scanned = 0;
+                if eof {
+                    return Ok(Window {
+                        bytes: Vec::new(),
+                        lines: 0,
+                        truncated: false,
+                    });
+                }
+                continue;
+            }
+            buf.drain(..line_start);
+            line_start = 0;
+            scanned = 0;
+        }
+        // Complete the lines that end among the new bytes (and, at the end of the file, the
+        // last one without an ending).
+        while line_start < buf.len() {
+            let end = match memchr::memchr(b'\n', &buf[scanned..]) {
+                Some(at) => scanned + at + 1,
+                None if eof => buf.len(),
+                None => {
+                    scanned = buf.len();
+                    break;
+                }
+            };
+            scanned = end;
+            if lines == limit {
+                buf.truncate(line_start);
+                return Ok(Window {
+                    bytes: buf,
+                    lines,
+                    truncated: true,
+                });
+            }
+            if end > MAX_READ_BYTES {
+                return Ok(over_cap(buf, line_start, lines));
+            }
+            lines += 1;
+            line_start = end;
+        }
+        if line_start < buf.len() && lines == limit {
+            // A line follows the last one asked for.
+            buf.truncate(line_start);
+            return Ok(Window {
+                bytes: buf,
+                lines,
+                truncated: true,
+            });
+        }
+        if buf.len() > MAX_READ_BYTES {
+            // The line being read already passes the cap, wherever it ends.
+            return Ok(over_cap(buf, line_start, lines));
+        }
+        if eof {
+            return Ok(Window {
+                bytes: buf,
+                lines,
+                truncated: false,
+            });
+        }
+    }
+}
+
+/// Append one read's bytes to `buf`; whether the file has ended.
+fn read_more(reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
+    let filled = buf.len();
+    if filled >= READ_CHUNK && buf.capacity() < MAX_READ_BYTES + READ_CHUNK {
+        // More than one read's worth: room for the whole window at once, since growing by
+        // doubling copies it and touches twice the memory.
+        buf.reserve_exact((MAX_READ_BYTES + READ_CHUNK).saturating_sub(filled));
+    } else if buf.capacity() - filled < READ_CHUNK / 16 {
+        buf.reserve(READ_CHUNK);
+    }
+    // Read into the room there is (a small file's closing read needs no more memory).
+    let room = (buf.capacity() - filled).min(READ_CHUNK);
+    buf.resize(filled + room, 0);
+    let read = loop {
+        match reader.read(&mut buf[filled..]) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            read => break read,
+        }
+    };
+    buf.truncate(filled + read.as_ref().map_or(0, |n| *n));
+    Ok(read? == 0)
+}
+
+/// The window when the line starting at `line_start` does not fit under the cap: the lines
+/// before it, or the first part of it when it is the first.
+fn over_cap(mut buf: Vec<u8>, line_start: usize, lines: u64) -> Window {
+    buf.truncate(if lines == 0 {
+        MAX_READ_BYTES
+    } else {
+        line_start
+    });
+    Window {
+        bytes: buf,
+        lines,
+        truncated: true,
+    }
 }

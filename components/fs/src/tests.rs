@@ -5,6 +5,7 @@ use std::fs;
 use chitin_sdk::prelude::*;
 use chitin_sdk::{ToolError, dispatch};
 
+use crate::read::{MAX_READ_BYTES, Window, read_window};
 use crate::tools_at;
 
 struct Ws {
@@ -246,5 +247,216 @@ fn escaping_paths_are_invalid_path_for_every_tool() {
 fn every_tool_declares_an_output_schema() {
     for tool in tools_at("/workspace") {
         assert!(tool.spec().output_schema.is_some(), "{}", tool.name());
+    }
+}
+
+/// `read_file`'s window as it was computed before it read in place (a `BufReader` line by
+/// line): the reference the in-place reader must equal.
+fn reference_window(bytes: &[u8], offset: u64, limit: u64) -> Window {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::new(bytes);
+    let (mut content, mut line) = (Vec::new(), Vec::new());
+    let (mut index, mut lines, mut truncated) = (0u64, 0u64, false);
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).expect("read") == 0 {
+            break;
+        }
+        if index < offset {
+            index += 1;
+            continue;
+        }
+        if lines == limit {
+            truncated = true;
+            break;
+        }
+        if content.len() + line.len() > MAX_READ_BYTES {
+            truncated = true;
+            if lines == 0 {
+                content.extend_from_slice(&line[..MAX_READ_BYTES]);
+            }
+            break;
+        }
+        content.extend_from_slice(&line);
+        index += 1;
+        lines += 1;
+    }
+    Window {
+        bytes: content,
+        lines,
+        truncated,
+    }
+}
+
+/// A reader handing out a file in pieces of pseudo-random size, sometimes interrupted, as a
+/// host may.
+struct Pieces<'a> {
+    bytes: &'a [u8],
+    state: u64,
+}
+
+impl std::io::Read for Pieces<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        if self.state.is_multiple_of(11) {
+            return Err(std::io::ErrorKind::Interrupted.into());
+        }
+        let n = buf
+            .len()
+            .min(self.bytes.len())
+            .min(1 + (self.state % 70_000) as usize);
+        buf[..n].copy_from_slice(&self.bytes[..n]);
+        self.bytes = &self.bytes[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn the_in_place_window_equals_the_line_by_line_one() {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let mut files: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"\n".to_vec(),
+        b"no ending".to_vec(),
+        b"a\nb".to_vec(),
+        b"a\nb\n".to_vec(),
+        b"\n\n\n".to_vec(),
+        // Exactly the cap, one byte over, a line over it alone, a line ending at the cap.
+        format!("{}\n", "x".repeat(1023)).repeat(1024).into_bytes(),
+        format!("{}\n", "x".repeat(1023))
+            .repeat(1024)
+            .into_bytes()
+            .into_iter()
+            .chain([b'y'])
+            .collect(),
+        vec![b'z'; MAX_READ_BYTES + 5],
+        [vec![b'a'; MAX_READ_BYTES - 1], b"\nrest\n".to_vec()].concat(),
+        [
+            b"short\n".to_vec(),
+            vec![b'b'; MAX_READ_BYTES + 1],
+            b"\nafter\n".to_vec(),
+        ]
+        .concat(),
+    ];
+    // Files of random lines, short and long, some beyond the cap.
+    for size in [10, 300, 5_000, 70_000, 200_000, MAX_READ_BYTES + 70_000] {
+        let mut file = Vec::with_capacity(size);
+        while file.len() < size {
+            let len = match next(10) {
+                0 => next(200_000) as usize,
+                1 => 0,
+                _ => next(120) as usize,
+            };
+            file.extend(std::iter::repeat_n(b'a' + next(26) as u8, len));
+            if next(20) != 0 {
+                file.push(b'\n');
+            }
+        }
+        files.push(file);
+    }
+    for file in &files {
+        let total = file.iter().filter(|&&b| b == b'\n').count() as u64;
+        let mut windows = vec![(0, u64::MAX), (0, 0), (total, u64::MAX), (total + 3, 2)];
+        for _ in 0..6 {
+            windows.push((
+                next(total + 2),
+                if next(3) == 0 {
+                    u64::MAX
+                } else {
+                    next(total + 2)
+                },
+            ));
+        }
+        for (offset, limit) in windows {
+            let expected = reference_window(file, offset, limit);
+            let reader = Pieces {
+                bytes: file,
+                state: 0x9E37_79B9_7F4A_7C15 ^ offset,
+            };
+            let found = read_window(reader, offset, limit).expect("read");
+            assert_eq!(
+                (found.bytes.len(), found.lines, found.truncated),
+                (expected.bytes.len(), expected.lines, expected.truncated),
+                "file of {} bytes, offset {offset}, limit {limit}",
+                file.len()
+            );
+            assert!(found.bytes == expected.bytes);
+            assert_eq!(
+                read_window(file.as_slice(), offset, limit).expect("read"),
+                expected
+            );
+        }
+    }
+}
+
+#[test]
+fn a_file_near_the_cap_reads_whole_and_one_over_is_cut_at_a_line() {
+    let ws = Ws::new();
+    let line = format!("{}\n", "y".repeat(4095));
+    ws.put("at_cap.txt", &line.repeat(256));
+    let out = ws.ok("read_file", json!({"path": "at_cap.txt"}));
+    assert_eq!(out["lines"], 256);
+    assert_eq!(out["truncated"], false);
+    assert_eq!(out["content"].as_str().unwrap().len(), MAX_READ_BYTES);
+    ws.put("over_cap.txt", &format!("{}z", line.repeat(256)));
+    let out = ws.ok("read_file", json!({"path": "over_cap.txt"}));
+    assert_eq!(out["lines"], 256);
+    assert_eq!(out["truncated"], true);
+    assert_eq!(out["next_offset"], 256);
+    let rest = ws.ok("read_file", json!({"path": "over_cap.txt", "offset": 256}));
+    assert_eq!(rest["content"], "z");
+    assert_eq!(rest["truncated"], false);
+}
+
+#[test]
+fn non_utf8_is_refused_and_a_character_cut_at_the_cap_is_dropped() {
+    let ws = Ws::new();
+    fs::write(ws.dir.path().join("bin.dat"), b"ok\n\xff\xfe\n").expect("write");
+    let err = ws
+        .call("read_file", json!({"path": "bin.dat"}))
+        .expect_err("binary");
+    assert!(
+        matches!(err, ToolError::InvalidArgs(ref m) if m.contains("not UTF-8")),
+        "{err:?}"
+    );
+    // One line of `é` (two bytes each) one byte over the cap: cut inside a character.
+    let text = "é".repeat(MAX_READ_BYTES / 2 + 1);
+    ws.put("long.txt", &format!("a{text}"));
+    let out = ws.ok("read_file", json!({"path": "long.txt"}));
+    assert_eq!(out["truncated"], true);
+    assert_eq!(out["content"].as_str().unwrap().len(), MAX_READ_BYTES - 1);
+}
+
+#[test]
+fn the_hand_written_result_is_what_serde_json_writes() {
+    use crate::read::ReadOutput;
+    for (content, next_offset) in [
+        ("", None),
+        ("plain\n", Some(7)),
+        (
+            "quote \" backslash \\ tab \t cr \r nul \u{0} del \u{7f} é🦀\n",
+            None,
+        ),
+    ] {
+        let out = ReadOutput {
+            path: "dir/\"odd\" name.txt".into(),
+            content: content.repeat(50),
+            offset: 3,
+            lines: 2,
+            truncated: next_offset.is_some(),
+            next_offset,
+        };
+        assert_eq!(
+            out.to_json(),
+            serde_json::to_string(&out).expect("serialise")
+        );
     }
 }

@@ -52,6 +52,7 @@ mod error;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod invoke;
+pub mod json;
 pub mod log;
 pub mod progress;
 mod schema;

@@ -78,6 +78,28 @@ impl Tool {
         }
     }
 
+    /// A tool whose handler writes its result's JSON text itself (with [`crate::json`]), for a
+    /// result too large to pass through `serde_json` cheaply; declare its shape with
+    /// [`Tool::output_schema`].
+    pub fn new_json<A, F>(
+        name: impl Into<Cow<'static, str>>,
+        description: impl Into<Cow<'static, str>>,
+        handler: F,
+    ) -> Self
+    where
+        A: DeserializeOwned + JsonSchema,
+        F: Fn(A) -> Result<String, ToolError> + 'static,
+    {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            annotations: Annotations::default(),
+            input_schema: schema::input_schema::<A>,
+            output_schema: None,
+            handler: Box::new(move |args_json| handler(parse_args(args_json)?)),
+        }
+    }
+
     /// Marks the tool read-only: it changes nothing outside its result.
     pub fn read_only(mut self) -> Self {
         self.annotations.read_only = true;

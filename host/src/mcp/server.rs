@@ -256,8 +256,10 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // Written straight from the parsed map (no copy of it first).
         let args = match &request.arguments {
-            Some(object) => Value::Object(object.clone()).to_string(),
+            Some(object) => serde_json::to_string(object)
+                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?,
             None => "{}".to_owned(),
         };
         let host = self.served.host();
