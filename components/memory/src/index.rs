@@ -13,6 +13,7 @@
 //! superseded it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::BuildHasher;
 
 use serde::{Deserialize, Serialize};
 
@@ -104,15 +105,13 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
         })
 }
 
-/// What a search keeps of one entry: only the counts of the query's terms (at `tf` in
-/// [`Corpus`]'s flat table), so that ranking thousands of entries fits the call's memory limit
-/// and costs no allocation per entry.
+/// What a search keeps of one entry (16 bytes): its counts of the query's terms are at its
+/// index times the number of terms in [`Corpus`]'s flat table, so that ranking thousands of
+/// entries fits the call's memory limit and costs no allocation per entry.
 struct Scored {
     seq: u64,
     doc: u32,
-    replace: bool,
     len: u32,
-    tf: usize,
 }
 
 /// The entries of a search, gathered one at a time, then ranked. Document paths are borrowed
@@ -120,7 +119,11 @@ struct Scored {
 pub struct Corpus<'a> {
     query: Vec<String>,
     docs: Vec<&'a [u8]>,
-    ids: HashMap<&'a [u8], u32, foldhash::fast::RandomState>,
+    /// Document ids by path, hashed through `docs`: a table of `u32`s, not of paths.
+    ids: hashbrown::HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+    /// Per document, the number of its last overwrite (0: none); entries before it are retired.
+    live_from: Vec<u64>,
     entries: Vec<Scored>,
     tfs: Vec<u32>,
 }
@@ -143,7 +146,9 @@ impl<'a> Corpus<'a> {
         Self {
             query: tokens(query).filter(|t| seen.insert(t.clone())).collect(),
             docs: Vec::new(),
-            ids: HashMap::default(),
+            ids: hashbrown::HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
+            live_from: Vec::new(),
             entries: Vec::new(),
             tfs: Vec::new(),
         }
@@ -153,8 +158,12 @@ impl<'a> Corpus<'a> {
     pub fn reserve(&mut self, entries: usize) {
         self.entries.reserve(entries);
         self.tfs.reserve(entries * self.query.len());
-        self.ids.reserve(entries);
+        let hasher = &self.hasher;
+        let docs = &self.docs;
+        self.ids
+            .reserve(entries, |id| hasher.hash_one(docs[*id as usize]));
         self.docs.reserve(entries);
+        self.live_from.reserve(entries);
     }
 
     /// The query's distinct terms.
@@ -164,57 +173,76 @@ impl<'a> Corpus<'a> {
 
     /// Adds entry `seq` of `path` with `tf`, the counts of [`Corpus::terms`] in it.
     pub fn add(&mut self, seq: u64, path: &'a [u8], replace: bool, len: u32, tf: &[u32]) {
-        let next = self.docs.len() as u32;
-        let doc = *self.ids.entry(path).or_insert_with(|| {
-            self.docs.push(path);
-            next
-        });
-        let at = self.tfs.len();
+        let hash = self.hasher.hash_one(path);
+        let docs = &self.docs;
+        let doc = match self.ids.find(hash, |id| docs[*id as usize] == path) {
+            Some(id) => *id,
+            None => {
+                let id = self.docs.len() as u32;
+                let (hasher, docs) = (&self.hasher, &self.docs);
+                self.ids
+                    .insert_unique(hash, id, |id| hasher.hash_one(docs[*id as usize]));
+                self.docs.push(path);
+                self.live_from.push(0);
+                id
+            }
+        };
+        if replace {
+            let from = &mut self.live_from[doc as usize];
+            *from = (*from).max(seq);
+        }
         self.tfs.extend_from_slice(tf);
-        self.entries.push(Scored {
-            seq,
-            doc,
-            replace,
-            len,
-            tf: at,
-        });
+        self.entries.push(Scored { seq, doc, len });
     }
 
-    fn tf(&self, e: &Scored) -> &[u32] {
-        &self.tfs[e.tf..e.tf + self.query.len()]
+    fn tf(&self, at: usize) -> &[u32] {
+        let n = self.query.len();
+        &self.tfs[at * n..(at + 1) * n]
     }
 
     /// The `limit` best documents by BM25 over live entries, best first (ties by path), and
     /// how many documents matched at all.
     pub fn rank(&self, limit: usize) -> (Vec<Hit<'a>>, usize) {
-        let mut live_from = vec![0u64; self.docs.len()];
-        for e in &self.entries {
-            if e.replace {
-                live_from[e.doc as usize] = live_from[e.doc as usize].max(e.seq);
+        // One pass over the live entries: their number, total length and each term's document
+        // frequency, and the few that hold a query term.
+        let mut n = 0u64;
+        let mut total_len = 0u64;
+        let mut df = vec![0u64; self.query.len()];
+        let mut matching: Vec<usize> = Vec::new();
+        for (at, e) in self.entries.iter().enumerate() {
+            if e.seq < self.live_from[e.doc as usize] {
+                continue;
+            }
+            n += 1;
+            total_len += u64::from(e.len);
+            let mut any = false;
+            for (df, tf) in df.iter_mut().zip(self.tf(at)) {
+                if *tf > 0 {
+                    *df += 1;
+                    any = true;
+                }
+            }
+            if any {
+                matching.push(at);
             }
         }
-        let live: Vec<&Scored> = self
-            .entries
-            .iter()
-            .filter(|e| e.seq >= live_from[e.doc as usize])
-            .collect();
-        if live.is_empty() || self.query.is_empty() {
+        if n == 0 || self.query.is_empty() {
             return (Vec::new(), 0);
         }
-        let n = live.len() as f64;
-        let avg_len = live.iter().map(|e| f64::from(e.len)).sum::<f64>() / n;
-        let idf: Vec<f64> = (0..self.query.len())
-            .map(|i| {
-                let df = live.iter().filter(|e| self.tf(e)[i] > 0).count() as f64;
+        // Lengths are integers: their sum is exact in any order.
+        let n = n as f64;
+        let avg_len = total_len as f64 / n;
+        let idf: Vec<f64> = df
+            .iter()
+            .map(|df| {
+                let df = *df as f64;
                 (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
             })
             .collect();
-        let mut best: HashMap<u32, (f64, u64)> = HashMap::new();
-        for e in &live {
-            let tf = self.tf(e);
-            if tf.iter().all(|t| *t == 0) {
-                continue;
-            }
+        let mut best: HashMap<u32, (f64, u64), foldhash::fast::RandomState> = HashMap::default();
+        best.reserve(matching.len());
+        for at in matching {
+            let (e, tf) = (&self.entries[at], self.tf(at));
             let norm = K1 * (1.0 - B + B * f64::from(e.len) / avg_len.max(1.0));
             let score: f64 = tf
                 .iter()
