@@ -47,6 +47,14 @@ pub trait Capability: Sized + 'static {
 
     /// Link its interfaces into a linker whose store state holds its context.
     fn add_to_linker<T: Holds<Self>>(linker: &mut Linker<T>) -> wasmtime::Result<()>;
+
+    /// Finish what the call left in flight before its result is given out (a write applied
+    /// but not yet committed); a failure is recorded as the call's host fault. Most have
+    /// nothing to finish.
+    fn settle(ctx: &mut Self::Ctx) -> impl std::future::Future<Output = ()> + Send {
+        let _ = ctx;
+        async {}
+    }
 }
 
 /// A store state that holds capability `C`'s per-call context (the view wasmtime's bindings

@@ -349,7 +349,7 @@ impl ServedSet {
             .load_any(path, bytes, &self.policy, &self.services, &self.libraries)
             .await?;
         let component = match loaded {
-            Loaded::Tool(component) => component,
+            Loaded::Tool(component) => *component,
             Loaded::Library(library) => {
                 self.check_pin(path, &library.grant, &library.hash, &library.signer)?;
                 tracing::info!(library = %library.id(), hash = %library.hash, "library loaded");

@@ -81,7 +81,7 @@ pub struct LoadedComponent {
 /// What a component file turned out to be.
 pub enum Loaded {
     /// A tool component, ready to call.
-    Tool(LoadedComponent),
+    Tool(Box<LoadedComponent>),
     /// A library for tool components to import.
     Library(Arc<LoadedLibrary>),
 }
@@ -234,7 +234,7 @@ impl Runtime {
         services: &Arc<Services>,
     ) -> Result<LoadedComponent, LoadError> {
         match self.load_any(path, bytes, policy, services, &[]).await? {
-            Loaded::Tool(tool) => Ok(tool),
+            Loaded::Tool(tool) => Ok(*tool),
             Loaded::Library(_) => Err(LoadError::Library {
                 path: path.to_owned(),
             }),
@@ -282,7 +282,7 @@ impl Runtime {
             .specs(prepared, &composed.component, &grant)
             .await
             .map_err(at(path))?;
-        Ok(Loaded::Tool(LoadedComponent {
+        Ok(Loaded::Tool(Box::new(LoadedComponent {
             path: path.to_owned(),
             hash,
             cache,
@@ -292,7 +292,7 @@ impl Runtime {
             signer: signed.signer,
             libraries: composed.libraries,
             entry,
-        }))
+        })))
     }
 
     /// The load steps, over this runtime's engine, linker and cache.

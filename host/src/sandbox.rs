@@ -78,6 +78,9 @@ macro_rules! run_in_sandbox {
                     let $store = &mut store;
                     tokio::time::timeout(limits.timeout(), $body).await
                 };
+                // Writes the call made are committed (or their failure recorded as its fault)
+                // before anyone sees its result.
+                store.data_mut().caps.settle().await;
                 let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
                 let log = store.data().log.log.lock().finish();
                 let (result, crashed) = match outcome {
@@ -209,7 +212,9 @@ pub async fn call_library(
             .ok_or_else(|| wasmtime::format_err!("the library lacks the function it exports"))?;
         func.call_async(&mut store, params, results).await
     };
-    match tokio::time::timeout(limits.timeout(), run).await {
+    let outcome = tokio::time::timeout(limits.timeout(), run).await;
+    store.data_mut().caps.settle().await;
+    match outcome {
         Err(_elapsed) => Err(timeout_error(limits).into()),
         Ok(result) => result,
     }

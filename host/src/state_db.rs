@@ -275,6 +275,12 @@ impl StateDb {
         }
     }
 
+    /// Whether a write transaction's body runs exactly once (the embedded database); a
+    /// PostgreSQL transaction is run again after a serialisation failure.
+    pub fn runs_transactions_once(&self) -> bool {
+        matches!(self, Self::Redb(_))
+    }
+
     /// Run `f` in one durable write transaction over the key-value data; when it fails,
     /// nothing is written. `f` may run more than once (PostgreSQL retries a transaction that
     /// lost a deadlock), so it must only act through the transaction.

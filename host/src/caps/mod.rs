@@ -86,6 +86,16 @@ macro_rules! capability_table {
             }
         }
 
+        impl Contexts {
+            /// Finish what each capability left in flight (see [`Capability::settle`]).
+            pub async fn settle(&mut self) {
+                $(
+                    $(#[$attr])*
+                    <$cap as Capability>::settle(&mut self.$field).await;
+                )*
+            }
+        }
+
         $(
             $(#[$attr])*
             impl<S: CallStore> Holds<$cap> for S {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use chitin_registry::manifest::KvGrant;
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
-pub use store::{KvError, KvStore, Place};
+pub use store::{KvError, KvStore, LINGER, Place, Unsettled, Write};
 
 use crate::call::Call;
 use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
@@ -59,6 +59,15 @@ impl Capability for Kv {
 
     fn ctx(config: &KvConfig, call: &Call<'_>) -> KvCtx {
         KvCtx::new(config, call.faults.clone())
+    }
+
+    async fn settle(ctx: &mut KvCtx) {
+        let Some(access) = &ctx.config.access else {
+            return;
+        };
+        if let Err(e) = access.store.settle(&mut ctx.unsettled).await {
+            ctx.faults.record(e.to_string());
+        }
     }
 
     fn add_to_linker<T: Holds<Self>>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
@@ -140,10 +149,12 @@ pub struct Bucket {
 }
 
 /// Per-call kv state.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct KvCtx {
     config: KvConfig,
     faults: Faults,
+    /// The call's write applied but not yet committed.
+    unsettled: Option<Unsettled>,
 }
 
 impl KvCtx {
@@ -152,13 +163,14 @@ impl KvCtx {
         Self {
             config: config.clone(),
             faults,
+            unsettled: None,
         }
     }
 }
 
 /// What the `wasi:keyvalue` host functions see: the grant and the call's resource table.
 pub struct KvView<'a> {
-    ctx: &'a KvCtx,
+    ctx: &'a mut KvCtx,
     table: &'a mut ResourceTable,
 }
 
@@ -200,6 +212,12 @@ impl KvView<'_> {
             KvFault::Trap(wasmtime::format_err!("kv bucket used without a kv grant"))
         })?;
         Ok((access.store.clone(), place))
+    }
+
+    /// One write to an open bucket, after (or joining) the call's unsettled write.
+    async fn write(&mut self, bucket: &Resource<Bucket>, write: Write) -> KvResult<u64> {
+        let (store, place) = self.bucket(bucket)?;
+        Ok(store.write(&place, write, &mut self.ctx.unsettled).await?)
     }
 }
 
@@ -245,21 +263,25 @@ impl wit::Host for KvView<'_> {
 impl wit::HostBucket for KvView<'_> {
     async fn get(&mut self, bucket: Resource<Bucket>, key: String) -> KvResult<Option<Vec<u8>>> {
         let (store, place) = self.bucket(&bucket)?;
+        store.settle(&mut self.ctx.unsettled).await?;
         Ok(store.get(&place, &key)?)
     }
 
     async fn set(&mut self, bucket: Resource<Bucket>, key: String, value: Vec<u8>) -> KvResult<()> {
-        let (store, place) = self.bucket(&bucket)?;
-        Ok(store.set_many(&place, vec![(key, value)]).await?)
+        self.write(&bucket, Write::Set(vec![(key, value)]))
+            .await
+            .map(drop)
     }
 
     async fn delete(&mut self, bucket: Resource<Bucket>, key: String) -> KvResult<()> {
-        let (store, place) = self.bucket(&bucket)?;
-        Ok(store.delete_many(&place, vec![key]).await?)
+        self.write(&bucket, Write::Delete(vec![key]))
+            .await
+            .map(drop)
     }
 
     async fn exists(&mut self, bucket: Resource<Bucket>, key: String) -> KvResult<bool> {
         let (store, place) = self.bucket(&bucket)?;
+        store.settle(&mut self.ctx.unsettled).await?;
         Ok(store.get(&place, &key)?.is_some())
     }
 
@@ -269,6 +291,7 @@ impl wit::HostBucket for KvView<'_> {
         cursor: Option<u64>,
     ) -> KvResult<wit::KeyResponse> {
         let (store, place) = self.bucket(&bucket)?;
+        store.settle(&mut self.ctx.unsettled).await?;
         let (keys, cursor) = store.list_keys(&place, cursor.unwrap_or(0))?;
         Ok(wit::KeyResponse { keys, cursor })
     }
@@ -286,8 +309,7 @@ impl atomics::Host for KvView<'_> {
         key: String,
         delta: u64,
     ) -> KvResult<u64> {
-        let (store, place) = self.bucket(&bucket)?;
-        Ok(store.increment(&place, key, delta).await?)
+        self.write(&bucket, Write::Increment(key, delta)).await
     }
 }
 
@@ -298,6 +320,7 @@ impl batch::Host for KvView<'_> {
         keys: Vec<String>,
     ) -> KvResult<Vec<Option<(String, Vec<u8>)>>> {
         let (store, place) = self.bucket(&bucket)?;
+        store.settle(&mut self.ctx.unsettled).await?;
         let values = store.get_many(&place, &keys)?;
         Ok(keys
             .into_iter()
@@ -311,13 +334,11 @@ impl batch::Host for KvView<'_> {
         bucket: Resource<Bucket>,
         key_values: Vec<(String, Vec<u8>)>,
     ) -> KvResult<()> {
-        let (store, place) = self.bucket(&bucket)?;
-        Ok(store.set_many(&place, key_values).await?)
+        self.write(&bucket, Write::Set(key_values)).await.map(drop)
     }
 
     async fn delete_many(&mut self, bucket: Resource<Bucket>, keys: Vec<String>) -> KvResult<()> {
-        let (store, place) = self.bucket(&bucket)?;
-        Ok(store.delete_many(&place, keys).await?)
+        self.write(&bucket, Write::Delete(keys)).await.map(drop)
     }
 }
 

@@ -5,10 +5,21 @@
 //! group-committed: a writer thread takes everything queued, applies it in one transaction and
 //! syncs once, so a hundred concurrent writers cost a few fsyncs (and one turn at the
 //! cross-process lock), not a hundred.
+//!
+//! An `increment` is answered as soon as it is applied, and its transaction stays open for the
+//! call's next write (at most [`LINGER`]): a counter that numbers a record and the record
+//! itself then commit together, one durable commit instead of two. Nobody outside the call can
+//! see the number before it is committed (the transaction holds the database's write lock);
+//! the call's later reads wait for the commit, a later write is refused if the commit failed,
+//! and the call's result waits for it too ([`KvStore::settle`]), so durability before the call
+//! returns is unchanged. Only for the embedded database, whose transactions run once: a
+//! PostgreSQL transaction may be retried, which could change a number already handed out.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -16,6 +27,12 @@ use crate::state_db::{KvTxn, StateDb, StateError};
 
 /// Most writes applied in one transaction.
 const MAX_GROUP: usize = 512;
+/// Longest an applied `increment` keeps its transaction open waiting for the call's next
+/// write. Other writers (in this process and others) wait at most this long for the lock.
+pub const LINGER: Duration = Duration::from_millis(2);
+/// How many transactions back the writer remembers a failed commit; a call's write that
+/// depends on an older one is refused (fails closed).
+const FAILED_MEMORY: u64 = 4096;
 
 /// Longest key accepted, in bytes.
 pub const MAX_KEY_BYTES: usize = 1024;
@@ -98,23 +115,71 @@ pub struct Place {
     pub quota: u64,
 }
 
-/// One write, applied by the writer thread.
-enum Op {
+/// One write to a bucket.
+#[derive(Debug)]
+pub enum Write {
+    /// Set these pairs.
     Set(Vec<(String, Vec<u8>)>),
+    /// Delete these keys (absent ones are skipped).
     Delete(Vec<String>),
+    /// Add to the decimal counter at this key.
     Increment(String, u64),
+}
+
+impl Write {
+    /// Refuses keys, values and batches over the limits.
+    fn check(&self) -> Result<(), KvError> {
+        match self {
+            Self::Set(pairs) => {
+                check_batch(pairs.len())?;
+                for (key, value) in pairs {
+                    check_key(key)?;
+                    if value.len() > MAX_VALUE_BYTES {
+                        return Err(KvError::ValueTooLarge(value.len()));
+                    }
+                }
+                Ok(())
+            }
+            Self::Delete(keys) => {
+                check_batch(keys.len())?;
+                keys.iter().try_for_each(|k| check_key(k))
+            }
+            Self::Increment(key, _) => check_key(key),
+        }
+    }
 }
 
 struct Job {
     place: Place,
-    op: Op,
+    op: Write,
+    /// The transaction of the call's write still being committed when this one was sent: this
+    /// one is applied only if that one committed (or is the same transaction).
+    after: Option<u64>,
+    /// Where an `increment` is answered before its commit (value, transaction), when the
+    /// writer keeps the transaction open.
+    early: Option<oneshot::Sender<(u64, u64)>>,
     reply: oneshot::Sender<Result<u64, KvError>>,
+}
+
+/// What the writer thread is sent.
+enum Msg {
+    Job(Job),
+    /// Commit transaction `n` now if it is still open: its call waits for it.
+    Flush(u64),
+}
+
+/// A call's write applied in a transaction that had not committed when the call went on; the
+/// call settles it before its result is given out.
+#[derive(Debug)]
+pub struct Unsettled {
+    txn: u64,
+    committed: oneshot::Receiver<Result<u64, KvError>>,
 }
 
 /// The store shared by every call of every component.
 pub struct KvStore {
     db: Arc<StateDb>,
-    jobs: Option<mpsc::Sender<Job>>,
+    jobs: Option<mpsc::Sender<Msg>>,
     writer: Option<JoinHandle<()>>,
 }
 
@@ -128,11 +193,15 @@ impl KvStore {
     /// A store over `db`, with its writer thread started. The database is not touched until
     /// the first call that needs it.
     pub fn new(db: Arc<StateDb>) -> Result<Self, KvError> {
+        Self::with_linger(db, LINGER)
+    }
+
+    fn with_linger(db: Arc<StateDb>, linger: Duration) -> Result<Self, KvError> {
         let (jobs, queue) = mpsc::channel();
         let writer_db = db.clone();
         let writer = std::thread::Builder::new()
             .name("chitin-kv-writer".into())
-            .spawn(move || write_loop(&writer_db, &queue))
+            .spawn(move || Writer::new(&writer_db, queue, linger).run())
             .map_err(KvError::storage)?;
         Ok(Self {
             db,
@@ -182,50 +251,118 @@ impl KvStore {
         Ok((keys, next))
     }
 
-    /// Sets `pairs` in one transaction.
+    /// Sets `pairs` in one transaction, committed before it returns.
     pub async fn set_many(
         &self,
         place: &Place,
         pairs: Vec<(String, Vec<u8>)>,
     ) -> Result<(), KvError> {
-        check_batch(pairs.len())?;
-        for (key, value) in &pairs {
-            check_key(key)?;
-            if value.len() > MAX_VALUE_BYTES {
-                return Err(KvError::ValueTooLarge(value.len()));
+        self.write(place, Write::Set(pairs), &mut None)
+            .await
+            .map(drop)
+    }
+
+    /// Deletes `keys` in one transaction, committed before it returns; absent keys are
+    /// skipped.
+    pub async fn delete_many(&self, place: &Place, keys: Vec<String>) -> Result<(), KvError> {
+        self.write(place, Write::Delete(keys), &mut None)
+            .await
+            .map(drop)
+    }
+
+    /// Adds `delta` to the decimal counter at `key` (absent counts as 0); the new value,
+    /// committed before it returns.
+    pub async fn increment(&self, place: &Place, key: String, delta: u64) -> Result<u64, KvError> {
+        let mut unsettled = None;
+        let value = self
+            .write(place, Write::Increment(key, delta), &mut unsettled)
+            .await?;
+        self.settle(&mut unsettled).await?;
+        Ok(value)
+    }
+
+    /// One write of a call whose earlier write may be `unsettled`; the new value for an
+    /// increment, 0 otherwise. Sets and deletes are committed before they return (and the
+    /// unsettled write with them); an increment may come back applied but not committed, and
+    /// then leaves its commit in `unsettled` for the call's next write to join or the call to
+    /// settle.
+    pub async fn write(
+        &self,
+        place: &Place,
+        write: Write,
+        unsettled: &mut Option<Unsettled>,
+    ) -> Result<u64, KvError> {
+        write.check()?;
+        let after = self.pending_txn(unsettled)?;
+        let (reply, committed) = oneshot::channel();
+        let (early, answered) = match write {
+            Write::Increment(..) => {
+                let (early, answered) = oneshot::channel();
+                (Some(early), Some(answered))
+            }
+            Write::Set(_) | Write::Delete(_) => (None, None),
+        };
+        self.send(Msg::Job(Job {
+            place: place.clone(),
+            op: write,
+            after,
+            early,
+            reply,
+        }))?;
+        if let Some(answered) = answered
+            && let Ok((value, txn)) = answered.await
+        {
+            *unsettled = Some(Unsettled { txn, committed });
+            return Ok(value);
+        }
+        let result = committed.await.map_err(|_| stopped())?;
+        // Committed with or after the unsettled write, which the writer checked had committed.
+        if result.is_ok() {
+            *unsettled = None;
+        }
+        result
+    }
+
+    /// Waits for the call's unsettled write to commit; its failure, if it failed.
+    pub async fn settle(&self, unsettled: &mut Option<Unsettled>) -> Result<(), KvError> {
+        let Some(pending) = unsettled.take() else {
+            return Ok(());
+        };
+        // The writer may be holding the transaction open for a write that will not come.
+        self.send(Msg::Flush(pending.txn))?;
+        pending.committed.await.map_err(|_| stopped())?.map(drop)
+    }
+
+    /// The transaction of the call's unsettled write, if it has not committed yet; its
+    /// failure if it failed.
+    fn pending_txn(&self, unsettled: &mut Option<Unsettled>) -> Result<Option<u64>, KvError> {
+        let Some(pending) = unsettled.as_mut() else {
+            return Ok(None);
+        };
+        match pending.committed.try_recv() {
+            Ok(result) => {
+                *unsettled = None;
+                result.map(|_| None)
+            }
+            Err(oneshot::error::TryRecvError::Empty) => Ok(Some(pending.txn)),
+            Err(oneshot::error::TryRecvError::Closed) => {
+                *unsettled = None;
+                Err(stopped())
             }
         }
-        self.write(place, Op::Set(pairs)).await.map(drop)
     }
 
-    /// Deletes `keys` in one transaction; absent keys are skipped.
-    pub async fn delete_many(&self, place: &Place, keys: Vec<String>) -> Result<(), KvError> {
-        check_batch(keys.len())?;
-        keys.iter().try_for_each(|k| check_key(k))?;
-        self.write(place, Op::Delete(keys)).await.map(drop)
-    }
-
-    /// Adds `delta` to the decimal counter at `key` (absent counts as 0); the new value.
-    pub async fn increment(&self, place: &Place, key: String, delta: u64) -> Result<u64, KvError> {
-        check_key(&key)?;
-        self.write(place, Op::Increment(key, delta)).await
-    }
-
-    async fn write(&self, place: &Place, op: Op) -> Result<u64, KvError> {
-        let (reply, answer) = oneshot::channel();
-        let job = Job {
-            place: place.clone(),
-            op,
-            reply,
-        };
-        let closed = || KvError::Storage("the key-value writer has stopped".into());
+    fn send(&self, msg: Msg) -> Result<(), KvError> {
         self.jobs
             .as_ref()
-            .ok_or_else(closed)?
-            .send(job)
-            .map_err(|_| closed())?;
-        answer.await.map_err(|_| closed())?
+            .ok_or_else(stopped)?
+            .send(msg)
+            .map_err(|_| stopped())
     }
+}
+
+fn stopped() -> KvError {
+    KvError::Storage("the key-value writer has stopped".into())
 }
 
 impl Drop for KvStore {
@@ -239,37 +376,147 @@ impl Drop for KvStore {
     }
 }
 
-/// The writer thread: take a group of queued writes, apply them in one durable transaction,
-/// answer each.
-fn write_loop(db: &StateDb, queue: &mpsc::Receiver<Job>) {
-    while let Ok(first) = queue.recv() {
-        let mut group = vec![first];
+/// The writer thread's state: the queue, the number of the current transaction, and the
+/// recent transactions that failed to commit.
+struct Writer<'a> {
+    db: &'a StateDb,
+    /// Behind a mutex only so the transaction's closure (which must be `Send`) can wait on it.
+    queue: Mutex<mpsc::Receiver<Msg>>,
+    txn: u64,
+    failed: BTreeSet<u64>,
+    /// Whether an `increment` may be answered before its commit (see the module docs).
+    lingers: bool,
+    /// How long a transaction stays open after an early answer ([`LINGER`]).
+    linger: Duration,
+}
+
+impl<'a> Writer<'a> {
+    fn new(db: &'a StateDb, queue: mpsc::Receiver<Msg>, linger: Duration) -> Self {
+        Self {
+            db,
+            queue: Mutex::new(queue),
+            txn: 0,
+            failed: BTreeSet::new(),
+            lingers: db.runs_transactions_once(),
+            linger,
+        }
+    }
+
+    /// Take a group of queued writes, apply them in one durable transaction (held open a
+    /// little for the next write after an early-answered `increment`), answer each.
+    fn run(mut self) {
+        loop {
+            let first = match self.recv(None) {
+                Some(Msg::Job(job)) => job,
+                // A flush of a transaction already committed.
+                Some(Msg::Flush(_)) => continue,
+                None => break,
+            };
+            self.txn += 1;
+            let mut group = vec![first];
+            self.drain(&mut group);
+            let outcome = {
+                let this = &self;
+                let group = &mut group;
+                self.db.kv_write(|txn| this.apply(txn, group))
+            };
+            match outcome {
+                Ok(results) => {
+                    for (job, result) in group.into_iter().zip(results) {
+                        let _ = job.reply.send(result);
+                    }
+                }
+                Err(e) => {
+                    self.failed.insert(self.txn);
+                    for job in group {
+                        let _ = job.reply.send(Err(e.clone()));
+                    }
+                }
+            }
+            let oldest = self.txn.saturating_sub(FAILED_MEMORY);
+            self.failed = self.failed.split_off(&oldest);
+        }
+    }
+
+    /// The next message; `None` when the queue has closed, or at `until`.
+    fn recv(&self, until: Option<Instant>) -> Option<Msg> {
+        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        match until {
+            None => queue.recv().ok(),
+            Some(until) => queue
+                .recv_timeout(until.saturating_duration_since(Instant::now()))
+                .ok(),
+        }
+    }
+
+    /// Add what is queued to `group`, up to [`MAX_GROUP`]; flushes are dropped (the group is
+    /// about to commit anyway).
+    fn drain(&self, group: &mut Vec<Job>) {
+        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         while group.len() < MAX_GROUP {
             match queue.try_recv() {
-                Ok(job) => group.push(job),
+                Ok(Msg::Job(job)) => group.push(job),
+                Ok(Msg::Flush(_)) => {}
                 Err(_) => break,
             }
         }
-        match apply(db, &group) {
-            Ok(results) => {
-                for (job, result) in group.into_iter().zip(results) {
-                    let _ = job.reply.send(result);
+    }
+
+    /// Apply `group` in `txn`. While the last job applied is an `increment` answered early,
+    /// wait (until [`LINGER`] after the first such answer) for the next write to join, a flush
+    /// of this transaction, or the queue to close.
+    fn apply(
+        &self,
+        txn: &mut dyn KvTxn,
+        group: &mut Vec<Job>,
+    ) -> Result<Vec<Result<u64, KvError>>, KvError> {
+        let mut results = Vec::with_capacity(group.len());
+        let mut until = None;
+        loop {
+            let mut open = false;
+            for job in &mut group[results.len()..] {
+                let result = self.apply_job(txn, job)?;
+                open = false;
+                if let (Ok(value), Some(early)) = (&result, job.early.take())
+                    && self.lingers
+                    && early.send((*value, self.txn)).is_ok()
+                {
+                    open = true;
+                    until.get_or_insert_with(|| Instant::now() + self.linger);
                 }
+                results.push(result);
             }
-            Err(e) => {
-                for job in group {
-                    let _ = job.reply.send(Err(e.clone()));
+            if !open || group.len() >= MAX_GROUP {
+                return Ok(results);
+            }
+            loop {
+                match self.recv(until) {
+                    Some(Msg::Job(job)) => {
+                        group.push(job);
+                        self.drain(group);
+                        break;
+                    }
+                    Some(Msg::Flush(n)) if n == self.txn => return Ok(results),
+                    Some(Msg::Flush(_)) => {}
+                    None => return Ok(results),
                 }
             }
         }
     }
-}
 
-/// Applies a group in one durable transaction. A job that fails on its own (a bad counter,
-/// over quota) changes nothing and fails alone; a storage failure fails the whole group, and
-/// nothing of it is committed.
-fn apply(db: &StateDb, group: &[Job]) -> Result<Vec<Result<u64, KvError>>, KvError> {
-    db.kv_write(|txn| group.iter().map(|job| apply_job(txn, job)).collect())
+    /// One job, unless it depends on a transaction that failed (or is too old to tell).
+    fn apply_job(&self, txn: &mut dyn KvTxn, job: &Job) -> Result<Result<u64, KvError>, KvError> {
+        if let Some(after) = job.after
+            && after != self.txn
+            && (self.failed.contains(&after) || after + FAILED_MEMORY < self.txn)
+        {
+            return Ok(Err(KvError::Storage(
+                "an earlier write of this call was not committed, so this one was not applied"
+                    .into(),
+            )));
+        }
+        apply_job(txn, job)
+    }
 }
 
 /// One job inside the group's transaction: its quota is checked before anything is written.
@@ -283,7 +530,7 @@ fn apply_job(txn: &mut dyn KvTxn, job: &Job) -> Result<Result<u64, KvError>, KvE
         Ok(txn.get(c, b, key)?.map_or(0, |v| size(key, v.len())))
     };
     let counter = match &job.op {
-        Op::Set(pairs) => {
+        Write::Set(pairs) => {
             // A key set twice in one batch counts once, at its last value.
             let mut last: std::collections::HashMap<&str, usize> = Default::default();
             for (key, value) in pairs {
@@ -294,14 +541,14 @@ fn apply_job(txn: &mut dyn KvTxn, job: &Job) -> Result<Result<u64, KvError>, KvE
             }
             None
         }
-        Op::Delete(keys) => {
+        Write::Delete(keys) => {
             let unique: std::collections::HashSet<&str> = keys.iter().map(String::as_str).collect();
             for key in unique {
                 after -= old_size(txn, key)?.min(after);
             }
             None
         }
-        Op::Increment(key, delta) => {
+        Write::Increment(key, delta) => {
             let current = txn.get(c, b, key)?;
             let next = match next_counter(key, current.as_deref(), *delta) {
                 Ok(next) => next,
@@ -320,19 +567,19 @@ fn apply_job(txn: &mut dyn KvTxn, job: &Job) -> Result<Result<u64, KvError>, KvE
         }));
     }
     let result = match &job.op {
-        Op::Set(pairs) => {
+        Write::Set(pairs) => {
             for (key, value) in pairs {
                 txn.put(c, b, key, value)?;
             }
             0
         }
-        Op::Delete(keys) => {
+        Write::Delete(keys) => {
             for key in keys {
                 txn.delete(c, b, key)?;
             }
             0
         }
-        Op::Increment(key, _) => {
+        Write::Increment(key, _) => {
             let next = counter.unwrap_or_default();
             txn.put(c, b, key, next.to_string().as_bytes())?;
             next
@@ -498,5 +745,132 @@ mod tests {
             kv.get_many(&p, &keys),
             Err(KvError::TooManyKeys(_))
         ));
+    }
+
+    /// Polls `f` until it holds, for at most 10 s.
+    async fn eventually(mut f: impl FnMut() -> bool) -> bool {
+        for _ in 0..1000 {
+            if f() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn an_increment_and_the_calls_next_write_commit_together() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("kv.redb");
+        // A linger far longer than the test, so only the next write can end the transaction.
+        let kv = KvStore::with_linger(Arc::new(StateDb::new(&path)), Duration::from_secs(60))
+            .expect("store");
+        // Another process's view of the same file.
+        let other = StateDb::new(&path);
+        let read = |key: &str| other.kv_get_many("x/a", "b", &[key]).expect("read")[0].clone();
+        let p = place("x/a", "b");
+        // Opened before the transaction below: opening a file takes the writer's lock.
+        assert_eq!(read("n"), None);
+
+        let mut unsettled = None;
+        let n = kv
+            .write(&p, Write::Increment("n".into(), 1), &mut unsettled)
+            .await
+            .expect("increment");
+        assert_eq!(n, 1);
+        assert!(unsettled.is_some(), "answered before its commit");
+        assert_eq!(
+            read("n"),
+            None,
+            "nobody else sees the number before it commits"
+        );
+
+        let record = vec![("e:1".to_owned(), b"entry".to_vec())];
+        kv.write(&p, Write::Set(record), &mut unsettled)
+            .await
+            .expect("set");
+        assert!(
+            unsettled.is_none(),
+            "the set committed the increment with it"
+        );
+        assert_eq!(read("n"), Some(b"1".to_vec()));
+        assert_eq!(read("e:1"), Some(b"entry".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn a_lone_increment_commits_when_settled_or_when_the_linger_ends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("kv.redb");
+        let other = StateDb::new(&path);
+        let read = |key: &str| other.kv_get_many("x/a", "b", &[key]).expect("read")[0].clone();
+        let p = place("x/a", "b");
+
+        let kv = KvStore::with_linger(Arc::new(StateDb::new(&path)), Duration::from_secs(60))
+            .expect("store");
+        let mut unsettled = None;
+        kv.write(&p, Write::Increment("n".into(), 5), &mut unsettled)
+            .await
+            .expect("increment");
+        // Settling flushes the open transaction rather than waiting out the linger.
+        tokio::time::timeout(Duration::from_secs(10), kv.settle(&mut unsettled))
+            .await
+            .expect("settled without waiting for the linger")
+            .expect("committed");
+        assert_eq!(read("n"), Some(b"5".to_vec()));
+        // A read of the call after its increment sees it.
+        kv.write(&p, Write::Increment("n".into(), 1), &mut unsettled)
+            .await
+            .expect("increment");
+        kv.settle(&mut unsettled).await.expect("committed");
+        assert_eq!(kv.get(&p, "n").expect("get"), Some(b"6".to_vec()));
+        drop(kv);
+
+        // A call that never settles (it trapped, say) holds the lock no longer than the linger.
+        let kv = KvStore::with_linger(Arc::new(StateDb::new(&path)), Duration::from_millis(20))
+            .expect("store");
+        let mut abandoned = None;
+        kv.write(&p, Write::Increment("n".into(), 1), &mut abandoned)
+            .await
+            .expect("increment");
+        assert!(eventually(|| read("n") == Some(b"7".to_vec())).await);
+    }
+
+    #[test]
+    fn a_write_after_a_failed_commit_of_its_call_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = StateDb::new(&dir.path().join("kv.redb"));
+        let (_jobs, queue) = mpsc::channel();
+        let mut writer = Writer::new(&db, queue, LINGER);
+        writer.txn = 5;
+        writer.failed.insert(4);
+        let job = |after| Job {
+            place: place("x/a", "b"),
+            op: Write::Set(vec![("e:1".into(), b"entry".to_vec())]),
+            after,
+            early: None,
+            reply: oneshot::channel().0,
+        };
+        let refused = db
+            .kv_write(|txn| writer.apply_job(txn, &job(Some(4))))
+            .expect("transaction");
+        assert!(
+            matches!(&refused, Err(KvError::Storage(m)) if m.contains("not committed")),
+            "{refused:?}"
+        );
+        assert_eq!(db.kv_get_many("x/a", "b", &["e:1"]).expect("read"), [None]);
+        // Too old to tell: refused as well.
+        writer.txn = 4 + FAILED_MEMORY + 2;
+        let too_old = db.kv_write(|txn| writer.apply_job(txn, &job(Some(3))));
+        assert!(matches!(too_old, Ok(Err(KvError::Storage(_)))));
+        // After a committed transaction, or joining the open one: applied.
+        writer.txn = 5;
+        for after in [Some(3), Some(5), None] {
+            let applied = db.kv_write(|txn| writer.apply_job(txn, &job(after)));
+            assert_eq!(applied, Ok(Ok(0)));
+        }
+        assert_eq!(
+            db.kv_get_many("x/a", "b", &["e:1"]).expect("read"),
+            [Some(b"entry".to_vec())]
+        );
     }
 }
