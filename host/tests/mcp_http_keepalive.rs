@@ -120,6 +120,7 @@ async fn run() {
             .await
             .expect("send on the kept-alive connection");
         let status = response.status();
+        let content_type = response.headers().get("content-type").cloned();
         let body = response
             .into_body()
             .collect()
@@ -129,6 +130,13 @@ async fn run() {
         let took = started.elapsed();
         let body = String::from_utf8_lossy(&body);
         assert!(status.is_success(), "{status}: {body}");
+        // A call that sends nothing before its result is answered as plain JSON, not an
+        // event stream.
+        assert_eq!(
+            content_type.as_ref().and_then(|v| v.to_str().ok()),
+            Some("application/json"),
+            "{body}"
+        );
         assert!(
             body.contains(r#"\"message\":\"hello\""#) || body.contains(r#""message":"hello""#),
             "{body}"

@@ -114,6 +114,9 @@ pub async fn serve(
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(MAX_BODY_BYTES)
+        // A stateless call that sends nothing before its result is answered as one JSON body
+        // (less framing than an event stream); progress or log messages switch it to a stream.
+        .with_json_response(true)
         .with_cancellation_token(shutdown.sessions.child_token());
     let page_size = options.page_size;
     let for_sessions = served.clone();
