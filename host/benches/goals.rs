@@ -16,6 +16,8 @@ mod https_server;
 mod common;
 #[path = "common/memory.rs"]
 mod memory_load;
+#[path = "common/reqwest_ref.rs"]
+mod reqwest_ref;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -815,50 +817,16 @@ async fn http_get(dir: &Path) -> (Series, Series, Series) {
     })
     .await;
 
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    use rustls::pki_types::pem::PemObject;
-    for cert in rustls::pki_types::CertificateDer::pem_file_iter(&server.ca_file).expect("ca") {
-        roots.add(cert.expect("cert")).expect("root");
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let tls = reqwest_ref::tls(&server.ca_file);
     // A new connection per request: the reference of the first measurement.
     let direct = measure(ROUNDS, 10, || async {
-        let client = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls.clone())
-            .pool_max_idle_per_host(0)
-            .build()
-            .expect("client");
-        let body = client
-            .get(&url)
-            .send()
-            .await
-            .expect("reqwest GET")
-            .bytes()
-            .await
-            .expect("body");
-        assert!(!body.is_empty());
+        reqwest_ref::get(&reqwest_ref::client(&tls, false), &url).await;
     })
     .await;
     // reqwest's default pool: one kept-alive connection, like the capability's.
-    let client = reqwest::Client::builder()
-        .tls_backend_preconfigured(tls.clone())
-        .build()
-        .expect("client");
+    let client = reqwest_ref::client(&tls, true);
     let pooled = measure(ROUNDS, 10, || async {
-        let body = client
-            .get(&url)
-            .send()
-            .await
-            .expect("reqwest GET")
-            .bytes()
-            .await
-            .expect("body");
-        assert!(!body.is_empty());
+        reqwest_ref::get(&client, &url).await;
     })
     .await;
     (through, direct, pooled)
