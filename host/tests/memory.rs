@@ -412,9 +412,9 @@ async fn search_reads_folded_blocks_and_recent_entries_alike() {
 /// Term counts stored in binary form (version byte, count, then length-prefixed terms and
 /// counts), as the map earlier versions stored as JSON.
 fn binary_terms(bytes: &[u8]) -> std::collections::BTreeMap<String, u64> {
-    assert_eq!(bytes[0], 1, "binary term counts");
-    let n = u32::from_le_bytes(bytes[1..5].try_into().expect("count"));
-    let mut at = 5;
+    let mut at = terms_start(bytes);
+    let n = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("count"));
+    at += 4;
     let mut terms = std::collections::BTreeMap::new();
     for _ in 0..n {
         let len = usize::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]));
@@ -426,6 +426,37 @@ fn binary_terms(bytes: &[u8]) -> std::collections::BTreeMap<String, u64> {
     }
     assert_eq!(at, bytes.len());
     terms
+}
+
+/// Where the term count begins in binary term counts: after the version byte, and in the form
+/// that carries the write's entry, after the entry (path length, path, flag, length).
+fn terms_start(bytes: &[u8]) -> usize {
+    match bytes[0] {
+        1 => 1,
+        2 => 1 + 2 + usize::from(u16::from_le_bytes([bytes[1], bytes[2]])) + 1 + 4,
+        v => panic!("binary term counts, not version {v}"),
+    }
+}
+
+/// Rewrites the term counts of writes `seqs` in the binary form before they carried the
+/// write's entry.
+async fn terms_without_entry(
+    kv: &chitin_host::caps::kv::KvStore,
+    place: &chitin_host::caps::kv::Place,
+    seqs: std::ops::RangeInclusive<u64>,
+) {
+    let mut pairs = Vec::new();
+    for seq in seqs {
+        let key = format!("f:{seq:012}");
+        if let Some(bytes) = kv.get(place, &key).expect("get") {
+            assert_eq!(bytes[0], 2, "written with the entry");
+            let mut old = vec![1];
+            old.extend_from_slice(&bytes[terms_start(&bytes)..]);
+            pairs.push((key, old));
+        }
+    }
+    assert!(!pairs.is_empty());
+    kv.set_many(place, pairs).await.expect("set");
 }
 
 /// Rewrites the term counts of writes `seqs` as earlier versions stored them: JSON maps.
@@ -597,8 +628,10 @@ async fn blocks_folded_by_an_earlier_version_read_the_same() {
         refold_as_json(&kv, &place, block).await;
         terms_as_json(&kv, &place, block * 64 + 1..=(block + 1) * 64).await;
     }
-    // Writes not folded yet, with JSON term counts: the search reads them one by one.
-    terms_as_json(&kv, &place, 300..=330).await;
+    // Writes not folded yet, with JSON term counts or binary ones without the entry: the
+    // search reads them one by one, with their entry keys.
+    terms_as_json(&kv, &place, 300..=315).await;
+    terms_without_entry(&kv, &place, 316..=330).await;
     assert_eq!(before, snapshot(&h).await);
     // Folding a block whose writes hold JSON term counts (block 4: writes 257 to 320).
     write_mixed(&h, 64).await;

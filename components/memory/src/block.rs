@@ -13,7 +13,7 @@
 
 use std::ops::{Range, RangeInclusive};
 
-use crate::index::{BLOCK, BlockRecord, Postings, Terms, block_range};
+use crate::index::{BLOCK, BlockRecord, Entry, Postings, Terms, block_range};
 
 /// Blocks per group.
 pub const GROUP: u64 = 16;
@@ -116,6 +116,12 @@ pub enum CorruptBlock {
     /// Bytes after the last field.
     #[error("{0} bytes follow the last field")]
     Trailing(usize),
+    /// A document path that is not UTF-8.
+    #[error("a document path is not UTF-8")]
+    Path,
+    /// A replace flag other than 0 or 1.
+    #[error("a replace flag is neither 0 nor 1")]
+    Flag,
 }
 
 /// The record of `block` holding `record`'s entries.
@@ -229,15 +235,24 @@ pub fn decode_postings(
     Ok(())
 }
 
-/// The first byte of term counts in binary form (a JSON object, as earlier versions stored
-/// them, starts with `{`).
+/// The first byte of term counts in binary form, as writes before the entry was carried in
+/// them stored them (a JSON object, as still earlier versions stored them, starts with `{`).
 const TERMS_VERSION: u8 = 1;
+/// The first byte of term counts that carry their write's entry too.
+const TERMS_WITH_ENTRY: u8 = 2;
 
-/// One write's term counts in binary form: the version byte, a `u32` count, then per term a
-/// `u16` byte length, the UTF-8 bytes and a `u32` count. A search reads these for the writes
-/// not yet folded, so they are read without JSON.
-pub fn encode_terms(terms: &Terms) -> Vec<u8> {
-    let mut out = vec![TERMS_VERSION];
+/// One write's term counts in binary form, with its entry: the version byte, the entry (a
+/// `u16` path byte length, the UTF-8 path, a `u8` replace flag and a `u32` length in terms),
+/// then a `u32` count and per term a `u16` byte length, the UTF-8 bytes and a `u32` count. A
+/// search reads these for the writes not yet folded, so it reads one key per write, without
+/// JSON.
+pub fn encode_terms(entry: &Entry, terms: &Terms) -> Vec<u8> {
+    let mut out = vec![TERMS_WITH_ENTRY];
+    // Paths are at most 512 bytes (`target::MAX_PATH_BYTES`): the length fits a u16.
+    out.extend_from_slice(&(entry.path.len() as u16).to_le_bytes());
+    out.extend_from_slice(entry.path.as_bytes());
+    out.push(u8::from(entry.replace));
+    out.extend_from_slice(&entry.len.to_le_bytes());
     put_u32(&mut out, terms.len());
     for (term, count) in terms {
         // Terms are cut to 48 characters when counted: their length fits a u16.
@@ -250,15 +265,28 @@ pub fn encode_terms(terms: &Terms) -> Vec<u8> {
 
 /// Whether stored term counts are in binary form (else JSON).
 pub fn is_binary_terms(bytes: &[u8]) -> bool {
-    bytes.first() == Some(&TERMS_VERSION)
+    matches!(bytes.first(), Some(&(TERMS_VERSION | TERMS_WITH_ENTRY)))
+}
+
+/// The entry carried in binary term counts, if they carry it (`None` for the form before).
+pub fn terms_entry(bytes: &[u8]) -> Result<Option<Entry>, CorruptBlock> {
+    let mut r = Reader(bytes);
+    match r.take(1)?[0] {
+        TERMS_WITH_ENTRY => r.entry().map(Some),
+        TERMS_VERSION => Ok(None),
+        version => Err(CorruptBlock::Version(version)),
+    }
 }
 
 /// Calls `each(term, count)` for every term of term counts in binary form.
 pub fn each_term(bytes: &[u8], mut each: impl FnMut(&[u8], u32)) -> Result<(), CorruptBlock> {
     let mut r = Reader(bytes);
-    let version = r.take(1)?[0];
-    if version != TERMS_VERSION {
-        return Err(CorruptBlock::Version(version));
+    match r.take(1)?[0] {
+        TERMS_WITH_ENTRY => {
+            r.entry()?;
+        }
+        TERMS_VERSION => {}
+        version => return Err(CorruptBlock::Version(version)),
     }
     for _ in 0..r.u32()? {
         let len = r.take(2)?;
@@ -291,6 +319,22 @@ impl<'a> Reader<'a> {
         Ok(u32::from_le_bytes(
             bytes.try_into().map_err(|_| CorruptBlock::Truncated)?,
         ))
+    }
+
+    /// An entry as term counts carry it.
+    fn entry(&mut self) -> Result<Entry, CorruptBlock> {
+        let len = self.take(2)?;
+        let path = self.take(usize::from(u16::from_le_bytes([len[0], len[1]])))?;
+        let path = std::str::from_utf8(path)
+            .map_err(|_| CorruptBlock::Path)?
+            .to_owned();
+        let replace = match self.take(1)?[0] {
+            0 => false,
+            1 => true,
+            _ => return Err(CorruptBlock::Flag),
+        };
+        let len = self.u32()?;
+        Ok(Entry { path, replace, len })
     }
 
     fn end(&self) -> Result<(), CorruptBlock> {
@@ -437,8 +481,29 @@ mod tests {
         );
     }
 
+    /// Term counts in the form before they carried their entry.
+    fn without_entry(terms: &Terms) -> Vec<u8> {
+        let mut out = vec![TERMS_VERSION];
+        put_u32(&mut out, terms.len());
+        for (term, count) in terms {
+            out.extend_from_slice(&(term.len() as u16).to_le_bytes());
+            out.extend_from_slice(term.as_bytes());
+            out.extend_from_slice(&count.to_le_bytes());
+        }
+        out
+    }
+
+    fn read_terms(bytes: &[u8]) -> Terms {
+        let mut back = Terms::new();
+        each_term(bytes, |t, c| {
+            back.insert(String::from_utf8(t.to_vec()).expect("UTF-8"), c);
+        })
+        .expect("decodes");
+        back
+    }
+
     #[test]
-    fn term_counts_round_trip_and_are_told_from_json() {
+    fn term_counts_round_trip_with_their_entry_and_are_told_from_json() {
         let terms: Terms = [
             ("fox".to_owned(), 2),
             ("ünï".to_owned(), 1),
@@ -446,19 +511,49 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let bytes = encode_terms(&terms);
+        let entry = Entry {
+            path: "notes/ü/a.md".to_owned(),
+            replace: true,
+            len: 10,
+        };
+        let bytes = encode_terms(&entry, &terms);
         assert!(is_binary_terms(&bytes));
         assert!(!is_binary_terms(br#"{"fox":2}"#));
-        let mut back = Terms::new();
-        each_term(&bytes, |t, c| {
-            back.insert(String::from_utf8(t.to_vec()).expect("UTF-8"), c);
-        })
-        .expect("decodes");
-        assert_eq!(back, terms);
+        assert_eq!(read_terms(&bytes), terms);
+        assert_eq!(terms_entry(&bytes), Ok(Some(entry.clone())));
         for cut in 0..bytes.len() {
             assert!(each_term(&bytes[..cut], |_, _| {}).is_err(), "cut at {cut}");
         }
-        assert!(each_term(&encode_terms(&Terms::new()), |_, _| panic!("no terms")).is_ok());
+        let none = encode_terms(&entry, &Terms::new());
+        assert!(each_term(&none, |_, _| panic!("no terms")).is_ok());
+        assert_eq!(terms_entry(&none), Ok(Some(entry)));
+
+        // The form before: the same counts, no entry.
+        let before = without_entry(&terms);
+        assert!(is_binary_terms(&before));
+        assert_eq!(read_terms(&before), terms);
+        assert_eq!(terms_entry(&before), Ok(None));
+    }
+
+    #[test]
+    fn a_carried_entry_that_is_corrupt_is_refused() {
+        let entry = Entry {
+            path: "a.md".to_owned(),
+            replace: false,
+            len: 1,
+        };
+        let bytes = encode_terms(&entry, &Terms::new());
+        // Version, path length (2), "a.md" (4), then the flag.
+        let mut flag = bytes.clone();
+        flag[7] = 2;
+        assert_eq!(terms_entry(&flag), Err(CorruptBlock::Flag));
+        assert_eq!(each_term(&flag, |_, _| {}), Err(CorruptBlock::Flag));
+        let mut path = bytes.clone();
+        path[3] = 0xff;
+        assert_eq!(terms_entry(&path), Err(CorruptBlock::Path));
+        let mut version = bytes;
+        version[0] = 9;
+        assert_eq!(terms_entry(&version), Err(CorruptBlock::Version(9)));
     }
 
     #[test]

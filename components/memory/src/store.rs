@@ -1,6 +1,7 @@
 //! The memory bucket through `wasi:keyvalue`. Layout: `seq` is a counter handing each write a
-//! number `n` of its own; `e:<n>` holds that write's [`Entry`], `f:<n>` its term counts and
-//! `t:<n>` its text. Folded blocks add `k:<block>` (the block's record, in the binary form of
+//! number `n` of its own; `e:<n>` holds that write's [`Entry`], `f:<n>` its term counts (with
+//! the entry again, so that a search reads one key per write not yet folded) and `t:<n>` its
+//! text. Folded blocks add `k:<block>` (the block's record, in the binary form of
 //! [`crate::block`]) and `y:<block>:<term>` (that term's postings in the block); every
 //! [`GROUP`] folded blocks are folded again into one group, `K:<group>` and
 //! `Y:<group>:<term>`, which a search reads instead of the group's blocks. Blocks folded by
@@ -98,7 +99,7 @@ impl Memory {
         let seq = atomics::increment(&self.bucket, SEQ, 1).map_err(failed)?;
         let pairs = vec![
             (entry_key(seq), encode(entry)?),
-            (terms_key(seq), block::encode_terms(terms)),
+            (terms_key(seq), block::encode_terms(entry, terms)),
             (text_key(seq), text.as_bytes().to_vec()),
         ];
         batch::set_many(&self.bucket, &pairs).map_err(failed)?;
@@ -282,25 +283,52 @@ impl Memory {
         }
         self.load_json(&unfolded, terms, &mut fetched, &mut loose)?;
         loose.extend(blocks * BLOCK + 1..=last);
-        for page in loose.chunks(PAGE / 2) {
-            let values = self.get_many(
-                page.iter()
-                    .map(|s| entry_key(*s))
-                    .chain(page.iter().map(|s| terms_key(*s))),
-            )?;
-            let (entries, counts) = values.split_at(page.len());
-            for ((seq, entry), counts) in page.iter().zip(entries).zip(counts) {
-                let Some(entry) = entry else { continue };
-                let entry: Entry = decode(*seq, entry)?;
-                let tf = match counts {
-                    Some(bytes) => term_counts(*seq, bytes, terms)?,
-                    None => vec![0; terms.len()],
-                };
-                fetched.loose.push((*seq, entry, tf));
-                fetched.writes += 1;
-            }
+        for page in loose.chunks(PAGE) {
+            self.load_loose(page, terms, &mut fetched)?;
         }
         Ok(fetched)
+    }
+
+    /// Adds the writes `seqs` (at most [`PAGE`]), read one by one, to `fetched`. Their term
+    /// counts carry their entries; a write stored before they did is read with its entry key.
+    fn load_loose(
+        &self,
+        seqs: &[u64],
+        terms: &[String],
+        fetched: &mut Fetched,
+    ) -> Result<(), ToolError> {
+        let mut without_entry: Vec<(u64, Option<Vec<u8>>)> = Vec::new();
+        for (seq, counts) in seqs
+            .iter()
+            .zip(self.get_many(seqs.iter().map(|s| terms_key(*s)))?)
+        {
+            let carried = match &counts {
+                Some(bytes) if block::is_binary_terms(bytes) => {
+                    block::terms_entry(bytes).map_err(|e| corrupt_entry(*seq, &e))?
+                }
+                _ => None,
+            };
+            match (carried, counts) {
+                (Some(entry), Some(bytes)) => {
+                    let tf = term_counts(*seq, &bytes, terms)?;
+                    fetched.loose.push((*seq, entry, tf));
+                    fetched.writes += 1;
+                }
+                (_, counts) => without_entry.push((*seq, counts)),
+            }
+        }
+        let entries = self.get_many(without_entry.iter().map(|(s, _)| entry_key(*s)))?;
+        for ((seq, counts), entry) in without_entry.into_iter().zip(entries) {
+            let Some(entry) = entry else { continue };
+            let entry: Entry = decode(seq, &entry)?;
+            let tf = match counts {
+                Some(bytes) => term_counts(seq, &bytes, terms)?,
+                None => vec![0; terms.len()],
+            };
+            fetched.loose.push((seq, entry, tf));
+            fetched.writes += 1;
+        }
+        Ok(())
     }
 
     /// Adds the `blocks` an earlier version folded (JSON records) to `fetched`, and the entry
