@@ -535,6 +535,11 @@ async fn rules_bind_what_each_path_names_at_the_call_not_at_load() {
     let env = env();
     std::fs::write(env.workspace.join("old.txt"), "old").expect("write");
     let config = config(&env, &sh_grant());
+    // A first call leaves a spare scratch prepared, with a ruleset built before the move (the
+    // unit tests in `scratch.rs` wait for it; here a short pause makes it likely).
+    let (ok, output) = attempt(&config, "cat old.txt").await;
+    assert!(ok, "the workspace is usable before the move: {output}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
     // After the grant is resolved, the workspace is moved away and a new one takes its path.
     let moved = env.workspace.with_file_name("moved-away");
     std::fs::rename(&env.workspace, &moved).expect("rename");
@@ -823,8 +828,14 @@ async fn concurrent_shell_calls_each_get_a_scratch_the_other_cannot_read_removed
     };
     let (a_home, b_home) = (home(a_out), home(b_out));
     assert_ne!(a_home, b_home, "each call has its own scratch");
-    assert!(
-        !a_home.exists() && !b_home.exists(),
-        "scratch removed after the call"
-    );
+    // Removed on the blocking pool right after the call (bounded wait: 5 s).
+    let mut removed = false;
+    for _ in 0..500 {
+        removed = !a_home.exists() && !b_home.exists();
+        if removed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(removed, "scratch removed after the call");
 }

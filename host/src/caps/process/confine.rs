@@ -217,6 +217,15 @@ struct Opened {
     is_dir: bool,
 }
 
+/// A path's device and inode, or none when it is missing: what a rule bound.
+type Identity = Option<(u64, u64)>;
+
+/// What `path` names now (following symlinks, as opening it does).
+fn identity(path: &Path) -> Identity {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
 impl Opened {
     fn open(path: &Path) -> std::io::Result<Self> {
         use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -262,6 +271,9 @@ impl Rules {
 pub struct Confinement {
     ruleset: Option<OwnedFd>,
     rlimits: Rlimits,
+    /// What each fixed rule, then the scratch, bound when the ruleset was built (empty when
+    /// unconfined).
+    bound: Vec<Identity>,
 }
 
 impl Confinement {
@@ -284,29 +296,58 @@ impl Confinement {
             .create()?
             .into();
         let ruleset = ruleset.ok_or(ConfineError::NoRuleset)?;
+        let mut bound = Vec::with_capacity(rules.fixed.len() + 1);
         for rule in &rules.fixed {
-            let Ok(now) = std::fs::metadata(&rule.path) else {
-                continue; // this system lacks it (opening it would fail the same way)
-            };
-            use std::os::unix::fs::MetadataExt;
-            match &rule.opened {
-                Some(opened) if (opened.dev, opened.ino) == (now.dev(), now.ino()) => {
+            let now = identity(&rule.path);
+            let held = rule
+                .opened
+                .as_ref()
+                .filter(|opened| Some((opened.dev, opened.ino)) == now);
+            let bound_now = match (now, held) {
+                // This system lacks it (opening it would fail the same way).
+                (None, _) => None,
+                (Some(_), Some(opened)) => {
                     add_rule(&ruleset, &rule.path, opened, rule.access, abi)?;
+                    now
                 }
-                _ => {
-                    if let Ok(fresh) = Opened::open(&rule.path) {
+                (Some(_), None) => match Opened::open(&rule.path) {
+                    Ok(fresh) => {
                         add_rule(&ruleset, &rule.path, &fresh, rule.access, abi)?;
+                        Some((fresh.dev, fresh.ino))
                     }
-                }
+                    Err(_) => None,
+                },
+            };
+            bound.push(bound_now);
+        }
+        let scratch_bound = match Opened::open(scratch) {
+            Ok(fresh) => {
+                add_rule(&ruleset, scratch, &fresh, write_access(abi), abi)?;
+                Some((fresh.dev, fresh.ino))
             }
-        }
-        if let Ok(fresh) = Opened::open(scratch) {
-            add_rule(&ruleset, scratch, &fresh, write_access(abi), abi)?;
-        }
+            Err(_) => None,
+        };
+        bound.push(scratch_bound);
         Ok(Self {
             ruleset: Some(ruleset),
             rlimits,
+            bound,
         })
+    }
+
+    /// Whether this ruleset, built earlier, binds what every path of `rules` and `scratch`
+    /// names now: then it confines a call starting now exactly as one built now would. A rule
+    /// holds its inode, so an unchanged device and inode is the same file, not a reused number.
+    pub fn is_current(&self, rules: &Rules, scratch: &Path) -> bool {
+        if self.ruleset.is_none() {
+            return true;
+        }
+        let now = rules
+            .fixed
+            .iter()
+            .map(|rule| identity(&rule.path))
+            .chain(std::iter::once(identity(scratch)));
+        now.eq(self.bound.iter().copied())
     }
 
     /// No Landlock domain: only the process group, limits and seccomp filter (for hosts whose
@@ -315,6 +356,7 @@ impl Confinement {
         Self {
             ruleset: None,
             rlimits,
+            bound: Vec::new(),
         }
     }
 

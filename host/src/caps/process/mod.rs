@@ -13,6 +13,7 @@ pub mod confine;
 pub mod env;
 mod host;
 pub mod run;
+mod scratch;
 pub mod spawn;
 
 use std::convert::Infallible;
@@ -29,7 +30,9 @@ use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::events::CallEvents;
 use crate::policy::Policy;
 use crate::services::Services;
-use confine::{Confinement, Plan, Rlimits, Rules, Support};
+use confine::{Plan, Rlimits, Rules, Support};
+pub use scratch::Scratch;
+use scratch::Scratches;
 
 /// Processes one host runs at once by default.
 pub const DEFAULT_CONCURRENCY: usize = 5;
@@ -212,25 +215,8 @@ pub struct ProcessConfig {
     programs: Vec<Program>,
     env: Vec<String>,
     workspace: PathBuf,
-    mode: Result<Mode, String>,
-    rlimits: Rlimits,
+    scratches: Arc<Scratches>,
     slots: Arc<Semaphore>,
-}
-
-/// One call's private scratch directory (`HOME`, `TMPDIR`), made on its first process and
-/// removed with it, and the confinement that lets that call's processes, and no other's, reach
-/// it.
-#[derive(Debug)]
-pub struct Scratch {
-    dir: tempfile::TempDir,
-    confinement: Confinement,
-}
-
-impl Scratch {
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
 }
 
 impl ProcessConfig {
@@ -275,42 +261,28 @@ impl ProcessConfig {
             programs,
             env: grant.env.clone(),
             workspace: host.workspace.clone(),
-            mode,
-            rlimits: host.rlimits,
+            scratches: Arc::new(Scratches::new(mode, host.rlimits)),
             slots: host.slots.clone(),
         })
     }
 
     /// Whether processes of this grant run inside a Landlock domain.
     pub fn is_confined(&self) -> bool {
-        matches!(self.mode, Ok(Mode::Landlock(_)))
+        self.scratches.is_confined()
     }
 
-    /// A fresh scratch directory for one call, and the confinement of that call's processes:
-    /// the workspace, the system directories and this scratch, and no other call's.
+    /// A scratch directory for one call, and the confinement of that call's processes: the
+    /// workspace, the system directories and this scratch, and no other call's.
     pub fn scratch(&self) -> Result<Scratch, RunError> {
-        let mode = self
-            .mode
-            .as_ref()
-            .map_err(|why| RunError::Unconfined(why.clone()))?;
-        let dir = tempfile::Builder::new()
-            .prefix("chitin-call-")
-            .tempdir()
-            .map_err(|e| {
-                RunError::SpawnFailed(format!("cannot create a scratch directory: {e}"))
-            })?;
-        let confinement = match mode {
-            Mode::Landlock(rules) => Confinement::landlock(rules, dir.path(), self.rlimits)
-                .map_err(|e| RunError::SpawnFailed(e.to_string()))?,
-            Mode::Unconfined => Confinement::unconfined(self.rlimits),
-        };
-        Ok(Scratch { dir, confinement })
+        self.scratches.take()
     }
 
     /// Check and run one request in a scratch directory of its own, removed when it ends.
     pub async fn run(&self, request: Request) -> Result<run::Finished, RunError> {
         let scratch = self.scratch()?;
-        self.run_in(&scratch, request).await
+        let finished = self.run_in(&scratch, request).await;
+        scratch.retire();
+        finished
     }
 
     /// Check and run one request of the call that owns `scratch`.
@@ -319,7 +291,7 @@ impl ProcessConfig {
         scratch: &Scratch,
         request: Request,
     ) -> Result<run::Finished, RunError> {
-        let confinement = &scratch.confinement;
+        let confinement = scratch.confinement();
         let program = self.program(&request.program)?;
         let cwd = self.cwd(request.cwd.as_deref())?;
         if let Some((key, _)) = request.env.iter().find(|(k, _)| !self.env.contains(k)) {
@@ -510,6 +482,15 @@ pub struct ProcessCtx {
     pub events: CallEvents,
     /// This call's scratch directory, made on its first process and removed with the call.
     pub scratch: Option<Scratch>,
+}
+
+impl Drop for ProcessCtx {
+    /// The call is over: its scratch goes off the calling thread.
+    fn drop(&mut self) {
+        if let Some(scratch) = self.scratch.take() {
+            scratch.retire();
+        }
+    }
 }
 
 /// How often a running process is reported as progress.
