@@ -105,6 +105,31 @@ async fn run() {
         through.as_secs_f64() / direct.as_secs_f64()
     );
 
+    // Smaller files, as an agent mostly reads them: a file's size decides how many reads the
+    // component makes (each a blocking-pool round trip) and how much memory it zero-fills.
+    println!("\n## read_file by file size (p50 of 300)");
+    println!("| file | p50 |");
+    println!("|---|---|");
+    for size in [200usize, 4 << 10, 16 << 10, 48 << 10, 256 << 10] {
+        let name = format!("f{size}.txt");
+        let text: String = "abcdefghi\n".repeat(size / 10);
+        std::fs::write(fs_data.join("workspace").join(&name), text).expect("file");
+        let args = format!(r#"{{"path": "{name}"}}"#);
+        call(&fs, "read_file", &args).await;
+        let mut times = Vec::new();
+        for _ in 0..300 {
+            let t = Instant::now();
+            call(&fs, "read_file", &args).await;
+            times.push(t.elapsed());
+        }
+        let label = if size < 1024 {
+            format!("{size} B")
+        } else {
+            format!("{} KiB", size >> 10)
+        };
+        println!("| {label} | {:.1} µs |", p50(times).as_secs_f64() * 1e6);
+    }
+
     // Memory under the default policy: what an operator gets.
     let mem_data = data.path().join("memory");
     let memory = Arc::new(host(&mem_data, Limits::default(), "memory").await);
