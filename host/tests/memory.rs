@@ -438,6 +438,25 @@ fn terms_start(bytes: &[u8]) -> usize {
     }
 }
 
+/// Rewrites the stored term counts of writes `seqs` with `rewrite`; how many there were.
+async fn rewrite_terms(
+    kv: &chitin_host::caps::kv::KvStore,
+    place: &chitin_host::caps::kv::Place,
+    seqs: std::ops::RangeInclusive<u64>,
+    rewrite: impl Fn(&[u8]) -> Vec<u8>,
+) -> usize {
+    let mut pairs = Vec::new();
+    for seq in seqs {
+        let key = format!("f:{seq:012}");
+        if let Some(bytes) = kv.get(place, &key).expect("get") {
+            pairs.push((key, rewrite(&bytes)));
+        }
+    }
+    let rewritten = pairs.len();
+    kv.set_many(place, pairs).await.expect("set");
+    rewritten
+}
+
 /// Rewrites the term counts of writes `seqs` in the binary form before they carried the
 /// write's entry.
 async fn terms_without_entry(
@@ -445,18 +464,14 @@ async fn terms_without_entry(
     place: &chitin_host::caps::kv::Place,
     seqs: std::ops::RangeInclusive<u64>,
 ) {
-    let mut pairs = Vec::new();
-    for seq in seqs {
-        let key = format!("f:{seq:012}");
-        if let Some(bytes) = kv.get(place, &key).expect("get") {
-            assert_eq!(bytes[0], 2, "written with the entry");
-            let mut old = vec![1];
-            old.extend_from_slice(&bytes[terms_start(&bytes)..]);
-            pairs.push((key, old));
-        }
-    }
-    assert!(!pairs.is_empty());
-    kv.set_many(place, pairs).await.expect("set");
+    let rewritten = rewrite_terms(kv, place, seqs, |bytes| {
+        assert_eq!(bytes[0], 2, "written with the entry");
+        let mut old = vec![1];
+        old.extend_from_slice(&bytes[terms_start(bytes)..]);
+        old
+    })
+    .await;
+    assert!(rewritten > 0);
 }
 
 /// Rewrites the term counts of writes `seqs` as earlier versions stored them: JSON maps.
@@ -465,17 +480,10 @@ async fn terms_as_json(
     place: &chitin_host::caps::kv::Place,
     seqs: std::ops::RangeInclusive<u64>,
 ) {
-    let mut pairs = Vec::new();
-    for seq in seqs {
-        let key = format!("f:{seq:012}");
-        if let Some(bytes) = kv.get(place, &key).expect("get") {
-            pairs.push((
-                key,
-                serde_json::to_vec(&binary_terms(&bytes)).expect("json"),
-            ));
-        }
-    }
-    kv.set_many(place, pairs).await.expect("set");
+    rewrite_terms(kv, place, seqs, |bytes| {
+        serde_json::to_vec(&binary_terms(bytes)).expect("json")
+    })
+    .await;
 }
 
 /// Rewrites folded `block` the way versions before the binary index stored it: a JSON record

@@ -253,14 +253,20 @@ pub fn encode_terms(entry: &Entry, terms: &Terms) -> Vec<u8> {
     out.extend_from_slice(entry.path.as_bytes());
     out.push(u8::from(entry.replace));
     out.extend_from_slice(&entry.len.to_le_bytes());
-    put_u32(&mut out, terms.len());
+    put_terms(&mut out, terms);
+    out
+}
+
+/// The term counts' part of both binary forms: a `u32` count, then per term a `u16` byte
+/// length, the UTF-8 bytes and a `u32` count.
+fn put_terms(out: &mut Vec<u8>, terms: &Terms) {
+    put_u32(out, terms.len());
     for (term, count) in terms {
         // Terms are cut to 48 characters when counted: their length fits a u16.
         out.extend_from_slice(&(term.len() as u16).to_le_bytes());
         out.extend_from_slice(term.as_bytes());
         out.extend_from_slice(&count.to_le_bytes());
     }
-    out
 }
 
 /// Whether stored term counts are in binary form (else JSON).
@@ -484,12 +490,7 @@ mod tests {
     /// Term counts in the form before they carried their entry.
     fn without_entry(terms: &Terms) -> Vec<u8> {
         let mut out = vec![TERMS_VERSION];
-        put_u32(&mut out, terms.len());
-        for (term, count) in terms {
-            out.extend_from_slice(&(term.len() as u16).to_le_bytes());
-            out.extend_from_slice(term.as_bytes());
-            out.extend_from_slice(&count.to_le_bytes());
-        }
+        put_terms(&mut out, terms);
         out
     }
 
