@@ -33,9 +33,8 @@ use chitin_host::policy::{DEFAULT_POLICY, Policy};
 use chitin_host::{Host, Limits, PolicyLimits, Runtime, Services};
 use chitin_registry::keys::SigningKey;
 use chitin_registry::trust_store::{Scope, TrustStore, TrustedKey};
-use http_body_util::{BodyExt, Full};
+use futures::StreamExt;
 use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 /// The environment variable that starts this executable as a floor responder.
@@ -635,61 +634,45 @@ impl HttpPeer {
         }
     }
 
-    fn request(&self, id: u64, close: bool) -> hyper::Request<Full<Bytes>> {
-        let mut r = hyper::Request::post("/mcp")
-            .header("host", &self.addr)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", "echo");
+    /// A `tools/call` of echo with `id` as HTTP/1.1 bytes, asking to close the connection after
+    /// it when `close`.
+    fn request(&self, id: u64, close: bool) -> Vec<u8> {
+        let body = tools_call(id, "echo", &echo_args(), true);
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\n\
+             mcp-method: tools/call\r\nmcp-name: echo\r\ncontent-length: {}\r\n",
+            self.addr,
+            body.len()
+        );
         if let Some(token) = &self.token {
-            r = r.header("authorization", format!("Bearer {token}"));
+            head.push_str(&format!("authorization: Bearer {token}\r\n"));
         }
         if close {
-            r = r.header("connection", "close");
+            head.push_str("connection: close\r\n");
         }
-        r.body(Full::new(Bytes::from(tools_call(
-            id,
-            "echo",
-            &echo_args(),
-            true,
-        ))))
-        .expect("request")
+        head.push_str("\r\n");
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(body.as_bytes());
+        bytes
     }
 
-    async fn connect(&self) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
+    async fn connect(&self) -> RawConnection {
         let stream = tokio::net::TcpStream::connect(&self.addr)
             .await
             .expect("connect");
         stream.set_nodelay(true).expect("nodelay");
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
-        sender
+        RawConnection {
+            stream,
+            buffer: Vec::with_capacity(4096),
+        }
     }
 
-    async fn call(
-        &self,
-        sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
-        id: u64,
-        close: bool,
-    ) {
-        sender.ready().await.expect("connection ready");
-        let response = sender
-            .send_request(self.request(id, close))
-            .await
-            .expect("send");
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
+    /// One call on `connection`: `request` written whole, the response read and checked.
+    async fn call(&self, connection: &mut RawConnection, request: &[u8]) {
+        let (status, body) = connection.exchange(request).await;
         assert!(
-            status.is_success() && memchr_hello(&body),
+            status == 200 && memchr_hello(&body),
             "{status}: {}",
             String::from_utf8_lossy(&body)
         );
@@ -697,11 +680,12 @@ impl HttpPeer {
 
     /// `n` sequential calls on one kept-alive connection.
     async fn sequential(&self, n: usize) -> Series {
-        let mut sender = self.connect().await;
+        let mut connection = self.connect().await;
+        let request = self.request(1, false);
         let mut out = Vec::with_capacity(n);
         for i in 0..WARMUP + n {
             let started = Instant::now();
-            self.call(&mut sender, i as u64, false).await;
+            self.call(&mut connection, &request).await;
             if i >= WARMUP {
                 out.push(started.elapsed());
             }
@@ -710,31 +694,105 @@ impl HttpPeer {
     }
 
     /// `conns` clients calling back to back for [`LOAD_WINDOW`]; a new connection per call
-    /// unless `keep_alive`.
+    /// unless `keep_alive`. Like `wrk -t1`, the load comes from one thread of its own (a
+    /// current-thread runtime): no wake-up crosses threads, so the generator takes as little
+    /// of the two cores the server shares with it as it can.
     async fn load(&self, conns: usize, keep_alive: bool) -> Load {
+        tokio::task::block_in_place(|| {
+            std::thread::scope(|scope| {
+                scope
+                    .spawn(|| {
+                        tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .expect("load runtime")
+                            .block_on(self.load_here(conns, keep_alive))
+                    })
+                    .join()
+                    .expect("load thread")
+            })
+        })
+    }
+
+    async fn load_here(&self, conns: usize, keep_alive: bool) -> Load {
         let started = Instant::now();
         let clients = (0..conns).map(|_| async {
             let mut out = Vec::new();
             let mut kept = None;
-            let mut id = 0;
+            let request = self.request(1, !keep_alive);
             while started.elapsed() < LOAD_WINDOW && !self.stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
-                let sender = match kept.as_mut() {
-                    Some(sender) if keep_alive => sender,
+                let connection = match kept.as_mut() {
+                    Some(connection) if keep_alive => connection,
                     _ => kept.insert(self.connect().await),
                 };
-                self.call(sender, id, !keep_alive).await;
+                self.call(connection, &request).await;
                 out.push(t.elapsed());
-                id += 1;
             }
             out
         });
-        let all: Vec<Duration> = futures::future::join_all(clients).await.concat();
+        // Polls only the clients that were woken (`join_all` polls them all on every wake).
+        let all: Vec<Duration> = clients
+            .collect::<futures::stream::FuturesUnordered<_>>()
+            .concat()
+            .await;
         let elapsed = started.elapsed();
         Load {
             rate: all.len() as f64 / elapsed.as_secs_f64(),
             times: Series::new(all),
         }
+    }
+}
+
+/// One HTTP/1.1 connection spoken by hand, as `wrk` does: a request's bytes written whole,
+/// the response read up to its `Content-Length`. The load generator shares the two cores
+/// with the server, so it does as little as it can per call.
+struct RawConnection {
+    stream: tokio::net::TcpStream,
+    /// Bytes read and not yet consumed.
+    buffer: Vec<u8>,
+}
+
+impl RawConnection {
+    /// Send `request` and read one response: its status and body.
+    async fn exchange(&mut self, request: &[u8]) -> (u16, Vec<u8>) {
+        use tokio::io::AsyncWriteExt;
+        self.stream.write_all(request).await.expect("send");
+        let head_end = loop {
+            if let Some(at) = self.buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            self.fill().await;
+        };
+        let head = String::from_utf8_lossy(&self.buffer[..head_end]).into_owned();
+        let status: u16 = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("a status line");
+        let length: usize = head
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse().ok())
+                    .flatten()
+            })
+            .unwrap_or_else(|| panic!("a response without Content-Length: {head}"));
+        while self.buffer.len() < head_end + length {
+            self.fill().await;
+        }
+        let body = self.buffer[head_end..head_end + length].to_vec();
+        self.buffer.drain(..head_end + length);
+        (status, body)
+    }
+
+    async fn fill(&mut self) {
+        use tokio::io::AsyncReadExt;
+        let mut chunk = [0u8; 4096];
+        let n = self.stream.read(&mut chunk).await.expect("read");
+        assert!(n > 0, "the server closed the connection mid-response");
+        self.buffer.extend_from_slice(&chunk[..n]);
     }
 }
 

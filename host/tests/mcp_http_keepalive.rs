@@ -4,16 +4,13 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::process::Command;
 
 /// Calls timed on the one connection.
 const CALLS: usize = 20;
@@ -47,54 +44,10 @@ async fn calls_on_one_kept_alive_connection_never_wait_for_a_delayed_ack() {
 }
 
 async fn run() {
-    let data = tempfile::tempdir().expect("data dir");
-    // Beside the data directory, never holding it.
-    let workspace = data.path().join("workspace");
-    std::fs::create_dir_all(&workspace).expect("workspace");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_chitin"))
-        .args([
-            "serve",
-            "--no-watch",
-            "--http",
-            "127.0.0.1:0",
-            "--components",
-        ])
-        .arg(common::component("echo"))
-        .env("CHITIN_DATA_DIR", data.path())
-        .env("CHITIN_WORKSPACE", &workspace)
-        .env(
-            "CHITIN_TRUSTED_KEYS",
-            common::repo().join("build/trusted_keys"),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn chitin serve --http");
-    let mut lines = BufReader::new(server.stderr.take().expect("stderr")).lines();
-    let addr = loop {
-        let line = lines
-            .next_line()
-            .await
-            .expect("read the banner")
-            .expect("chitin serve --http exited before listening");
-        if let Some(at) = line.find("over HTTP at http://") {
-            let at = at + "over HTTP at ".len();
-            let rest = &line[at + "http://".len()..];
-            break rest.split('/').next().unwrap_or_default().to_owned();
-        }
-    };
-    // The token file is written after the address is printed; its line follows.
-    while let Some(line) = lines.next_line().await.expect("read the banner") {
-        if line.contains("bearer token") {
-            break;
-        }
-    }
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let token = std::fs::read_to_string(data.path().join("http-token")).expect("token");
+    let server = common::serve_http(&[common::component("echo")]).await;
+    let (addr, token) = (server.addr.as_str(), server.token.as_str());
 
-    let stream = TcpStream::connect(&addr).await.expect("connect");
+    let stream = TcpStream::connect(addr).await.expect("connect");
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .expect("HTTP/1.1 handshake");
@@ -104,8 +57,8 @@ async fn run() {
     // The first call is not timed: it may compile or warm caches.
     for id in 0..=CALLS {
         let request = Request::post("/mcp")
-            .header("host", &addr)
-            .header("authorization", format!("Bearer {}", token.trim()))
+            .header("host", addr)
+            .header("authorization", format!("Bearer {token}"))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2026-07-28")

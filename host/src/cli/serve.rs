@@ -6,8 +6,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use rmcp::ServiceExt;
-use rmcp::service::ServerInitializeError;
 use url::Url;
 
 use super::{Cli, Command, Exit, open_host, open_host_with, shared_set};
@@ -16,7 +14,7 @@ use crate::host::Host;
 use crate::mcp::http::{self, Auth, HttpOptions};
 use crate::mcp::oauth::{OAuthOptions, ResourceServer};
 use crate::mcp::token::BearerToken;
-use crate::mcp::{McpServer, Served, watch};
+use crate::mcp::{McpServer, Served, stdio, watch};
 
 /// Arguments of `chitin serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -99,16 +97,10 @@ async fn serve_stdio(server: McpServer, banner: &str) -> anyhow::Result<Exit> {
         "chitin {} serving MCP on stdio\n{banner}",
         env!("CARGO_PKG_VERSION")
     );
-    let service = match server.serve(stdio_transport()).await {
-        Ok(service) => service,
-        // A client that hangs up before initializing (a probe) ends the session normally.
-        Err(ServerInitializeError::ConnectionClosed(during)) => {
-            tracing::info!(%during, "client closed the connection before initializing");
-            return Ok(Exit::Ok);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    service.waiting().await?;
+    let (reader, writer) = stdio_transport();
+    if !stdio::serve(server, reader, writer).await? {
+        tracing::debug!("the client hung up before the session began");
+    }
     Ok(Exit::Ok)
 }
 

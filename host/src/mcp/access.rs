@@ -41,9 +41,14 @@ pub struct ClientId(pub String);
 /// The access and client of a request. Over HTTP the front attached both; a request over HTTP
 /// without them reaches nothing (fail closed).
 pub fn of_request(context: &RequestContext<RoleServer>) -> (Access, ClientId) {
-    let Some(parts) = context.extensions.get::<http::request::Parts>() else {
-        return (Access::All, ClientId("stdio".into()));
-    };
+    match context.extensions.get::<http::request::Parts>() {
+        Some(parts) => of_http(parts),
+        None => (Access::All, ClientId("stdio".into())),
+    }
+}
+
+/// The access and client the HTTP front attached to a request; none reaches nothing.
+pub fn of_http(parts: &http::request::Parts) -> (Access, ClientId) {
     let access = parts
         .extensions
         .get::<Access>()

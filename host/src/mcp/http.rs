@@ -25,6 +25,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::access::{Access, ClientId};
+use crate::mcp::direct::{self, Direct};
 use crate::mcp::oauth::{ResourceServer, metadata};
 use crate::mcp::token::BearerToken;
 use crate::mcp::{McpServer, Served};
@@ -109,6 +110,11 @@ pub async fn serve(
     let hosts = allowed_hosts(addr, &options.extra_hosts);
     // Browsers send Origin; only pages served from the accepted authorities may call in.
     let origins: Vec<String> = hosts.iter().map(|h| format!("http://{h}")).collect();
+    let direct = Arc::new(Direct::new(
+        McpServer::new(served.clone(), options.page_size),
+        hosts.clone(),
+        shutdown.sessions.clone(),
+    ));
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
@@ -140,6 +146,8 @@ pub async fn serve(
     });
     let mut app = Router::new()
         .route_service(MCP_PATH, service)
+        // A plain stateless `tools/call` is answered without rmcp's per-request service.
+        .route_layer(middleware::from_fn_with_state(direct, direct::route))
         .layer(middleware::from_fn_with_state(guard.clone(), authenticate));
     // The protected-resource metadata is what a client reads before it has a token.
     for path in metadata_paths {

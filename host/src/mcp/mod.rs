@@ -4,6 +4,7 @@
 pub mod access;
 pub mod approver;
 pub mod content;
+pub mod direct;
 pub mod gather;
 pub mod http;
 pub mod input_required;
@@ -11,6 +12,7 @@ pub mod oauth;
 pub mod questions;
 pub mod served;
 mod server;
+pub mod stdio;
 pub mod tasks;
 pub mod token;
 pub mod watch;

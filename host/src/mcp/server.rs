@@ -11,7 +11,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
     CreateTaskResult, ElicitationCapability, GetTaskParams, GetTaskResult, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations, UpdateTaskParams,
+    ProtocolVersion, RequestMetaObject, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    ToolAnnotations, UpdateTaskParams,
 };
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
@@ -19,6 +20,7 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionConte
 use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
 
 use crate::approver::Approver;
 use crate::approver::CallContext;
@@ -26,7 +28,7 @@ use crate::caps::log::LogLevel;
 use crate::client::{ClientAsker, ClientMethod};
 use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
-use crate::mcp::access;
+use crate::mcp::access::{self, Access, ClientId};
 use crate::mcp::approver::ElicitationApprover;
 use crate::mcp::gather::{self, Gathered};
 use crate::mcp::input_required::InputApprover;
@@ -57,17 +59,220 @@ impl McpServer {
         }
     }
 
-    /// The least severe level forwarded for this request: a 2026-07-28 request opts in through
-    /// its `_meta`; a session that began with `initialize` uses its `logging/setLevel` level.
-    fn min_log_for(&self, context: &RequestContext<RoleServer>) -> Option<LogLevel> {
+    /// The tools served.
+    pub fn served(&self) -> &Arc<Served> {
+        &self.served
+    }
+
+    /// The least severe level forwarded for a request with `meta` in a session of `version`:
+    /// a 2026-07-28 request opts in through its `_meta`; a session that began with
+    /// `initialize` uses its `logging/setLevel` level.
+    pub fn min_log_from(
+        &self,
+        meta: &RequestMetaObject,
+        version: Option<&ProtocolVersion>,
+    ) -> Option<LogLevel> {
         #[allow(deprecated)]
-        if let Some(level) = context.meta.log_level() {
+        if let Some(level) = meta.log_level() {
             return Some(to_log_level(level));
         }
-        context
-            .protocol_version()
+        version
             .is_some_and(|v| v.has_initialize())
             .then(|| LogLevel::from_rank(self.min_log.load(Ordering::Relaxed)))
+    }
+}
+
+/// Where a `tools/call` came from and what it may reach: read from rmcp's request context, or
+/// built by the direct HTTP path (`direct.rs`) for a plain stateless request.
+pub struct CallOrigin<'a> {
+    /// The tools the request may reach.
+    pub access: Access,
+    /// Who sent it, for per-client bounds.
+    pub client: ClientId,
+    /// What the client declared it can do.
+    pub capabilities: Option<ClientCapabilities>,
+    /// The request belongs to a session that began with `initialize`.
+    pub legacy_session: bool,
+    /// The request came over stdio.
+    pub stdio: bool,
+    /// The client, to notify and ask mid-call; `None` when nothing may be sent before the
+    /// result (the direct path takes only requests that asked for no progress or log).
+    pub peer: Option<&'a Peer<RoleServer>>,
+    /// The progress token the request carried.
+    pub progress_token: Option<ProgressToken>,
+    /// The least severe log level forwarded; `None`: no log messages.
+    pub min_log: Option<LogLevel>,
+    /// Cancelled when the client cancels the request or the server stops.
+    pub cancelled: &'a CancellationToken,
+}
+
+impl McpServer {
+    /// Run one `tools/call`: as a task, through input-required rounds, or inline with its
+    /// reports forwarded to the client.
+    pub async fn call(
+        &self,
+        request: CallToolRequestParams,
+        origin: CallOrigin<'_>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // Written straight from the parsed map (no copy of it first).
+        let args = match &request.arguments {
+            Some(object) => serde_json::to_string(object)
+                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?,
+            None => "{}".to_owned(),
+        };
+        let host = self.served.host();
+        let CallOrigin {
+            access,
+            client,
+            capabilities,
+            legacy_session,
+            stdio,
+            peer,
+            progress_token,
+            min_log,
+            cancelled,
+        } = origin;
+        // The HTTP front refuses these with a scope challenge; this is the second line.
+        if !access.reaches(host.policy(), &request.name) {
+            return Err(ErrorData::invalid_request(
+                format!(
+                    "this request's access token has no scope that reaches `{}`",
+                    request.name
+                ),
+                None,
+            ));
+        }
+        let declared = questions::declared(capabilities.as_ref());
+        let can_elicit = declared.contains(&ClientMethod::Elicit);
+        let wants_task = capabilities.as_ref().is_some_and(|c| c.supports_tasks());
+        let task_required = host.task_required(&request.name);
+        if task_required && !wants_task {
+            return Err(ErrorData::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
+        let asked_limit = host.asked_time_limit(&request.name);
+        // Status notifications need a lasting channel: stdio, or a session.
+        let notify = (stdio || legacy_session).then(|| peer.cloned()).flatten();
+        // A tool that needs a task gathers its input through input-required rounds first, for a
+        // client that answers through them.
+        if task_required
+            && !legacy_session
+            && let Some(limit) = asked_limit.or_else(|| host.time_limit(&request.name))
+        {
+            let input = input_approver(&request, &args, &declared)?;
+            let call = TaskCall {
+                tool: request.name.to_string(),
+                args_json: args,
+                time_limit: limit,
+                declared,
+                client,
+                notify,
+            };
+            let gathered = tokio::select! {
+                biased;
+                () = cancelled.cancelled() => {
+                    tracing::info!(tool = %request.name, "call cancelled by the client");
+                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+                gathered = gather::gather(host, call, input) => gathered,
+            };
+            return match gathered.map_err(|e| ErrorData::invalid_request(e.to_string(), None))? {
+                Gathered::Task(task) => Ok(CreateTaskResult::new(task).into()),
+                Gathered::Input(asking) => asked(&asking)?.ok_or_else(|| {
+                    ErrorData::internal_error("the call stopped without a question", None)
+                }),
+            };
+        }
+        if wants_task
+            && (task_required || asked_limit.is_some_and(tasks::runs_as_task))
+            && let Some(limit) = asked_limit.or_else(|| host.time_limit(&request.name))
+        {
+            let call = TaskCall {
+                tool: request.name.to_string(),
+                args_json: args,
+                time_limit: limit,
+                declared,
+                client,
+                notify,
+            };
+            let task = tasks::start(host, call)
+                .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+            return Ok(CreateTaskResult::new(task).into());
+        }
+        let (events, mut reports) = CallEvents::channel();
+        let forward = Forward {
+            tool: &request.name,
+            progress_token,
+            min_log,
+            peer,
+        };
+        // A session that began with `initialize` is asked mid-call; a 2026-07-28 request is
+        // asked through an input-required result and answers in its retry.
+        let missed = Missed::default();
+        let (asking, approver, client): (_, Arc<dyn Approver>, Arc<dyn ClientAsker>) =
+            if legacy_session {
+                let Some(peer) = peer else {
+                    return Err(ErrorData::internal_error(
+                        "a session's call reached the server without its session",
+                        None,
+                    ));
+                };
+                (
+                    None,
+                    Arc::new(ElicitationApprover::new(peer.clone(), can_elicit)),
+                    Arc::new(SessionAsker::new(peer.clone(), declared, missed.clone())),
+                )
+            } else {
+                let asking = Arc::new(input_approver(&request, &args, &declared)?);
+                (Some(asking.clone()), asking.clone(), asking)
+            };
+        let ctx = CallContext {
+            approver,
+            user: "mcp".into(),
+            events,
+            client,
+        };
+        let call = host.call_in(&request.name, &args, &ctx);
+        tokio::pin!(call);
+        // Reports are forwarded while the call runs. A `notifications/cancelled` drops the call
+        // future: the store yields at every epoch tick, so the instance stops within a tick and
+        // is freed with its store.
+        let report = loop {
+            tokio::select! {
+                biased;
+                () = cancelled.cancelled() => {
+                    tracing::info!(tool = %request.name, "call cancelled by the client");
+                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+                Some(event) = reports.recv() => forward.send(event).await,
+                report = &mut call => break report,
+            }
+        };
+        while let Ok(event) = reports.try_recv() {
+            forward.send(event).await;
+        }
+        if let Some(method) = missed.method() {
+            return Err(questions::missing_capability(method));
+        }
+        if let Some(asking) = &asking
+            && let Some(response) = asked(asking)?
+        {
+            return Ok(response);
+        }
+        let result = match report.result {
+            Ok(output) => content::success(output),
+            // The host failed, not the tool: a protocol error, so the client does not hand it
+            // to the model as something the tool said.
+            Err(ToolError::HostFault(fault)) => {
+                return Err(ErrorData::internal_error(
+                    format!("host fault: {fault}"),
+                    None,
+                ));
+            }
+            Err(e) => content::failure(&e),
+        };
+        Ok(result.into())
     }
 }
 
@@ -87,7 +292,8 @@ struct Forward<'a> {
     progress_token: Option<ProgressToken>,
     /// `None`: the client did not opt in to log messages.
     min_log: Option<LogLevel>,
-    peer: &'a Peer<RoleServer>,
+    /// `None`: nothing is sent before the result.
+    peer: Option<&'a Peer<RoleServer>>,
 }
 
 impl Forward<'_> {
@@ -95,6 +301,9 @@ impl Forward<'_> {
     /// a progress token); a failed send (client gone) is not the call's failure.
     #[allow(deprecated)]
     async fn send(&self, event: CallEvent) {
+        let Some(peer) = self.peer else {
+            return;
+        };
         let sent = match event {
             CallEvent::Progress {
                 done,
@@ -107,7 +316,7 @@ impl Forward<'_> {
                 let mut param = ProgressNotificationParam::new(token.clone(), done);
                 param.total = total;
                 param.message = message;
-                self.peer.notify_progress(param).await
+                peer.notify_progress(param).await
             }
             CallEvent::Log(entry) => {
                 if self.min_log.is_none_or(|min| entry.level < min) {
@@ -122,7 +331,7 @@ impl Forward<'_> {
                 let mut param =
                     LoggingMessageNotificationParam::new(level, Value::String(entry.message));
                 param.logger = Some(self.tool.to_owned());
-                self.peer.notify_logging_message(param).await
+                peer.notify_logging_message(param).await
             }
         };
         if let Err(e) = sent {
@@ -256,161 +465,21 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // Written straight from the parsed map (no copy of it first).
-        let args = match &request.arguments {
-            Some(object) => serde_json::to_string(object)
-                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?,
-            None => "{}".to_owned(),
-        };
-        let host = self.served.host();
         let (access, client) = access::of_request(&context);
-        // The HTTP front refuses these with a scope challenge; this is the second line.
-        if !access.reaches(host.policy(), &request.name) {
-            return Err(ErrorData::invalid_request(
-                format!(
-                    "this request's access token has no scope that reaches `{}`",
-                    request.name
-                ),
-                None,
-            ));
-        }
-        let declared = questions::declared(context.client_capabilities().as_ref());
-        let can_elicit = declared.contains(&ClientMethod::Elicit);
-        let wants_task = context
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks());
-        let legacy_session = context
-            .protocol_version()
-            .is_some_and(|v| v.has_initialize());
-        let task_required = host.task_required(&request.name);
-        if task_required && !wants_task {
-            return Err(ErrorData::missing_required_client_capability(
-                ClientCapabilities::builder().enable_tasks().build(),
-            ));
-        }
-        let asked_limit = host.asked_time_limit(&request.name);
-        // Status notifications need a lasting channel: stdio, or a session.
-        let stdio = context.extensions.get::<http::request::Parts>().is_none();
-        let notify = (stdio || legacy_session).then(|| context.peer.clone());
-        // A tool that needs a task gathers its input through input-required rounds first, for a
-        // client that answers through them.
-        if task_required
-            && !legacy_session
-            && let Some(limit) = asked_limit.or_else(|| host.time_limit(&request.name))
-        {
-            let input = input_approver(&request, &args, &declared)?;
-            let call = TaskCall {
-                tool: request.name.to_string(),
-                args_json: args,
-                time_limit: limit,
-                declared,
-                client,
-                notify,
-            };
-            let gathered = tokio::select! {
-                biased;
-                () = context.ct.cancelled() => {
-                    tracing::info!(tool = %request.name, "call cancelled by the client");
-                    return Err(ErrorData::internal_error("the call was cancelled", None));
-                }
-                gathered = gather::gather(host, call, input) => gathered,
-            };
-            return match gathered.map_err(|e| ErrorData::invalid_request(e.to_string(), None))? {
-                Gathered::Task(task) => Ok(CreateTaskResult::new(task).into()),
-                Gathered::Input(asking) => asked(&asking)?.ok_or_else(|| {
-                    ErrorData::internal_error("the call stopped without a question", None)
-                }),
-            };
-        }
-        if wants_task
-            && (task_required || asked_limit.is_some_and(tasks::runs_as_task))
-            && let Some(limit) = asked_limit.or_else(|| host.time_limit(&request.name))
-        {
-            let call = TaskCall {
-                tool: request.name.to_string(),
-                args_json: args,
-                time_limit: limit,
-                declared,
-                client,
-                notify,
-            };
-            let task = tasks::start(host, call)
-                .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
-            return Ok(CreateTaskResult::new(task).into());
-        }
-        let (events, mut reports) = CallEvents::channel();
-        let forward = Forward {
-            tool: &request.name,
-            progress_token: context.meta.get_progress_token(),
-            min_log: self.min_log_for(&context),
-            peer: &context.peer,
-        };
-        // A session that began with `initialize` is asked mid-call; a 2026-07-28 request is
-        // asked through an input-required result and answers in its retry.
-        let asking = if legacy_session {
-            None
-        } else {
-            let approver = input_approver(&request, &args, &declared)?;
-            Some(Arc::new(approver))
-        };
-        let missed = Missed::default();
-        let (approver, client): (Arc<dyn Approver>, Arc<dyn ClientAsker>) = match &asking {
-            Some(asking) => (asking.clone(), asking.clone()),
-            None => (
-                Arc::new(ElicitationApprover::new(context.peer.clone(), can_elicit)),
-                Arc::new(SessionAsker::new(
-                    context.peer.clone(),
-                    declared,
-                    missed.clone(),
-                )),
-            ),
-        };
-        let ctx = CallContext {
-            approver,
-            user: "mcp".into(),
-            events,
+        let origin = CallOrigin {
+            access,
             client,
+            capabilities: context.client_capabilities(),
+            legacy_session: context
+                .protocol_version()
+                .is_some_and(|v| v.has_initialize()),
+            stdio: context.extensions.get::<http::request::Parts>().is_none(),
+            peer: Some(&context.peer),
+            progress_token: context.meta.get_progress_token(),
+            min_log: self.min_log_from(&context.meta, context.protocol_version().as_ref()),
+            cancelled: &context.ct,
         };
-        let call = host.call_in(&request.name, &args, &ctx);
-        tokio::pin!(call);
-        // Reports are forwarded while the call runs. A `notifications/cancelled` drops the call
-        // future: the store yields at every epoch tick, so the instance stops within a tick and
-        // is freed with its store.
-        let report = loop {
-            tokio::select! {
-                biased;
-                () = context.ct.cancelled() => {
-                    tracing::info!(tool = %request.name, "call cancelled by the client");
-                    return Err(ErrorData::internal_error("the call was cancelled", None));
-                }
-                Some(event) = reports.recv() => forward.send(event).await,
-                report = &mut call => break report,
-            }
-        };
-        while let Ok(event) = reports.try_recv() {
-            forward.send(event).await;
-        }
-        if let Some(method) = missed.method() {
-            return Err(questions::missing_capability(method));
-        }
-        if let Some(asking) = &asking
-            && let Some(response) = asked(asking)?
-        {
-            return Ok(response);
-        }
-        let result = match report.result {
-            Ok(output) => content::success(output),
-            // The host failed, not the tool: a protocol error, so the client does not hand it
-            // to the model as something the tool said.
-            Err(ToolError::HostFault(fault)) => {
-                return Err(ErrorData::internal_error(
-                    format!("host fault: {fault}"),
-                    None,
-                ));
-            }
-            Err(e) => content::failure(&e),
-        };
-        Ok(result.into())
+        self.call(request, origin).await
     }
 
     async fn get_task(

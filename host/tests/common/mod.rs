@@ -190,3 +190,64 @@ impl TestEnv {
         self.host.call(tool, &args.to_string()).await
     }
 }
+
+/// A `chitin serve --http` process on a loopback port, over a private data directory.
+pub struct HttpServer {
+    /// The `host:port` it listens on.
+    pub addr: String,
+    /// The static bearer token it wrote.
+    pub token: String,
+    _process: tokio::process::Child,
+    _data: tempfile::TempDir,
+}
+
+/// Start `chitin serve --http 127.0.0.1:0` serving `components`; returns once it listens and
+/// its token is written. The process is killed when the value is dropped.
+pub async fn serve_http(components: &[PathBuf]) -> HttpServer {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let data = tempfile::tempdir().expect("data dir");
+    // Beside the data directory, never holding it.
+    let workspace = data.path().join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_chitin"));
+    command.args(["serve", "--no-watch", "--http", "127.0.0.1:0"]);
+    for component in components {
+        command.arg("--components").arg(component);
+    }
+    let mut process = command
+        .env("CHITIN_DATA_DIR", data.path())
+        .env("CHITIN_WORKSPACE", &workspace)
+        .env("CHITIN_TRUSTED_KEYS", repo().join("build/trusted_keys"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn chitin serve --http");
+    let mut lines = BufReader::new(process.stderr.take().expect("stderr")).lines();
+    let addr = loop {
+        let line = lines
+            .next_line()
+            .await
+            .expect("read the banner")
+            .expect("chitin serve --http exited before listening");
+        if let Some(at) = line.find("over HTTP at http://") {
+            let rest = &line[at + "over HTTP at http://".len()..];
+            break rest.split('/').next().unwrap_or_default().to_owned();
+        }
+    };
+    // The token file is written after the address is printed; its line follows.
+    while let Some(line) = lines.next_line().await.expect("read the banner") {
+        if line.contains("bearer token") {
+            break;
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let token = std::fs::read_to_string(data.path().join("http-token")).expect("token");
+    HttpServer {
+        addr,
+        token: token.trim().to_owned(),
+        _process: process,
+        _data: data,
+    }
+}

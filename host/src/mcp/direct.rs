@@ -1,0 +1,462 @@
+//! A direct path for a plain stateless `tools/call` over Streamable HTTP. A 2026-07-28 request
+//! that streams nothing before its result is answered here, without the service rmcp builds,
+//! spawns and drives for every request. Only a request that simple, exact checks prove valid
+//! is taken: the checks rmcp makes, made narrower. Anything else goes to rmcp unchanged, which
+//! accepts or refuses it:
+//! - another method, a batch, or a session;
+//! - an `Origin` header;
+//! - a progress token or a log level;
+//! - `Mcp-Param-*` headers, or a tool whose schema names one;
+//! - a Base64 `Mcp-Name`;
+//! - media types with parameters.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header::AsHeaderName;
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorCode, ProtocolVersion,
+    RequestId, ServerJsonRpcMessage, ServerResult,
+};
+use rmcp::transport::common::http_header::{
+    BASE64_HEADER_PREFIX, HEADER_MCP_METHOD, HEADER_MCP_NAME, HEADER_MCP_PROTOCOL_VERSION,
+    HEADER_SESSION_ID,
+};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::mcp::McpServer;
+use crate::mcp::access;
+use crate::mcp::http::MAX_BODY_BYTES;
+use crate::mcp::server::CallOrigin;
+
+/// The method this path answers.
+const TOOLS_CALL: &str = "tools/call";
+/// The `Mcp-Param-*` headers, as `http` spells header names (lower case).
+const PARAM_HEADER_PREFIX: &str = "mcp-param-";
+/// The schema keyword that asks for an argument to be repeated in an `Mcp-Param-*` header.
+const HEADER_ANNOTATION: &str = "x-mcp-header";
+
+/// What the direct path needs: the handler, the accepted `Host` authorities, and the token
+/// that ends calls in flight when the server stops.
+pub struct Direct {
+    server: McpServer,
+    hosts: Vec<String>,
+    stopping: CancellationToken,
+}
+
+/// A request's JSON-RPC envelope, read only as far as a `tools/call` needs.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    jsonrpc: Cow<'a, str>,
+    id: RequestId,
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    params: CallToolRequestParams,
+}
+
+/// A `tools/call` whose headers and body qualify for the direct path.
+struct Qualified {
+    id: RequestId,
+    params: CallToolRequestParams,
+    capabilities: ClientCapabilities,
+}
+
+impl Direct {
+    /// Answer plain stateless calls to `server`'s tools on a server accepting `hosts`; calls
+    /// in flight end when `stopping` is cancelled.
+    pub fn new(server: McpServer, hosts: Vec<String>, stopping: CancellationToken) -> Self {
+        Self {
+            server,
+            hosts,
+            stopping,
+        }
+    }
+
+    /// Whether a tool's schema asks for `Mcp-Param-*` headers, which rmcp checks.
+    fn names_param_headers(&self, tool: &str) -> bool {
+        let host = self.server.served().host();
+        host.tool(tool)
+            .is_some_and(|tool| names_key(&tool.input_schema, HEADER_ANNOTATION))
+    }
+
+    /// Run a qualified call and answer it as one JSON-RPC message.    /// Run a qualified call and answer it as one JSON-RPC message.
+    async fn answer(&self, call: Qualified, parts: &axum::http::request::Parts) -> Response {
+        let (access, client) = access::of_http(parts);
+        let declared_tasks = call.capabilities.supports_tasks();
+        let cancelled = self.stopping.child_token();
+        let origin = CallOrigin {
+            access,
+            client,
+            capabilities: Some(call.capabilities),
+            legacy_session: false,
+            stdio: false,
+            peer: None,
+            progress_token: None,
+            min_log: None,
+            cancelled: &cancelled,
+        };
+        let tool = call.params.name.to_string();
+        let mut gone = ClientGone {
+            tool: &tool,
+            answered: false,
+        };
+        let result = self.server.call(call.params, origin).await.and_then(|r| {
+            // SEP-2663, as rmcp enforces it: no task handle for a client that cannot read one.
+            if matches!(r, CallToolResponse::Task(_)) && !declared_tasks {
+                return Err(ErrorData::missing_required_client_capability(
+                    ClientCapabilities::builder().enable_tasks().build(),
+                ));
+            }
+            Ok(r)
+        });
+        gone.answered = true;
+        let (status, message) = match result {
+            Ok(response) => (
+                StatusCode::OK,
+                ServerJsonRpcMessage::response(ServerResult::from(response), call.id),
+            ),
+            Err(error) => (
+                status_of(&error),
+                ServerJsonRpcMessage::error(error, Some(call.id)),
+            ),
+        };
+        match serde_json::to_vec(&message) {
+            Ok(body) => (
+                status,
+                [(header::CONTENT_TYPE, "application/json")],
+                Body::from(body),
+            )
+                .into_response(),
+            Err(e) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot write the response: {e}"),
+            )
+                .into_response(),
+        }
+    }
+}
+
+/// Notes a call whose client went away before its answer: hyper then drops the request's
+/// future, and the call's instance with it.
+struct ClientGone<'a> {
+    tool: &'a str,
+    answered: bool,
+}
+
+impl Drop for ClientGone<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            tracing::info!(tool = self.tool, "call cancelled by the client");
+        }
+    }
+}
+
+/// The MCP route's first stop: a qualifying call is answered here, anything else goes on to
+/// rmcp's service with its body as it came.
+pub async fn route(State(direct): State<Arc<Direct>>, request: Request, next: Next) -> Response {
+    if !headers_qualify(&direct.hosts, request.method(), request.headers()) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("cannot read the request body (at most {MAX_BODY_BYTES} bytes): {e}"),
+            )
+                .into_response();
+        }
+    };
+    match qualify(&parts.headers, &bytes) {
+        Some(call) if !direct.names_param_headers(&call.params.name) => {
+            tracing::trace!(tool = %call.params.name, "a plain stateless call, answered directly");
+            direct.answer(call, &parts).await
+        }
+        _ => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+    }
+}
+
+/// Whether the request line and headers alone allow the direct path, on a server accepting
+/// the `Host` authorities `hosts`.
+fn headers_qualify(hosts: &[String], method: &Method, headers: &HeaderMap) -> bool {
+    let version = ProtocolVersion::V_2026_07_28;
+    method == Method::POST
+        && single(headers, header::HOST).is_some_and(|host| host_allowed(hosts, host))
+        && !headers.contains_key(header::ORIGIN)
+        && !headers.contains_key(HEADER_SESSION_ID)
+        && single(headers, header::CONTENT_TYPE).is_some_and(is_json)
+        && accepts_json_and_events(headers)
+        && single(headers, HEADER_MCP_PROTOCOL_VERSION) == Some(version.as_str())
+        && single(headers, HEADER_MCP_METHOD) == Some(TOOLS_CALL)
+        && single(headers, HEADER_MCP_NAME).is_some_and(|n| !n.starts_with(BASE64_HEADER_PREFIX))
+        && !headers
+            .keys()
+            .any(|name| name.as_str().starts_with(PARAM_HEADER_PREFIX))
+}
+
+/// A `Host` that is exactly one of the accepted authorities (rmcp also accepts other
+/// spellings of them; those go to it).
+fn host_allowed(hosts: &[String], host: &str) -> bool {
+    axum::http::uri::Authority::try_from(host).is_ok()
+        && hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
+}
+
+/// The call in `body`, when it is a single 2026-07-28 `tools/call` naming the tool the
+/// `Mcp-Name` header names, asking for no progress or log messages.
+fn qualify(headers: &HeaderMap, body: &[u8]) -> Option<Qualified> {
+    let envelope: Envelope = serde_json::from_slice(body).ok()?;
+    if envelope.jsonrpc != "2.0" || envelope.method != TOOLS_CALL {
+        return None;
+    }
+    let params = envelope.params;
+    if single(headers, HEADER_MCP_NAME) != Some(&*params.name) {
+        return None;
+    }
+    let meta = params.meta.as_ref()?;
+    #[allow(deprecated)]
+    let wants_log = meta.log_level().is_some();
+    if meta.protocol_version() != Some(ProtocolVersion::V_2026_07_28)
+        || meta.get_progress_token().is_some()
+        || wants_log
+    {
+        return None;
+    }
+    let capabilities = meta.client_capabilities()?;
+    Some(Qualified {
+        id: envelope.id,
+        params,
+        capabilities,
+    })
+}
+
+/// The HTTP status rmcp gives a JSON-RPC error of a 2026-07-28 request whose `_meta` is well
+/// formed.
+fn status_of(error: &ErrorData) -> StatusCode {
+    match error.code {
+        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+        ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+/// The one value of header `name`, as text; `None` when it is absent, repeated or not text.
+fn single<K: AsHeaderName>(headers: &HeaderMap, name: K) -> Option<&str> {
+    let mut values = headers.get_all(name).into_iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    first.to_str().ok()
+}
+
+/// `application/json`, with or without parameters.
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default();
+    essence.trim().eq_ignore_ascii_case("application/json")
+}
+
+/// Every `Accept` entry is a bare media type, and both JSON and event streams are among them.
+fn accepts_json_and_events(headers: &HeaderMap) -> bool {
+    let (mut json, mut events) = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else {
+            return false;
+        };
+        for entry in value.split(',') {
+            let entry = entry.trim();
+            if entry.contains([';', '"']) {
+                return false;
+            }
+            json |= entry.eq_ignore_ascii_case("application/json");
+            events |= entry.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    json && events
+}
+
+/// Whether `key` is an object key anywhere in `value`.
+fn names_key(value: &Value, key: &str) -> bool {
+    match value {
+        Value::Object(map) => map.contains_key(key) || map.values().any(|v| names_key(v, key)),
+        Value::Array(items) => items.iter().any(|v| names_key(v, key)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_bare_accept_entries_naming_both_types_qualify() {
+        let accept = |values: &[&str]| {
+            let mut headers = HeaderMap::new();
+            for v in values {
+                headers.append(header::ACCEPT, v.parse().expect("header"));
+            }
+            accepts_json_and_events(&headers)
+        };
+        assert!(accept(&["application/json, text/event-stream"]));
+        assert!(accept(&["Application/JSON", "text/event-stream"]));
+        assert!(!accept(&["application/json"]));
+        assert!(!accept(&["application/json;q=0, text/event-stream"]));
+        assert!(!accept(&["*/*"]));
+    }
+
+    #[test]
+    fn a_repeated_header_has_no_single_value() {
+        let mut headers = HeaderMap::new();
+        headers.append(HEADER_MCP_METHOD, "tools/call".parse().expect("header"));
+        assert_eq!(single(&headers, HEADER_MCP_METHOD), Some("tools/call"));
+        headers.append(HEADER_MCP_METHOD, "tools/call".parse().expect("header"));
+        assert_eq!(single(&headers, HEADER_MCP_METHOD), None);
+    }
+
+    #[test]
+    fn a_header_annotation_is_found_at_any_depth() {
+        let nested =
+            serde_json::json!({"properties": {"a": {"properties": {"b": {"x-mcp-header": "B"}}}}});
+        assert!(names_key(&nested, HEADER_ANNOTATION));
+        let plain = serde_json::json!({"properties": {"a": {"type": "string"}}});
+        assert!(!names_key(&plain, HEADER_ANNOTATION));
+    }
+
+    /// The headers a 2026-07-28 client sends with a `tools/call` of `echo`.
+    fn call_headers() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("host", "127.0.0.1:8080"),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+        ] {
+            headers.insert(name, value.parse().expect("header"));
+        }
+        headers
+    }
+
+    fn hosts() -> Vec<String> {
+        vec!["127.0.0.1:8080".into(), "localhost:8080".into()]
+    }
+
+    fn call_body(name: &str, meta: &Value) -> Vec<u8> {
+        serde_json::json!({
+            "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": name, "arguments": {"message": "hi"}, "_meta": meta}
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    fn meta() -> Value {
+        serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        })
+    }
+
+    #[test]
+    fn a_plain_stateless_call_qualifies() {
+        let headers = call_headers();
+        assert!(headers_qualify(&hosts(), &Method::POST, &headers));
+        let call = qualify(&headers, &call_body("echo", &meta())).expect("qualifies");
+        assert_eq!(call.id, RequestId::Number(7));
+        assert_eq!(call.params.name, "echo");
+    }
+
+    #[test]
+    fn headers_rmcp_must_judge_go_to_it() {
+        let changed = |name: &str, value: Option<&str>| {
+            let mut headers = call_headers();
+            match value {
+                Some(v) => {
+                    headers.append(
+                        axum::http::HeaderName::from_bytes(name.as_bytes()).expect("name"),
+                        v.parse().expect("value"),
+                    );
+                }
+                None => {
+                    headers.remove(name);
+                }
+            }
+            headers_qualify(&hosts(), &Method::POST, &headers)
+        };
+        assert!(!changed("origin", Some("http://127.0.0.1:8080")));
+        assert!(!changed("mcp-session-id", Some("abc")));
+        assert!(!changed("mcp-param-path", Some("x")));
+        assert!(!changed("mcp-method", None));
+        assert!(
+            !changed("mcp-method", Some("tools/call")),
+            "a repeated header"
+        );
+        assert!(!changed("mcp-name", None));
+        assert!(!changed("mcp-protocol-version", None));
+        assert!(!changed("content-type", None));
+        assert!(!changed("accept", None));
+        assert!(!changed("host", Some("127.0.0.1:8080")), "a repeated Host");
+        let mut other_host = call_headers();
+        other_host.insert("host", "evil.example:8080".parse().expect("host"));
+        assert!(!headers_qualify(&hosts(), &Method::POST, &other_host));
+        let mut base64_name = call_headers();
+        base64_name.insert("mcp-name", "=?base64?ZWNobw==?=".parse().expect("name"));
+        assert!(!headers_qualify(&hosts(), &Method::POST, &base64_name));
+        let mut older = call_headers();
+        older.insert(
+            "mcp-protocol-version",
+            "2025-11-25".parse().expect("version"),
+        );
+        assert!(!headers_qualify(&hosts(), &Method::POST, &older));
+        assert!(!headers_qualify(&hosts(), &Method::GET, &call_headers()));
+    }
+
+    #[test]
+    fn bodies_rmcp_must_judge_go_to_it() {
+        let headers = call_headers();
+        // Another tool than the `Mcp-Name` header names.
+        assert!(qualify(&headers, &call_body("time", &meta())).is_none());
+        // No client capabilities, another version, a progress token, a log level.
+        let without = serde_json::json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+        assert!(qualify(&headers, &call_body("echo", &without)).is_none());
+        let mut older = meta();
+        older["io.modelcontextprotocol/protocolVersion"] = "2025-11-25".into();
+        assert!(qualify(&headers, &call_body("echo", &older)).is_none());
+        let mut progress = meta();
+        progress["progressToken"] = 1.into();
+        assert!(qualify(&headers, &call_body("echo", &progress)).is_none());
+        let mut log = meta();
+        log["io.modelcontextprotocol/logLevel"] = "debug".into();
+        assert!(qualify(&headers, &call_body("echo", &log)).is_none());
+        // Another method, a batch, a notification, not JSON-RPC 2.0, not JSON.
+        let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"name":"echo"}}"#;
+        assert!(qualify(&headers, list).is_none());
+        let batch = format!(
+            "[{}]",
+            String::from_utf8(call_body("echo", &meta())).expect("utf-8")
+        );
+        assert!(qualify(&headers, batch.as_bytes()).is_none());
+        let notification = br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo"}}"#;
+        assert!(qualify(&headers, notification).is_none());
+        let old_rpc = String::from_utf8(call_body("echo", &meta()))
+            .expect("utf-8")
+            .replace("\"2.0\"", "\"1.0\"");
+        assert!(qualify(&headers, old_rpc.as_bytes()).is_none());
+        assert!(qualify(&headers, b"not json").is_none());
+    }
+}

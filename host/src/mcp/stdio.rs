@@ -1,0 +1,331 @@
+//! MCP over stdio: newline-delimited JSON-RPC between the client's pipes and rmcp's service,
+//! with a direct path for plain `tools/call` requests. Once a session has begun with
+//! `initialize`, a call without per-request protocol negotiation is answered here, without
+//! rmcp's per-request machinery: its parse, its spawned handler, and its hops through channels.
+//! The call still runs through the same handler and reaches the client through the session's
+//! peer for progress, log messages and mid-call questions. Every other line goes to rmcp as it
+//! came, including the client's answers to those questions.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, RequestId, ServerJsonRpcMessage,
+    ServerResult,
+};
+use rmcp::service::{Peer, ServerInitializeError};
+use rmcp::{ErrorData, RoleServer, ServiceExt};
+use serde::Deserialize;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio_util::sync::CancellationToken;
+
+use crate::mcp::McpServer;
+use crate::mcp::access::{Access, ClientId};
+use crate::mcp::server::CallOrigin;
+
+/// The method the direct path answers.
+const TOOLS_CALL: &str = "tools/call";
+/// The notification that cancels a request.
+const CANCELLED: &str = "notifications/cancelled";
+/// Room in each in-memory pipe between this front and rmcp's service.
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// Why serving stdio stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum StdioError {
+    /// The session did not begin.
+    #[error("the MCP session did not begin: {0}")]
+    Initialize(#[from] Box<ServerInitializeError>),
+    /// The session ended abnormally.
+    #[error("the MCP session ended abnormally: {0}")]
+    Session(#[from] tokio::task::JoinError),
+}
+
+/// What a line may be, read only as far as this front needs.
+#[derive(Deserialize)]
+struct Line {
+    jsonrpc: Option<String>,
+    id: Option<RequestId>,
+    method: Option<String>,
+}
+
+/// A `tools/call` request.
+#[derive(Deserialize)]
+struct Call {
+    id: RequestId,
+    params: CallToolRequestParams,
+}
+
+/// The parameters of `notifications/cancelled`.
+#[derive(Deserialize)]
+struct Cancelled {
+    params: CancelledParams,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CancelledParams {
+    request_id: RequestId,
+}
+
+/// The client's stdout, written one whole message at a time by rmcp's relay and the direct
+/// calls alike.
+struct Out<W> {
+    writer: tokio::sync::Mutex<W>,
+}
+
+impl<W: AsyncWrite + Unpin> Out<W> {
+    /// Write `message` and its newline, whole, then flush.
+    async fn line(&self, message: &[u8]) -> std::io::Result<()> {
+        let mut writer = self.writer.lock().await;
+        writer.write_all(message).await?;
+        writer.write_all(b"\n").await?;
+        writer.flush().await
+    }
+}
+
+/// The direct calls in flight, by request id, each with the token that cancels it.
+type InFlight = Arc<Mutex<HashMap<RequestId, CancellationToken>>>;
+
+/// Serve `server` on `reader` and `writer` (the client's pipes) until the client closes them.
+/// Returns `Ok(false)` when the client hung up before the session began.
+pub async fn serve<R, W>(server: McpServer, reader: R, writer: W) -> Result<bool, StdioError>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let out = Arc::new(Out {
+        writer: tokio::sync::Mutex::new(writer),
+    });
+    let (to_rmcp, rmcp_reads) = tokio::io::duplex(PIPE_BYTES);
+    let (rmcp_writes, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
+    let peer: Arc<OnceLock<Peer<RoleServer>>> = Arc::default();
+    let front = tokio::spawn(read_client(
+        server.clone(),
+        reader,
+        to_rmcp,
+        out.clone(),
+        peer.clone(),
+    ));
+    let relay = tokio::spawn(relay(from_rmcp, out));
+    let service = match server.serve((rmcp_reads, rmcp_writes)).await {
+        Ok(service) => service,
+        Err(ServerInitializeError::ConnectionClosed(during)) => {
+            tracing::info!(%during, "client closed the connection before initializing");
+            front.abort();
+            relay.abort();
+            return Ok(false);
+        }
+        Err(e) => {
+            front.abort();
+            relay.abort();
+            return Err(Box::new(e).into());
+        }
+    };
+    // A set cell is never set again; this is the only place it is set.
+    let _ = peer.set(service.peer().clone());
+    let ended = service.waiting().await;
+    front.abort();
+    // rmcp's last messages are written before the relay is left behind.
+    let _ = relay.await;
+    ended?;
+    Ok(true)
+}
+
+/// Pass rmcp's messages to the client, a line at a time.
+async fn relay<W: AsyncWrite + Unpin>(from_rmcp: tokio::io::DuplexStream, out: Arc<Out<W>>) {
+    let mut lines = BufReader::new(from_rmcp);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match lines.read_until(b'\n', &mut line).await {
+            Ok(0) => return,
+            Ok(_) => {
+                let message = line.strip_suffix(b"\n").unwrap_or(&line);
+                if let Err(e) = out.line(message).await {
+                    tracing::debug!(error = %e, "cannot write to the client");
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read rmcp's output");
+                return;
+            }
+        }
+    }
+}
+
+/// Read the client's lines: answer plain calls directly, catch cancellations of them, and
+/// pass everything else to rmcp. Closing rmcp's input when the client closes ends the session.
+async fn read_client<R, W>(
+    server: McpServer,
+    reader: R,
+    mut to_rmcp: tokio::io::DuplexStream,
+    out: Arc<Out<W>>,
+    peer: Arc<OnceLock<Peer<RoleServer>>>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let in_flight: InFlight = Arc::default();
+    let mut lines = BufReader::new(reader);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match lines.read_until(b'\n', &mut line).await {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read from the client");
+                break;
+            }
+        }
+        if let Some(peer) = peer.get()
+            && taken(&server, peer, &line, &out, &in_flight)
+        {
+            continue;
+        }
+        if let Err(e) = to_rmcp.write_all(&line).await {
+            tracing::debug!(error = %e, "rmcp's service stopped reading");
+            break;
+        }
+    }
+    // EOF for rmcp: the session ends as it would on the client's own EOF.
+    let _ = to_rmcp.shutdown().await;
+}
+
+/// Whether this front took `line`: a plain call it now answers, or the cancellation of one.
+fn taken<W>(
+    server: &McpServer,
+    peer: &Peer<RoleServer>,
+    line: &[u8],
+    out: &Arc<Out<W>>,
+    in_flight: &InFlight,
+) -> bool
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok(head) = serde_json::from_slice::<Line>(line) else {
+        return false;
+    };
+    if head.jsonrpc.as_deref() != Some("2.0") {
+        return false;
+    }
+    match (head.method.as_deref(), head.id) {
+        (Some(TOOLS_CALL), Some(_)) => {
+            let Some(call) = plain_call(peer, line) else {
+                return false;
+            };
+            tracing::trace!(tool = %call.params.name, "a plain call, answered directly");
+            start(
+                server.clone(),
+                peer.clone(),
+                call,
+                out.clone(),
+                in_flight.clone(),
+            );
+            true
+        }
+        (Some(CANCELLED), None) => {
+            let Ok(cancelled) = serde_json::from_slice::<Cancelled>(line) else {
+                return false;
+            };
+            let token = in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&cancelled.params.request_id);
+            token.map(|t| t.cancel()).is_some()
+        }
+        _ => false,
+    }
+}
+
+/// The call in `line` when this session began with `initialize` and the call does not
+/// negotiate a protocol version of its own (that is rmcp's to judge).
+fn plain_call(peer: &Peer<RoleServer>, line: &[u8]) -> Option<Call> {
+    let info = peer.peer_info()?;
+    if !info.protocol_version.has_initialize() {
+        return None;
+    }
+    let call: Call = serde_json::from_slice(line).ok()?;
+    if call
+        .params
+        .meta
+        .as_ref()
+        .is_some_and(|meta| meta.protocol_version().is_some())
+    {
+        return None;
+    }
+    Some(call)
+}
+
+/// Run `call` on its own task and write its answer; a cancellation drops it.
+fn start<W>(
+    server: McpServer,
+    peer: Peer<RoleServer>,
+    call: Call,
+    out: Arc<Out<W>>,
+    in_flight: InFlight,
+) where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let cancelled = CancellationToken::new();
+    in_flight
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(call.id.clone(), cancelled.clone());
+    tokio::spawn(async move {
+        let id = call.id;
+        let message = match answer(&server, &peer, call.params, &cancelled).await {
+            Ok(response) => ServerJsonRpcMessage::response(response, id.clone()),
+            Err(error) => ServerJsonRpcMessage::error(error, Some(id.clone())),
+        };
+        in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        match serde_json::to_vec(&message) {
+            Ok(bytes) => {
+                if let Err(e) = out.line(&bytes).await {
+                    tracing::debug!(error = %e, "cannot write a call's answer to the client");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot write a call's answer"),
+        }
+    });
+}
+
+/// The answer to one call, as rmcp's service would give it.
+async fn answer(
+    server: &McpServer,
+    peer: &Peer<RoleServer>,
+    params: CallToolRequestParams,
+    cancelled: &CancellationToken,
+) -> Result<ServerResult, ErrorData> {
+    let info = peer.peer_info();
+    let meta = params.meta.clone().unwrap_or_default();
+    let capabilities = meta
+        .client_capabilities()
+        .or_else(|| info.as_ref().map(|i| i.capabilities.clone()));
+    let version = info.as_ref().map(|i| i.protocol_version.clone());
+    let declared_tasks = capabilities.as_ref().is_some_and(|c| c.supports_tasks());
+    let origin = CallOrigin {
+        access: Access::All,
+        client: ClientId("stdio".into()),
+        capabilities,
+        legacy_session: true,
+        stdio: true,
+        peer: Some(peer),
+        progress_token: meta.get_progress_token(),
+        min_log: server.min_log_from(&meta, version.as_ref()),
+        cancelled,
+    };
+    let response = server.call(params, origin).await?;
+    // SEP-2663, as rmcp enforces it: no task handle for a client that cannot read one.
+    if matches!(response, CallToolResponse::Task(_)) && !declared_tasks {
+        return Err(ErrorData::missing_required_client_capability(
+            ClientCapabilities::builder().enable_tasks().build(),
+        ));
+    }
+    Ok(ServerResult::from(response))
+}

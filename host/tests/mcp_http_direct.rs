@@ -1,0 +1,153 @@
+//! `chitin serve --http` answers a plain stateless `tools/call` without rmcp's per-request
+//! service (`mcp/direct.rs`). The same requests with an allowed `Origin` header go through
+//! rmcp instead: both answers must be the same. Real server process, real loopback connection.
+
+mod common;
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+
+/// A 2026-07-28 stateless `tools/call` with `id`.
+fn call(id: Value, tool: &str, arguments: Value) -> String {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {
+            "name": tool,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "direct-test", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    })
+    .to_string()
+}
+
+/// The status, content type and JSON body of one POST of `body` naming `tool`, with `origin`
+/// when given (which sends it through rmcp).
+async fn post(
+    sender: &mut SendRequest<Full<Bytes>>,
+    server: &common::HttpServer,
+    tool: &str,
+    body: String,
+    origin: Option<&str>,
+) -> (u16, String, Value) {
+    let mut request = Request::post("/mcp")
+        .header("host", &server.addr)
+        .header("authorization", format!("Bearer {}", server.token))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool);
+    if let Some(origin) = origin {
+        request = request.header("origin", origin);
+    }
+    let request = request.body(Full::new(Bytes::from(body))).expect("request");
+    sender.ready().await.expect("the connection stays open");
+    let response = sender.send_request(request).await.expect("send");
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let json = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, content_type, json)
+}
+
+/// `value` without the keys that differ between two answers to the same request (the sealed
+/// request state of an input-required result).
+fn comparable(mut value: Value) -> Value {
+    if let Some(result) = value.get_mut("result").and_then(Value::as_object_mut) {
+        result.remove("requestState");
+    }
+    value
+}
+
+#[tokio::test]
+async fn a_direct_answer_is_the_answer_rmcp_gives() {
+    tokio::time::timeout(Duration::from_secs(90), run())
+        .await
+        .expect("the test finishes within 90 s");
+}
+
+async fn run() {
+    let server = common::serve_http(&[
+        common::component("echo"),
+        common::component("fs"),
+        common::component("shell"),
+    ])
+    .await;
+    let stream = TcpStream::connect(&server.addr).await.expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("HTTP/1.1 handshake");
+    tokio::spawn(connection);
+    let origin = format!("http://{}", server.addr);
+
+    let cases = [
+        ("echo", json!(1), json!({"message": "hello"})),
+        (
+            "echo",
+            json!("a-string-id"),
+            json!({"message": "ünïcode \" and \\ escapes"}),
+        ),
+        // Invalid arguments: a tool error the model reads.
+        ("echo", json!(3), json!({})),
+        ("echo", json!(4), json!({"message": 5})),
+        // A file that is not there: a tool error naming it.
+        ("read_file", json!(5), json!({"path": "not-there.txt"})),
+        // A tool that is not served.
+        ("no_such_tool", json!(6), json!({})),
+        // A tool that asks for approval: an input-required result.
+        ("shell", json!(7), json!({"command": "true"})),
+    ];
+    for (tool, id, arguments) in cases {
+        let body = call(id.clone(), tool, arguments.clone());
+        let direct = post(&mut sender, &server, tool, body.clone(), None).await;
+        let through_rmcp = post(&mut sender, &server, tool, body, Some(&origin)).await;
+        assert_eq!(direct.0, through_rmcp.0, "status of {tool} {arguments}");
+        assert_eq!(
+            direct.1, through_rmcp.1,
+            "content type of {tool} {arguments}"
+        );
+        assert_eq!(direct.2["id"], id, "{tool}: {}", direct.2);
+        assert_eq!(
+            comparable(direct.2.clone()),
+            comparable(through_rmcp.2.clone()),
+            "{tool} {arguments}"
+        );
+    }
+
+    // A request the direct path does not take is still refused by rmcp: an `Mcp-Name` that
+    // contradicts the body.
+    let (status, _, body) = post(
+        &mut sender,
+        &server,
+        "read_file",
+        call(json!(8), "echo", json!({"message": "x"})),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+}
