@@ -45,12 +45,18 @@ fn new_store(
     store.set_fuel(limits.fuel)?;
     let deadline = Instant::now() + limits.timeout();
     // Every tick: stop at the deadline, otherwise yield so timers and cancellation get to run
-    // even while the guest computes without calling the host.
+    // even while the guest computes without calling the host. tokio's `yield_now` defers the
+    // wake-up until the runtime has polled its I/O driver: on the one-thread runtime of stdio
+    // serving, a plain yield would be polled again at once, and the client's
+    // `notifications/cancelled` would wait up to 61 polls (over half a second) to be read.
     store.epoch_deadline_callback(move |_| {
         if Instant::now() >= deadline {
             Err(DeadlineExceeded.into())
         } else {
-            Ok(UpdateDeadline::Yield(1))
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
         }
     });
     store.set_epoch_deadline(1);

@@ -152,7 +152,8 @@ async fn run() {
         "{progress:?}"
     );
 
-    // A cancelled call stops long before its time limit, and the session carries on.
+    // A cancelled call stops within a second (it would spin for seconds until its fuel ran
+    // out), and the session carries on.
     session.send(call(3, "spin", json!({}), None)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let cancelled_at = Instant::now();
@@ -164,7 +165,7 @@ async fn run() {
         .await;
     let answer = session.until_answer(3).await.pop().expect("answer");
     assert!(
-        cancelled_at.elapsed() < Duration::from_secs(10),
+        cancelled_at.elapsed() < Duration::from_secs(1),
         "the cancelled call ran on for {:?}",
         cancelled_at.elapsed()
     );

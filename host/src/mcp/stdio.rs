@@ -75,11 +75,11 @@ struct Out<W> {
 }
 
 impl<W: AsyncWrite + Unpin> Out<W> {
-    /// Write `message` and its newline, whole, then flush.
-    async fn line(&self, message: &[u8]) -> std::io::Result<()> {
+    /// Write `line` (a message and its newline) whole, in one write where the pipe has room,
+    /// then flush.
+    async fn line(&self, line: &[u8]) -> std::io::Result<()> {
         let mut writer = self.writer.lock().await;
-        writer.write_all(message).await?;
-        writer.write_all(b"\n").await?;
+        writer.write_all(line).await?;
         writer.flush().await
     }
 }
@@ -141,8 +141,10 @@ async fn relay<W: AsyncWrite + Unpin>(from_rmcp: tokio::io::DuplexStream, out: A
         match lines.read_until(b'\n', &mut line).await {
             Ok(0) => return,
             Ok(_) => {
-                let message = line.strip_suffix(b"\n").unwrap_or(&line);
-                if let Err(e) = out.line(message).await {
+                if !line.ends_with(b"\n") {
+                    line.push(b'\n');
+                }
+                if let Err(e) = out.line(&line).await {
                     tracing::debug!(error = %e, "cannot write to the client");
                     return;
                 }
@@ -274,7 +276,8 @@ fn start<W>(
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(call.id.clone(), cancelled.clone());
-    tokio::spawn(async move {
+    // Boxed: the call's future is large, and a task is moved into its cell when spawned.
+    tokio::spawn(Box::pin(async move {
         let id = call.id;
         let message = match answer(&server, &peer, call.params, &cancelled).await {
             Ok(response) => ServerJsonRpcMessage::response(response, id.clone()),
@@ -285,14 +288,15 @@ fn start<W>(
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&id);
         match serde_json::to_vec(&message) {
-            Ok(bytes) => {
-                if let Err(e) = out.line(&bytes).await {
+            Ok(mut line) => {
+                line.push(b'\n');
+                if let Err(e) = out.line(&line).await {
                     tracing::debug!(error = %e, "cannot write a call's answer to the client");
                 }
             }
             Err(e) => tracing::error!(error = %e, "cannot write a call's answer"),
         }
-    });
+    }));
 }
 
 /// The answer to one call, as rmcp's service would give it.
