@@ -1,0 +1,50 @@
+"""Mean round trip of `tools/call` echo over stdio, one call at a time, client included: an A/B
+driver for two `chitin` binaries on the same machine (`docs/performance.md`).
+
+    python3 host/benches/ab/stdio_echo.py target/release/chitin 4000
+
+Run from the repository root after `just build-components`; the data directory and workspace
+are fresh temporary directories, the trusted keys those of the build."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+chitin, calls = sys.argv[1], int(sys.argv[2])
+data = tempfile.mkdtemp(prefix="chitin-ab-")
+workspace = os.path.join(data, "workspace")
+os.mkdir(workspace)
+env = dict(os.environ, CHITIN_DATA_DIR=data, CHITIN_WORKSPACE=workspace,
+           CHITIN_TRUSTED_KEYS=os.path.abspath("build/trusted_keys"))
+server = subprocess.Popen(
+    [chitin, "serve", "--no-watch", "--components", "build/components/echo.wasm"],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+
+
+def send(message):
+    server.stdin.write((json.dumps(message) + "\n").encode())
+    server.stdin.flush()
+
+
+send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {},
+    "clientInfo": {"name": "ab", "version": "0"}}})
+server.stdout.readline()
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+line = (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"message": "hello"}}}) + "\n").encode()
+for _ in range(200):
+    server.stdin.write(line)
+    server.stdin.flush()
+    server.stdout.readline()
+started = time.monotonic()
+for _ in range(calls):
+    server.stdin.write(line)
+    server.stdin.flush()
+    assert b'"hello"' in server.stdout.readline()
+print(f"{chitin}: {(time.monotonic() - started) / calls * 1e6:.1f} µs a call (mean of {calls})")
+server.stdin.close()
+server.wait()
