@@ -33,25 +33,37 @@ fn call(id: Value, tool: &str, arguments: Value) -> String {
     .to_string()
 }
 
-/// The status, content type and JSON body of one POST of `body` naming `tool`, with `origin`
-/// when given (which sends it through rmcp).
+/// How a test request is sent.
+#[derive(Clone, Copy)]
+enum Sent<'a> {
+    /// With the bearer token and no `Origin`: the direct path takes it.
+    Plain,
+    /// With the bearer token and this allowed `Origin`, which sends it through rmcp.
+    From(&'a str),
+    /// Without the bearer token.
+    Anonymous,
+}
+
+/// The status, content type and JSON body of one POST of `body` naming `tool`, sent as `sent`.
 async fn post(
     sender: &mut SendRequest<Full<Bytes>>,
     server: &common::HttpServer,
     tool: &str,
     body: String,
-    origin: Option<&str>,
+    sent: Sent<'_>,
 ) -> (u16, String, Value) {
     let mut request = Request::post("/mcp")
         .header("host", &server.addr)
-        .header("authorization", format!("Bearer {}", server.token))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .header("mcp-name", tool);
-    if let Some(origin) = origin {
+    if let Sent::From(origin) = sent {
         request = request.header("origin", origin);
+    }
+    if !matches!(sent, Sent::Anonymous) {
+        request = request.header("authorization", format!("Bearer {}", server.token));
     }
     let request = request.body(Full::new(Bytes::from(body))).expect("request");
     sender.ready().await.expect("the connection stays open");
@@ -123,8 +135,8 @@ async fn run() {
     ];
     for (tool, id, arguments) in cases {
         let body = call(id.clone(), tool, arguments.clone());
-        let direct = post(&mut sender, &server, tool, body.clone(), None).await;
-        let through_rmcp = post(&mut sender, &server, tool, body, Some(&origin)).await;
+        let direct = post(&mut sender, &server, tool, body.clone(), Sent::Plain).await;
+        let through_rmcp = post(&mut sender, &server, tool, body, Sent::From(&origin)).await;
         assert_eq!(direct.0, through_rmcp.0, "status of {tool} {arguments}");
         assert_eq!(
             direct.1, through_rmcp.1,
@@ -145,9 +157,21 @@ async fn run() {
         &server,
         "read_file",
         call(json!(8), "echo", json!({"message": "x"})),
-        None,
+        Sent::Plain,
     )
     .await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], -32020, "{body}");
+
+    // The direct path is behind the bearer token: a call that would qualify, without it, is
+    // refused before any tool runs.
+    let (status, _, body) = post(
+        &mut sender,
+        &server,
+        "echo",
+        call(json!(9), "echo", json!({"message": "x"})),
+        Sent::Anonymous,
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
 }

@@ -34,7 +34,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::mcp::McpServer;
 use crate::mcp::access;
-use crate::mcp::http::MAX_BODY_BYTES;
 use crate::mcp::server::CallOrigin;
 
 /// The method this path answers.
@@ -44,11 +43,12 @@ const PARAM_HEADER_PREFIX: &str = "mcp-param-";
 /// The schema keyword that asks for an argument to be repeated in an `Mcp-Param-*` header.
 const HEADER_ANNOTATION: &str = "x-mcp-header";
 
-/// What the direct path needs: the handler, the accepted `Host` authorities, and the token
-/// that ends calls in flight when the server stops.
+/// What the direct path needs: the handler, the accepted `Host` authorities, the largest
+/// body read, and the token that ends calls in flight when the server stops.
 pub struct Direct {
     server: McpServer,
     hosts: Vec<String>,
+    max_body: usize,
     stopping: CancellationToken,
 }
 
@@ -71,12 +71,18 @@ struct Qualified {
 }
 
 impl Direct {
-    /// Answer plain stateless calls to `server`'s tools on a server accepting `hosts`; calls
-    /// in flight end when `stopping` is cancelled.
-    pub fn new(server: McpServer, hosts: Vec<String>, stopping: CancellationToken) -> Self {
+    /// Answer plain stateless calls to `server`'s tools on a server accepting `hosts`, with
+    /// bodies of at most `max_body` bytes; calls in flight end when `stopping` is cancelled.
+    pub fn new(
+        server: McpServer,
+        hosts: Vec<String>,
+        max_body: usize,
+        stopping: CancellationToken,
+    ) -> Self {
         Self {
             server,
             hosts,
+            max_body,
             stopping,
         }
     }
@@ -167,12 +173,15 @@ pub async fn route(State(direct): State<Arc<Direct>>, request: Request, next: Ne
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+    let bytes = match axum::body::to_bytes(body, direct.max_body).await {
         Ok(bytes) => bytes,
         Err(e) => {
             return (
                 StatusCode::PAYLOAD_TOO_LARGE,
-                format!("cannot read the request body (at most {MAX_BODY_BYTES} bytes): {e}"),
+                format!(
+                    "cannot read the request body (at most {} bytes): {e}",
+                    direct.max_body
+                ),
             )
                 .into_response();
         }

@@ -113,6 +113,7 @@ pub async fn serve(
     let direct = Arc::new(Direct::new(
         McpServer::new(served.clone(), options.page_size),
         hosts.clone(),
+        MAX_BODY_BYTES,
         shutdown.sessions.clone(),
     ));
     let config = StreamableHttpServerConfig::default()
