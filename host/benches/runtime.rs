@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use chitin_host::engine::{AllocatorProfile, EngineOptions};
 use chitin_host::policy::Policy;
+use chitin_host::spec::CallArgs;
 use chitin_host::state::{CallEnv, HostState};
 use chitin_host::{CallContext, Host, Limits, Runtime};
 
@@ -136,7 +137,9 @@ fn breakdown(
             drop(std::hint::black_box(HostState::new(&env).expect("state")));
             state.push(t.elapsed());
             let t = Instant::now();
-            component.tools[0].validate_args(ECHO_ARGS).expect("valid");
+            component.tools[0]
+                .validate_args(&CallArgs::parse(ECHO_ARGS))
+                .expect("valid");
             validate.push(t.elapsed());
             let t = Instant::now();
             let live = host

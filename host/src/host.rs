@@ -18,7 +18,7 @@ use crate::policy::Policy;
 use crate::remembered_approvals::{Approval, ApprovalStore};
 use crate::runtime::{CallReport, Loaded, LoadedComponent, Runtime};
 use crate::services::Services;
-use crate::spec::ToolSpec;
+use crate::spec::{CallArgs, ToolSpec};
 use crate::state_db::StateError;
 
 /// Loaded components and their tools, served through one runtime.
@@ -483,15 +483,15 @@ impl ServedSet {
             return CallReport::refused(ToolError::NotFound(self.unknown_tool(name)));
         };
         let component = &self.components[c];
-        let args = serde_json::from_str(args_json).unwrap_or(serde_json::Value::Null);
+        let args = CallArgs::parse(args_json);
         let (mode, why) = self.policy.approval_mode(
             name,
-            &args,
+            args.value(),
             component.grant.approval(&component.tools[t].own_name),
         );
         if mode != ApprovalHint::Never {
             // Validate first so a person is only ever asked about a call that can run.
-            if let Err(e) = component.validate_args(t, args_json) {
+            if let Err(e) = component.validate_args(t, &args) {
                 return CallReport::refused(e);
             }
             if let Err(e) = self
@@ -502,7 +502,7 @@ impl ServedSet {
             }
         }
         self.runtime
-            .call(component, t, args_json, &self.services, scope)
+            .call(component, t, &args, &self.services, scope)
             .await
     }
 

@@ -4,6 +4,12 @@
 
 #![deny(missing_docs)]
 
+/// Every call allocates and frees some fifty blocks (instantiation, JSON, the MCP message).
+/// glibc's malloc spent 22 % of an MCP call's instructions on them, mimalloc a third of that
+/// (`docs/performance.md`). Set here so the binary, the tests and the benchmarks all use it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod approver;
 mod bindings;
 pub mod cache;

@@ -26,7 +26,7 @@ use crate::load::{self, Entry, InstantiateError, Loader, SpecsError};
 use crate::policy::Policy;
 use crate::sandbox;
 use crate::services::Services;
-use crate::spec::CheckedSpec;
+use crate::spec::{CallArgs, CheckedSpec};
 use crate::state::{CallEnv, HostState};
 use crate::typed_exports::{self, Docs};
 
@@ -95,18 +95,18 @@ impl LoadedComponent {
     /// Check the arguments of a call to tool `index` without running anything: a typed
     /// export's by converting them to its parameters (errors name the field), any other tool's
     /// against its input schema.
-    pub fn validate_args(&self, index: usize, args_json: &str) -> Result<(), ToolError> {
+    pub fn validate_args(&self, index: usize, args: &CallArgs<'_>) -> Result<(), ToolError> {
         let unknown = || ToolError::NotFound(format!("{} has no tool number {index}", self.name()));
         match &self.entry {
             Entry::Typed(_, funcs) => {
                 let func = funcs.get(index).ok_or_else(unknown)?;
-                typed_exports::arguments(func, args_json).map(|_| ())
+                typed_exports::arguments(func, args.json()).map(|_| ())
             }
             Entry::Tool(_) => self
                 .tools
                 .get(index)
                 .ok_or_else(unknown)?
-                .validate_args(args_json),
+                .validate_args(args),
         }
     }
 
@@ -411,11 +411,12 @@ impl Runtime {
         &self,
         component: &LoadedComponent,
         index: usize,
-        args_json: &str,
+        args: &CallArgs<'_>,
         services: &Arc<Services>,
         invoke: &InvokeScope,
     ) -> CallReport {
         let ctx = &invoke.ctx;
+        let args_json = args.json();
         let limits = &component.grant.limits;
         let Some(tool) = component.tools.get(index) else {
             return CallReport::refused(ToolError::NotFound(format!(
@@ -427,7 +428,7 @@ impl Runtime {
         // the same rules as its schema, with errors naming the field.
         let typed = match &component.entry {
             Entry::Tool(_) => {
-                if let Err(e) = tool.validate_args(args_json) {
+                if let Err(e) = tool.validate_args(args) {
                     return CallReport::refused(e);
                 }
                 None

@@ -34,6 +34,36 @@ pub struct ToolSpec {
     pub annotations: Annotations,
 }
 
+/// A call's arguments: the JSON text the component is given, and the value read from it once
+/// for the policy's rules and the schema (large arguments are not parsed again for each).
+pub struct CallArgs<'a> {
+    json: &'a str,
+    value: Result<Value, serde_json::Error>,
+}
+
+/// What a rule sees of arguments that are not JSON; the schema check refuses them.
+static NOT_JSON: Value = Value::Null;
+
+impl<'a> CallArgs<'a> {
+    /// Read `json` once.
+    pub fn parse(json: &'a str) -> Self {
+        Self {
+            json,
+            value: serde_json::from_str(json),
+        }
+    }
+
+    /// The arguments as the caller wrote them.
+    pub fn json(&self) -> &'a str {
+        self.json
+    }
+
+    /// The arguments' value; null when they are not JSON.
+    pub fn value(&self) -> &Value {
+        self.value.as_ref().unwrap_or(&NOT_JSON)
+    }
+}
+
 /// A spec together with its compiled argument validator.
 pub struct CheckedSpec {
     /// The spec, named as agents see the tool.
@@ -146,14 +176,20 @@ impl CheckedSpec {
         Ok(())
     }
 
-    /// Parse and validate call arguments against the input schema. The error names each
-    /// offending field (by JSON pointer) and what is wrong with it.
-    pub fn validate_args(&self, args_json: &str) -> Result<(), ToolError> {
-        let value: Value = serde_json::from_str(args_json)
+    /// Validate call arguments against the input schema. The error names each offending field
+    /// (by JSON pointer) and what is wrong with it.
+    pub fn validate_args(&self, args: &CallArgs<'_>) -> Result<(), ToolError> {
+        let value = args
+            .value
+            .as_ref()
             .map_err(|e| ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}")))?;
+        // The common case answers without building error reports.
+        if self.validator.is_valid(value) {
+            return Ok(());
+        }
         let problems: Vec<String> = self
             .validator
-            .iter_errors(&value)
+            .iter_errors(value)
             .take(5)
             .map(|e| {
                 let at = e.instance_path().to_string();

@@ -1,4 +1,5 @@
-"""Mean round trip of `tools/call` echo over stdio, one call at a time, client included: an A/B
+"""Mean round trip of `tools/call` echo over stdio, one call at a time, client included, and the
+server's CPU time a call: an A/B
 driver for two `chitin` binaries on the same machine (`docs/performance.md`).
 
     python3 host/benches/ab/stdio_echo.py target/release/chitin 4000
@@ -40,11 +41,24 @@ for _ in range(200):
     server.stdin.write(line)
     server.stdin.flush()
     server.stdout.readline()
+
+
+def cpu_seconds():
+    """The server's user and system CPU time so far (from /proc, in clock ticks)."""
+    with open(f"/proc/{server.pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+cpu = cpu_seconds()
 started = time.monotonic()
 for _ in range(calls):
     server.stdin.write(line)
     server.stdin.flush()
     assert b'"hello"' in server.stdout.readline()
-print(f"{chitin}: {(time.monotonic() - started) / calls * 1e6:.1f} µs a call (mean of {calls})")
+wall = time.monotonic() - started
+cpu = cpu_seconds() - cpu
+print(f"{chitin}: {wall / calls * 1e6:.1f} µs a call, server CPU {cpu / calls * 1e6:.1f} µs a call"
+      f" (mean of {calls})")
 server.stdin.close()
 server.wait()

@@ -10,7 +10,6 @@
 //! - a Base64 `Mcp-Name`;
 //! - media types with parameters.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -28,16 +27,14 @@ use rmcp::transport::common::http_header::{
     BASE64_HEADER_PREFIX, HEADER_MCP_METHOD, HEADER_MCP_NAME, HEADER_MCP_PROTOCOL_VERSION,
     HEADER_SESSION_ID,
 };
-use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::McpServer;
 use crate::mcp::access;
+use crate::mcp::plain_call::{PlainCall, TOOLS_CALL};
 use crate::mcp::server::CallOrigin;
 
-/// The method this path answers.
-const TOOLS_CALL: &str = "tools/call";
 /// The `Mcp-Param-*` headers, as `http` spells header names (lower case).
 const PARAM_HEADER_PREFIX: &str = "mcp-param-";
 /// The schema keyword that asks for an argument to be repeated in an `Mcp-Param-*` header.
@@ -50,17 +47,6 @@ pub struct Direct {
     hosts: Vec<String>,
     max_body: usize,
     stopping: CancellationToken,
-}
-
-/// A request's JSON-RPC envelope, read only as far as a `tools/call` needs.
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow)]
-    jsonrpc: Cow<'a, str>,
-    id: RequestId,
-    #[serde(borrow)]
-    method: Cow<'a, str>,
-    params: CallToolRequestParams,
 }
 
 /// A `tools/call` whose headers and body qualify for the direct path.
@@ -226,11 +212,7 @@ fn host_allowed(hosts: &[String], host: &str) -> bool {
 /// The call in `body`, when it is a single 2026-07-28 `tools/call` naming the tool the
 /// `Mcp-Name` header names, asking for no progress or log messages.
 fn qualify(headers: &HeaderMap, body: &[u8]) -> Option<Qualified> {
-    let envelope: Envelope = serde_json::from_slice(body).ok()?;
-    if envelope.jsonrpc != "2.0" || envelope.method != TOOLS_CALL {
-        return None;
-    }
-    let params = envelope.params;
+    let PlainCall { id, params } = PlainCall::parse(body)?;
     if single(headers, HEADER_MCP_NAME) != Some(&*params.name) {
         return None;
     }
@@ -245,7 +227,7 @@ fn qualify(headers: &HeaderMap, body: &[u8]) -> Option<Qualified> {
     }
     let capabilities = meta.client_capabilities()?;
     Some(Qualified {
-        id: envelope.id,
+        id,
         params,
         capabilities,
     })

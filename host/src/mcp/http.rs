@@ -14,7 +14,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::serve::ListenerExt;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -128,11 +128,13 @@ pub async fn serve(
     let page_size = options.page_size;
     let for_sessions = served.clone();
     let probed = served.clone();
-    let service = StreamableHttpService::new(
+    // Behind an `Arc`: axum clones a route's handler for every request, and rmcp's own clone
+    // copies its whole configuration, which a call the direct path answers never uses.
+    let rmcp = Arc::new(StreamableHttpService::new(
         move || Ok(McpServer::new(for_sessions.clone(), page_size)),
         Arc::new(LocalSessionManager::default()),
         config,
-    );
+    ));
     let metadata_paths = auth
         .oauth
         .as_ref()
@@ -146,7 +148,10 @@ pub async fn serve(
         ),
     });
     let mut app = Router::new()
-        .route_service(MCP_PATH, service)
+        .route(
+            MCP_PATH,
+            any(move |request: Request| async move { rmcp.handle(request).await }),
+        )
         // A plain stateless `tools/call` is answered without rmcp's per-request service.
         .route_layer(middleware::from_fn_with_state(direct, direct::route))
         .layer(middleware::from_fn_with_state(guard.clone(), authenticate));

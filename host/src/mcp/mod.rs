@@ -9,6 +9,7 @@ pub mod gather;
 pub mod http;
 pub mod input_required;
 pub mod oauth;
+pub mod plain_call;
 pub mod questions;
 pub mod served;
 mod server;

@@ -21,10 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::mcp::McpServer;
 use crate::mcp::access::{Access, ClientId};
+use crate::mcp::plain_call::PlainCall;
 use crate::mcp::server::CallOrigin;
 
-/// The method the direct path answers.
-const TOOLS_CALL: &str = "tools/call";
 /// The notification that cancels a request.
 const CANCELLED: &str = "notifications/cancelled";
 /// Room in each in-memory pipe between this front and rmcp's service.
@@ -41,19 +40,12 @@ pub enum StdioError {
     Session(#[from] tokio::task::JoinError),
 }
 
-/// What a line may be, read only as far as this front needs.
+/// What a line that is not a call may be, read only as far as this front needs.
 #[derive(Deserialize)]
 struct Line {
     jsonrpc: Option<String>,
     id: Option<RequestId>,
     method: Option<String>,
-}
-
-/// A `tools/call` request.
-#[derive(Deserialize)]
-struct Call {
-    id: RequestId,
-    params: CallToolRequestParams,
 }
 
 /// The parameters of `notifications/cancelled`.
@@ -197,6 +189,7 @@ async fn read_client<R, W>(
 }
 
 /// Whether this front took `line`: a plain call it now answers, or the cancellation of one.
+/// A call is read once; only other lines are read again for a cancellation.
 fn taken<W>(
     server: &McpServer,
     peer: &Peer<RoleServer>,
@@ -207,65 +200,58 @@ fn taken<W>(
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    if let Some(call) = PlainCall::parse(line) {
+        if !plain(peer, &call) {
+            return false;
+        }
+        tracing::trace!(tool = %call.params.name, "a plain call, answered directly");
+        start(
+            server.clone(),
+            peer.clone(),
+            call,
+            out.clone(),
+            in_flight.clone(),
+        );
+        return true;
+    }
     let Ok(head) = serde_json::from_slice::<Line>(line) else {
         return false;
     };
-    if head.jsonrpc.as_deref() != Some("2.0") {
+    if head.jsonrpc.as_deref() != Some("2.0")
+        || head.method.as_deref() != Some(CANCELLED)
+        || head.id.is_some()
+    {
         return false;
     }
-    match (head.method.as_deref(), head.id) {
-        (Some(TOOLS_CALL), Some(_)) => {
-            let Some(call) = plain_call(peer, line) else {
-                return false;
-            };
-            tracing::trace!(tool = %call.params.name, "a plain call, answered directly");
-            start(
-                server.clone(),
-                peer.clone(),
-                call,
-                out.clone(),
-                in_flight.clone(),
-            );
-            true
-        }
-        (Some(CANCELLED), None) => {
-            let Ok(cancelled) = serde_json::from_slice::<Cancelled>(line) else {
-                return false;
-            };
-            let token = in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&cancelled.params.request_id);
-            token.map(|t| t.cancel()).is_some()
-        }
-        _ => false,
-    }
+    let Ok(cancelled) = serde_json::from_slice::<Cancelled>(line) else {
+        return false;
+    };
+    let token = in_flight
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&cancelled.params.request_id);
+    token.map(|t| t.cancel()).is_some()
 }
 
-/// The call in `line` when this session began with `initialize` and the call does not
-/// negotiate a protocol version of its own (that is rmcp's to judge).
-fn plain_call(peer: &Peer<RoleServer>, line: &[u8]) -> Option<Call> {
-    let info = peer.peer_info()?;
-    if !info.protocol_version.has_initialize() {
-        return None;
-    }
-    let call: Call = serde_json::from_slice(line).ok()?;
-    if call
-        .params
-        .meta
-        .as_ref()
-        .is_some_and(|meta| meta.protocol_version().is_some())
-    {
-        return None;
-    }
-    Some(call)
+/// Whether this front answers `call`: the session began with `initialize` and the call does
+/// not negotiate a protocol version of its own (that is rmcp's to judge).
+fn plain(peer: &Peer<RoleServer>, call: &PlainCall) -> bool {
+    let began_with_initialize = peer
+        .peer_info()
+        .is_some_and(|info| info.protocol_version.has_initialize());
+    began_with_initialize
+        && call
+            .params
+            .meta
+            .as_ref()
+            .is_none_or(|meta| meta.protocol_version().is_none())
 }
 
 /// Run `call` on its own task and write its answer; a cancellation drops it.
 fn start<W>(
     server: McpServer,
     peer: Peer<RoleServer>,
-    call: Call,
+    call: PlainCall,
     out: Arc<Out<W>>,
     in_flight: InFlight,
 ) where
