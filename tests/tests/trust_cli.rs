@@ -103,6 +103,9 @@ fn an_untrusted_component_is_refused_at_load() {
     );
     assert_ne!(code(&out), 0);
     assert!(stderr(&out).contains("unknown signer"), "{}", stderr(&out));
+    // A shell with another data directory reads another store: the refusal names the one read.
+    let read = format!("the trust store read was {}", trust.display());
+    assert!(stderr(&out).contains(&read), "{}", stderr(&out));
 }
 
 /// Every `blake3:<64 hex>` content hash in `text` (a composition's parts) masked.

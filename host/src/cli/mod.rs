@@ -30,11 +30,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use chitin_registry::signature::SignatureError;
 use clap::{Parser, Subcommand};
 
 use crate::data_dir::{DATA_DIR_ENV, DataDir};
 use crate::engine::EngineOptions;
-use crate::error::ToolError;
+use crate::error::{LoadError, ToolError};
 use crate::host::Host;
 use crate::policy::Policy;
 use crate::runtime::Runtime;
@@ -392,7 +393,9 @@ pub(crate) async fn open_host_with(
                 source.display()
             );
         }
-        host.serve_path(source).await?;
+        host.serve_path(source).await.map_err(|refused| {
+            naming_trust_store(refused, &trust_file(cli, host.services().data_dir()))
+        })?;
     }
     for left in host.left_out() {
         eprintln!(
@@ -420,6 +423,35 @@ pub(crate) async fn open_host_with(
         "host ready"
     );
     Ok(host)
+}
+
+/// A component refused because no key of the trust store signed it, with the store that was
+/// read: a second shell or client with another `--data-dir` or `XDG_DATA_HOME` reads another
+/// store, and the bare key id does not say so.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{refused} (the trust store read was {}; another is chosen by --trusted-keys, or by \
+     --data-dir, CHITIN_DATA_DIR or XDG_DATA_HOME)",
+    trust.display()
+)]
+struct UnknownSignerIn {
+    refused: LoadError,
+    trust: PathBuf,
+}
+
+/// `refused`, naming the trust store when the refusal is an unknown signer.
+fn naming_trust_store(refused: LoadError, trust: &Path) -> anyhow::Error {
+    match refused {
+        LoadError::Signature {
+            cause: SignatureError::UnknownSigner { .. },
+            ..
+        } => UnknownSignerIn {
+            refused,
+            trust: trust.to_owned(),
+        }
+        .into(),
+        other => other.into(),
+    }
 }
 
 /// The component sources: those named, else `build/components` when it exists and the

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::header::AsHeaderName;
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData;
@@ -23,10 +23,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorCode, ProtocolVersion,
     RequestId, ServerJsonRpcMessage, ServerResult,
 };
-use rmcp::transport::common::http_header::{
-    BASE64_HEADER_PREFIX, HEADER_MCP_METHOD, HEADER_MCP_NAME, HEADER_MCP_PROTOCOL_VERSION,
-    HEADER_SESSION_ID,
-};
+use rmcp::transport::common::http_header::BASE64_HEADER_PREFIX;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +32,16 @@ use crate::mcp::access;
 use crate::mcp::plain_call::{PlainCall, TOOLS_CALL};
 use crate::mcp::server::CallOrigin;
 
+// rmcp's header names, parsed once: a lookup by text lower-cases it on every request. A test
+// holds them equal to rmcp's.
+/// `MCP-Protocol-Version`.
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// `Mcp-Method`.
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+/// `Mcp-Name`.
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+/// `Mcp-Session-Id`.
+const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 /// The `Mcp-Param-*` headers, as `http` spells header names (lower case).
 const PARAM_HEADER_PREFIX: &str = "mcp-param-";
 /// The schema keyword that asks for an argument to be repeated in an `Mcp-Param-*` header.
@@ -175,7 +182,9 @@ pub async fn route(State(direct): State<Arc<Direct>>, request: Request, next: Ne
     match qualify(&parts.headers, &bytes) {
         Some(call) if !direct.names_param_headers(&call.params.name) => {
             tracing::trace!(tool = %call.params.name, "a plain stateless call, answered directly");
-            direct.answer(call, &parts).await
+            // Boxed: the call's future is some 14 KB, and axum's middleware moves this one
+            // (twice, as it boxes it) for every request that reaches it.
+            Box::pin(direct.answer(call, &parts)).await
         }
         _ => {
             next.run(Request::from_parts(parts, Body::from(bytes)))
@@ -191,12 +200,12 @@ fn headers_qualify(hosts: &[String], method: &Method, headers: &HeaderMap) -> bo
     method == Method::POST
         && single(headers, header::HOST).is_some_and(|host| host_allowed(hosts, host))
         && !headers.contains_key(header::ORIGIN)
-        && !headers.contains_key(HEADER_SESSION_ID)
+        && !headers.contains_key(SESSION_ID)
         && single(headers, header::CONTENT_TYPE).is_some_and(is_json)
         && accepts_json_and_events(headers)
-        && single(headers, HEADER_MCP_PROTOCOL_VERSION) == Some(version.as_str())
-        && single(headers, HEADER_MCP_METHOD) == Some(TOOLS_CALL)
-        && single(headers, HEADER_MCP_NAME).is_some_and(|n| !n.starts_with(BASE64_HEADER_PREFIX))
+        && single(headers, PROTOCOL_VERSION) == Some(version.as_str())
+        && single(headers, MCP_METHOD) == Some(TOOLS_CALL)
+        && single(headers, MCP_NAME).is_some_and(|n| !n.starts_with(BASE64_HEADER_PREFIX))
         && !headers
             .keys()
             .any(|name| name.as_str().starts_with(PARAM_HEADER_PREFIX))
@@ -213,7 +222,7 @@ fn host_allowed(hosts: &[String], host: &str) -> bool {
 /// `Mcp-Name` header names, asking for no progress or log messages.
 fn qualify(headers: &HeaderMap, body: &[u8]) -> Option<Qualified> {
     let PlainCall { id, params } = PlainCall::parse(body)?;
-    if single(headers, HEADER_MCP_NAME) != Some(&*params.name) {
+    if single(headers, MCP_NAME) != Some(&*params.name) {
         return None;
     }
     let meta = params.meta.as_ref()?;
@@ -312,10 +321,23 @@ mod tests {
     #[test]
     fn a_repeated_header_has_no_single_value() {
         let mut headers = HeaderMap::new();
-        headers.append(HEADER_MCP_METHOD, "tools/call".parse().expect("header"));
-        assert_eq!(single(&headers, HEADER_MCP_METHOD), Some("tools/call"));
-        headers.append(HEADER_MCP_METHOD, "tools/call".parse().expect("header"));
-        assert_eq!(single(&headers, HEADER_MCP_METHOD), None);
+        headers.append(MCP_METHOD, "tools/call".parse().expect("header"));
+        assert_eq!(single(&headers, MCP_METHOD), Some("tools/call"));
+        headers.append(MCP_METHOD, "tools/call".parse().expect("header"));
+        assert_eq!(single(&headers, MCP_METHOD), None);
+    }
+
+    #[test]
+    fn the_header_names_are_rmcps() {
+        use rmcp::transport::common::http_header as rmcp_names;
+        for (ours, theirs) in [
+            (&PROTOCOL_VERSION, rmcp_names::HEADER_MCP_PROTOCOL_VERSION),
+            (&MCP_METHOD, rmcp_names::HEADER_MCP_METHOD),
+            (&MCP_NAME, rmcp_names::HEADER_MCP_NAME),
+            (&SESSION_ID, rmcp_names::HEADER_SESSION_ID),
+        ] {
+            assert_eq!(ours, &HeaderName::try_from(theirs).expect("a header name"));
+        }
     }
 
     #[test]
