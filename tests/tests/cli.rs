@@ -50,6 +50,20 @@ fn list_shows_every_tool_with_its_description() {
 }
 
 #[test]
+fn output_to_a_reader_that_has_gone_ends_quietly() {
+    // `chitin list | head -1`, with `head` already gone: the write fails with EPIPE.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = chitin(shared_data(), &sources())
+        .arg("list")
+        .stdout(writer)
+        .output()
+        .expect("run chitin");
+    assert_eq!(code(&out), 141, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
+
+#[test]
 fn list_json_gives_full_specs() {
     let out = run(&["list", "--json"]);
     let specs: Value = serde_json::from_str(&stdout(&out)).expect("JSON");

@@ -34,9 +34,9 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     match &args.command {
         Command::List => {
             let list = approvals.list()?;
-            println!("approvals ({}):", list.len());
+            outln!("approvals ({}):", list.len());
             for a in list {
-                println!(
+                outln!(
                     "  {}/{} {} by {} ({}, grant {})",
                     a.component,
                     a.tool,
@@ -47,22 +47,25 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
                 );
             }
             let list = pins.list()?;
-            println!("pinned components ({}):", list.len());
+            outln!("pinned components ({}):", list.len());
             for p in list {
-                println!(
+                outln!(
                     "  {} {} ({}, signed by {})",
-                    p.component, p.version, p.hash, p.signer
+                    p.component,
+                    p.version,
+                    p.hash,
+                    p.signer
                 );
             }
         }
         Command::Revoke { selector } => {
             let removed = approvals.revoke(selector)?;
             for key in &removed {
-                println!("revoked approval of {key}");
+                outln!("revoked approval of {key}");
             }
             let unpinned = pins.forget(selector)?;
             if unpinned {
-                println!("forgot the pin of {selector}");
+                outln!("forgot the pin of {selector}");
             }
             if removed.is_empty() && !unpinned {
                 anyhow::bail!("nothing to revoke for `{selector}` (see `chitin approvals list`)");

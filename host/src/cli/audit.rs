@@ -192,12 +192,12 @@ pub(super) async fn report(
         report.compare_with(path, &old, new);
     }
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&chitin_registry::audit::json::render(&report))?
         );
     } else {
-        print!("{}", chitin_registry::audit::text::render(&report));
+        out!("{}", chitin_registry::audit::text::render(&report));
     }
     let exit = if report.passes() {
         Exit::Ok

@@ -50,8 +50,8 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     match report.result {
         Ok(output) => {
             match output.json() {
-                Some(value) => println!("{}", serde_json::to_string_pretty(&value)?),
-                None => println!("{}", output.text),
+                Some(value) => outln!("{}", serde_json::to_string_pretty(&value)?),
+                None => outln!("{}", output.text),
             }
             Ok(Exit::Ok)
         }

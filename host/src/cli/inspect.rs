@@ -65,38 +65,38 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         if args.wit {
             out["wit"] = json!(world.to_wit()?);
         }
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        println!("file:     {}", args.file.display());
-        println!("size:     {} bytes", bytes.len());
-        println!("hash:     {hash}");
+        outln!("file:     {}", args.file.display());
+        outln!("size:     {} bytes", bytes.len());
+        outln!("hash:     {hash}");
         match &manifest {
-            Some(Ok(m)) => println!(
+            Some(Ok(m)) => outln!(
                 "manifest: {} {} by {}",
                 m.id(),
                 m.component.version,
                 m.component.publisher
             ),
-            Some(Err(e)) => println!("manifest: invalid: {e}"),
-            None => println!("manifest: none (no capabilities beyond the WASI base and logging)"),
+            Some(Err(e)) => outln!("manifest: invalid: {e}"),
+            None => outln!("manifest: none (no capabilities beyond the WASI base and logging)"),
         }
-        println!("imports:");
+        outln!("imports:");
         for name in world.imports() {
-            println!("  {name}");
+            outln!("  {name}");
         }
-        println!("exports:");
+        outln!("exports:");
         for name in world.exports() {
-            println!("  {name}");
+            outln!("  {name}");
         }
         match &refusal {
-            None => println!(
+            None => outln!(
                 "contract: accepted ({})",
                 crate::contract::accepted_summary()
             ),
-            Some(reason) => println!("contract: REFUSED: {reason}"),
+            Some(reason) => outln!("contract: REFUSED: {reason}"),
         }
         if !tools.is_empty() {
-            println!("tools:");
+            outln!("tools:");
             for tool in &tools {
                 let a = tool.annotations;
                 let hints: Vec<&str> = [
@@ -108,16 +108,16 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
                 .into_iter()
                 .filter_map(|(on, name)| on.then_some(name))
                 .collect();
-                println!("  {} [{}]", tool.name, hints.join(", "));
-                println!("    {}", tool.description.lines().next().unwrap_or(""));
-                println!("    input schema: {}", tool.input_schema);
+                outln!("  {} [{}]", tool.name, hints.join(", "));
+                outln!("    {}", tool.description.lines().next().unwrap_or(""));
+                outln!("    input schema: {}", tool.input_schema);
                 if let Some(out) = &tool.output_schema {
-                    println!("    output schema: {out}");
+                    outln!("    output schema: {out}");
                 }
             }
         }
         if args.wit {
-            println!("\n{}", world.to_wit()?);
+            outln!("\n{}", world.to_wit()?);
         }
     }
     Ok(if refusal.is_some() {

@@ -181,7 +181,7 @@ pub(super) async fn update(cli: &Cli, args: &UpdateArgs) -> anyhow::Result<Exit>
         None => lock.components.iter().map(|c| (c.clone(), None)).collect(),
     };
     if targets.is_empty() {
-        println!("nothing is installed");
+        outln!("nothing is installed");
         return Ok(Exit::Ok);
     }
     let mut worst = Exit::Ok;
@@ -190,7 +190,7 @@ pub(super) async fn update(cli: &Cli, args: &UpdateArgs) -> anyhow::Result<Exit>
         let index = registry.index().await?;
         let entry = pick(&index, registry.name(), &locked.name, version.as_ref())?;
         if entry.version < locked.version && version.is_none() {
-            println!(
+            outln!(
                 "{}: installed {} is newer than the newest release in {} ({})",
                 locked.name,
                 locked.version,
@@ -218,7 +218,7 @@ pub(super) async fn remove(cli: &Cli, args: &RemoveArgs) -> anyhow::Result<Exit>
         let shared = SharedSet::new(db);
         return match shared.remove(&name)? {
             Some((removed, generation)) => {
-                println!(
+                outln!(
                     "removed {name} {} from the shared installed set in PostgreSQL {} \
                      (generation {generation}); every replica drops its tools within {} s",
                     removed.version,
@@ -239,7 +239,7 @@ pub(super) async fn remove(cli: &Cli, args: &RemoveArgs) -> anyhow::Result<Exit>
     let installed = Installed::new(&services.data_dir().components());
     match installed.remove(&name)? {
         Some(removed) => {
-            println!(
+            outln!(
                 "removed {name} {}; a running `chitin serve` drops its tools",
                 removed.version
             );
@@ -274,9 +274,10 @@ async fn finish(
     if let Some(current) = &current {
         if current.version == entry.version {
             if current.hash == entry.hash {
-                println!(
+                outln!(
                     "{} {} is installed and up to date",
-                    entry.name, entry.version
+                    entry.name,
+                    entry.version
                 );
                 return Ok(Exit::Ok);
             }
@@ -436,7 +437,7 @@ async fn finish(
                 ..locked
             };
             let generation = shared.commit(&locked, current.as_ref())?;
-            println!(
+            outln!(
                 "installed {} from {} (tools: {tools}) into the shared installed set in \
                  PostgreSQL {} (generation {generation}); every replica fetches, verifies and \
                  serves it within {} s",
@@ -448,7 +449,7 @@ async fn finish(
         }
         None => {
             installed.commit(&bytes, locked)?;
-            println!(
+            outln!(
                 "installed {} from {} (tools: {tools}); a running `chitin serve` picks it up",
                 entry.label(),
                 registry.name(),

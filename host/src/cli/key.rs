@@ -39,12 +39,12 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     match &args.command {
         Command::Generate { name } => {
             let info = keys.generate(name)?;
-            println!("generated key {name}");
-            println!("  private key: {}", info.path.display());
-            println!("  public key:  {}", info.public.to_openssh());
-            println!("  key id:      {}", info.public.key_id());
-            println!("  fingerprint: {}", info.public.fingerprint());
-            println!(
+            outln!("generated key {name}");
+            outln!("  private key: {}", info.path.display());
+            outln!("  public key:  {}", info.public.to_openssh());
+            outln!("  key id:      {}", info.public.key_id());
+            outln!("  fingerprint: {}", info.public.fingerprint());
+            outln!(
                 "sign with `chitin sign FILE --key {name}`; others trust it with \
                  `chitin trust add '<public key>' --publisher NAME --scope NAMESPACE/*`"
             );
@@ -53,7 +53,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             let trust = TrustStore::load(&trust_file(cli, &data))?;
             let listed = keys.list()?;
             if listed.is_empty() {
-                println!(
+                outln!(
                     "no keys in {} (create one with `chitin key generate NAME`)",
                     keys.dir().display()
                 );
@@ -65,16 +65,18 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
                 .max()
                 .unwrap_or(4)
                 .max(4);
-            println!(
+            outln!(
                 "{:width$}  {:24}  {:50}  TRUSTED AS",
-                "NAME", "KEY ID", "FINGERPRINT"
+                "NAME",
+                "KEY ID",
+                "FINGERPRINT"
             );
             for key in listed {
                 let trusted = trust
                     .get(&key.public)
                     .map(|t| format!("{} {}", t.publisher, t.scope_text()))
                     .unwrap_or_else(|| "-".to_owned());
-                println!(
+                outln!(
                     "{:width$}  {:24}  {:50}  {trusted}",
                     key.name,
                     key.public.key_id().to_string(),
@@ -83,7 +85,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             }
         }
         Command::Export { name } => {
-            println!("{} {name}", keys.public(name)?.to_openssh());
+            outln!("{} {name}", keys.public(name)?.to_openssh());
         }
         Command::Dev => {
             let entry = ensure_dev_key(&keys, &trust_file(cli, &data))?;
@@ -92,7 +94,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
                 entry.key.fingerprint(),
                 entry.scope_text()
             );
-            println!("{}", entry.to_line());
+            outln!("{}", entry.to_line());
         }
     }
     Ok(Exit::Ok)

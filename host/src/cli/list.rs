@@ -24,19 +24,19 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let host = open_host(cli).await?;
     if args.json {
         let specs: Vec<_> = host.tools().collect();
-        println!("{}", serde_json::to_string_pretty(&specs)?);
+        outln!("{}", serde_json::to_string_pretty(&specs)?);
         return Ok(Exit::Ok);
     }
     let width = host.tools().map(|t| t.name.len()).max().unwrap_or(4).max(4);
-    println!("{:width$}  DESCRIPTION", "TOOL");
+    outln!("{:width$}  DESCRIPTION", "TOOL");
     for tool in host.tools() {
         let first_line = tool.description.lines().next().unwrap_or("");
-        println!("{:width$}  {first_line}", tool.name);
+        outln!("{:width$}  {first_line}", tool.name);
     }
     if !host.left_out().is_empty() {
-        println!("\nleft out (could not load):");
+        outln!("\nleft out (could not load):");
         for left in host.left_out() {
-            println!("  {}  {}", left.component, left.reason);
+            outln!("  {}  {}", left.component, left.reason);
         }
     }
     Ok(Exit::Ok)
@@ -51,11 +51,11 @@ fn installed(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         None => Installed::new(&data.components()).lock()?,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&lock.components)?);
+        outln!("{}", serde_json::to_string_pretty(&lock.components)?);
         return Ok(Exit::Ok);
     }
     if lock.components.is_empty() {
-        println!("nothing is installed (`chitin search`, then `chitin install NAME`)");
+        outln!("nothing is installed (`chitin search`, then `chitin install NAME`)");
         return Ok(Exit::Ok);
     }
     let width = lock
@@ -65,12 +65,14 @@ fn installed(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         .max()
         .unwrap_or(9)
         .max(9);
-    println!(
+    outln!(
         "{:width$}  {:10}  {:10}  HASH",
-        "COMPONENT", "VERSION", "REGISTRY"
+        "COMPONENT",
+        "VERSION",
+        "REGISTRY"
     );
     for c in &lock.components {
-        println!(
+        outln!(
             "{:width$}  {:10}  {:10}  {}",
             c.name,
             c.version.to_string(),

@@ -51,7 +51,7 @@ pub(super) async fn run(cli: &Cli, cmd: &Command) -> anyhow::Result<Exit> {
                     .with_context(|| format!("{}: not UTF-8 text", file.display()))?;
                 Manifest::parse(&text).with_context(|| file.display().to_string())?
             };
-            println!(
+            outln!(
                 "{}: ok: {} {} by {}",
                 file.display(),
                 manifest.id(),

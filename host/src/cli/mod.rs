@@ -2,6 +2,24 @@
 //! `verify`, `trust`, `policy`, `approvals`, `audit`, `secret`, and the registry commands
 //! `publish`, `search`, `install`, `update`, `remove`.
 
+/// `println!` for the command line's output: a reader that has gone ends the process quietly
+/// (see [`stdout`]).
+macro_rules! outln {
+    () => {
+        $crate::cli::stdout::write(format_args!(""), true)
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::stdout::write(format_args!($($arg)*), true)
+    };
+}
+
+/// `print!` for the command line's output (see [`outln`]).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::stdout::write(format_args!($($arg)*), false)
+    };
+}
+
 mod approvals;
 mod audit;
 mod call;
@@ -21,6 +39,7 @@ mod secret;
 mod serve;
 mod shared_set;
 mod sign;
+mod stdout;
 mod terminal_approver;
 mod trust;
 mod verify;

@@ -46,29 +46,29 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let call_args: Value =
         serde_json::from_str(call_args).context("--args is not a JSON object")?;
     let grant = &component.grant;
-    println!("tool:        {tool}");
-    println!(
+    outln!("tool:        {tool}");
+    outln!(
         "component:   {} ({})",
         component.name(),
         component.path.display()
     );
     match policy.tool_verdict(tool) {
-        ToolVerdict::Offered(entry) => println!("offered:     yes (tools.allow entry `{entry}`)"),
-        ToolVerdict::NotAllowed => println!("offered:     NO (not in tools.allow)"),
+        ToolVerdict::Offered(entry) => outln!("offered:     yes (tools.allow entry `{entry}`)"),
+        ToolVerdict::NotAllowed => outln!("offered:     NO (not in tools.allow)"),
         ToolVerdict::Denied(entry) => {
-            println!("offered:     NO (denied by tools.deny entry `{entry}`)")
+            outln!("offered:     NO (denied by tools.deny entry `{entry}`)")
         }
     }
     if policy.is_protected(tool) {
-        println!("protected:   yes (only first-party components may carry this name)");
+        outln!("protected:   yes (only first-party components may carry this name)");
     }
     let (mode, why) = policy.approval_mode(tool, &call_args, grant.approval(tool));
-    println!(
+    outln!(
         "approval:    {} (decided by {why}; the manifest hints {})",
         format!("{mode:?}").to_lowercase(),
         format!("{:?}", grant.approval(tool)).to_lowercase()
     );
-    println!("capabilities granted:");
+    outln!("capabilities granted:");
     let asked = grant.manifest.as_ref().map(|m| m.capabilities.clone());
     let (granted, _) = match &asked {
         Some(caps) => policy.intersect(caps),
@@ -76,21 +76,24 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     };
     let lines = capability_lines(&granted);
     if lines.is_empty() {
-        println!("  none beyond the WASI base");
+        outln!("  none beyond the WASI base");
     }
     for line in lines {
-        println!("  {}: {} ({})", line.name, line.scope, line.risk);
+        outln!("  {}: {} ({})", line.name, line.scope, line.risk);
     }
     if !grant.cuts.is_empty() {
-        println!("cut by the policy:");
+        outln!("cut by the policy:");
         for cut in &grant.cuts {
-            println!("  {}: {}", cut.what, cut.reason);
+            outln!("  {}: {}", cut.what, cut.reason);
         }
     }
     let l = &grant.limits;
-    println!(
+    outln!(
         "limits:      memory {} bytes, fuel {}, timeout {} ms, output {} bytes",
-        l.memory_bytes, l.fuel, l.timeout_ms, l.output_bytes
+        l.memory_bytes,
+        l.fuel,
+        l.timeout_ms,
+        l.output_bytes
     );
     Ok(Exit::Ok)
 }

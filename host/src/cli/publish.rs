@@ -88,7 +88,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let label = entry.label();
     let digest = entry.digest.clone();
     registry.publish(&bytes, entry, args.replace).await?;
-    println!("published {label} to {} ({digest})", registry.name());
+    outln!("published {label} to {} ({digest})", registry.name());
     Ok(Exit::Ok)
 }
 

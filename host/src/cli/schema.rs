@@ -29,7 +29,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         Format::Openai => Value::Array(tools.iter().map(|t| openai(t)).collect()),
         Format::Mcp => json!({ "tools": tools.iter().map(|t| mcp(t)).collect::<Vec<_>>() }),
     };
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    outln!("{}", serde_json::to_string_pretty(&out)?);
     Ok(Exit::Ok)
 }
 

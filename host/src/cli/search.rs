@@ -48,17 +48,19 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             .iter()
             .map(|(registry, e)| serde_json::json!({"registry": registry, "entry": e}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else if rows.is_empty() {
-        println!("no component matches {:?}", args.query);
+        outln!("no component matches {:?}", args.query);
     } else {
         let width = rows.iter().map(|(_, e)| e.label().len()).max().unwrap_or(4);
-        println!(
+        outln!(
             "{:width$}  {:10}  {:12}  TOOLS / DESCRIPTION",
-            "COMPONENT", "REGISTRY", "PUBLISHER"
+            "COMPONENT",
+            "REGISTRY",
+            "PUBLISHER"
         );
         for (registry, e) in &rows {
-            println!(
+            outln!(
                 "{:width$}  {registry:10}  {:12}  {}\n{:width$}  {}",
                 e.label(),
                 e.publisher,

@@ -56,10 +56,10 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         Command::List { json } => {
             let names = store.names()?;
             if *json {
-                println!("{}", serde_json::to_string(&names)?);
+                outln!("{}", serde_json::to_string(&names)?);
             } else {
                 for name in names {
-                    println!("{name}");
+                    outln!("{name}");
                 }
             }
         }

@@ -57,7 +57,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             let entry = TrustedKey::new(public, publisher, scopes)?;
             store.add(entry.clone())?;
             store.save(&path)?;
-            println!(
+            outln!(
                 "trusted {} as {} for {}",
                 entry.key.fingerprint(),
                 entry.publisher,
@@ -65,14 +65,14 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             );
         }
         Command::List => {
-            println!("# {}", path.display());
+            outln!("# {}", path.display());
             for key in store.keys() {
-                println!("{}", key.to_line());
+                outln!("{}", key.to_line());
             }
         }
         Command::Remove { selector } => {
             for removed in store.remove(selector)? {
-                println!(
+                outln!(
                     "removed {} ({})",
                     removed.key.fingerprint(),
                     removed.publisher

@@ -34,7 +34,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             .as_ref()
             .map(|t| format!(", may sign {}", t.scope_text()))
             .unwrap_or_default();
-        println!("signer {}: {}{scope}", signer.describe(), signer.status);
+        outln!("signer {}: {}{scope}", signer.describe(), signer.status);
     }
     let manifest = chitin_registry::manifest::Manifest::from_artifact(&bytes)
         .ok()
@@ -49,7 +49,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
                 .signers
                 .iter()
                 .filter(|s| s.status == SignatureStatus::Valid);
-            println!(
+            outln!(
                 "{}: verified ({} valid trusted signature(s))",
                 args.file.display(),
                 good.count()
