@@ -609,14 +609,7 @@ impl HttpPeer {
                 break (addr, line.contains("serving MCP"));
             }
         };
-        // The token file is written after the address is printed; its line follows.
-        if chitin {
-            for line in lines.by_ref() {
-                if line.expect("read").contains("bearer token") {
-                    break;
-                }
-            }
-        }
+        // chitin announces its address once the token file is written.
         let stop = Arc::new(AtomicBool::new(false));
         // Keep draining stderr so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines.by_ref() {});

@@ -299,10 +299,9 @@ impl HttpReplica {
         let mut addr = None;
         for line in lines.by_ref() {
             let line = line.expect("banner");
+            // Announced once the token file is written.
             if let Some((_, rest)) = line.split_once("over HTTP at http://") {
                 addr = rest.split('/').next().map(str::to_owned);
-            }
-            if line.contains("bearer token") {
                 break;
             }
         }

@@ -159,11 +159,6 @@ async fn serve_http(
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
-    eprintln!(
-        "chitin {} serving MCP over HTTP at http://{bound}{}\n{banner}",
-        env!("CARGO_PKG_VERSION"),
-        http::MCP_PATH
-    );
     let token = if args.insecure_no_token {
         eprintln!("WARNING: --insecure-no-token: requests are not authenticated");
         None
@@ -203,6 +198,13 @@ async fn serve_http(
         }
         None => None,
     };
+    // Announced once a client can use it: the token file is written (a client reads it as soon
+    // as it sees the address) and the OAuth issuer checked.
+    eprintln!(
+        "chitin {} serving MCP over HTTP at http://{bound}{}\n{banner}",
+        env!("CARGO_PKG_VERSION"),
+        http::MCP_PATH
+    );
     eprintln!(
         "accepted Host headers: {}",
         http::allowed_hosts(bound, &args.allow_host).join(", ")

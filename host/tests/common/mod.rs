@@ -236,12 +236,7 @@ pub async fn serve_http(components: &[PathBuf]) -> HttpServer {
             break rest.split('/').next().unwrap_or_default().to_owned();
         }
     };
-    // The token file is written after the address is printed; its line follows.
-    while let Some(line) = lines.next_line().await.expect("read the banner") {
-        if line.contains("bearer token") {
-            break;
-        }
-    }
+    // The address is announced once the token file is written.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     let token = std::fs::read_to_string(data.path().join("http-token")).expect("token");
     HttpServer {
