@@ -8,6 +8,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, RequestId, ServerJsonRpcMessage,
@@ -17,6 +20,7 @@ use rmcp::service::{Peer, ServerInitializeError};
 use rmcp::{ErrorData, RoleServer, ServiceExt};
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::McpServer;
@@ -28,6 +32,11 @@ use crate::mcp::server::CallOrigin;
 const CANCELLED: &str = "notifications/cancelled";
 /// Room in each in-memory pipe between this front and rmcp's service.
 const PIPE_BYTES: usize = 64 * 1024;
+/// How long the front keeps looking for the client's next line before the thread sleeps,
+/// counted from the last line read or answer written. A thread that slept runs the next call
+/// two to three times slower on this kind of VM (cold caches); a client's next request mostly
+/// comes within this window (`docs/performance.md`, "stdio hops").
+const LOOK_BEFORE_SLEEP: Duration = Duration::from_micros(100);
 
 /// Why serving stdio stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +73,8 @@ struct CancelledParams {
 /// calls alike.
 struct Out<W> {
     writer: tokio::sync::Mutex<W>,
+    /// Told of every line written, so the reader looks for the client's next request again.
+    answered: Notify,
 }
 
 impl<W: AsyncWrite + Unpin> Out<W> {
@@ -72,7 +83,9 @@ impl<W: AsyncWrite + Unpin> Out<W> {
     async fn line(&self, line: &[u8]) -> std::io::Result<()> {
         let mut writer = self.writer.lock().await;
         writer.write_all(line).await?;
-        writer.flush().await
+        writer.flush().await?;
+        self.answered.notify_one();
+        Ok(())
     }
 }
 
@@ -88,6 +101,7 @@ where
 {
     let out = Arc::new(Out {
         writer: tokio::sync::Mutex::new(writer),
+        answered: Notify::new(),
     });
     let (to_rmcp, rmcp_reads) = tokio::io::duplex(PIPE_BYTES);
     let (rmcp_writes, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
@@ -166,9 +180,9 @@ async fn read_client<R, W>(
     let mut line = Vec::new();
     loop {
         line.clear();
-        match lines.read_until(b'\n', &mut line).await {
-            Ok(0) => break,
-            Ok(_) => {}
+        match next_line(&mut lines, &mut line, &out.answered).await {
+            Ok(()) if line.is_empty() => break,
+            Ok(()) => {}
             Err(e) => {
                 tracing::debug!(error = %e, "cannot read from the client");
                 break;
@@ -186,6 +200,35 @@ async fn read_client<R, W>(
     }
     // EOF for rmcp: the session ends as it would on the client's own EOF.
     let _ = to_rmcp.shutdown().await;
+}
+
+/// Read the client's next line into `line` (left empty at the end of input). The reader first
+/// looks for it without sleeping, yielding to the call tasks in between, for
+/// [`LOOK_BEFORE_SLEEP`] after it began or after an answer went out; only then does the
+/// thread sleep until the line or the next answer.
+async fn next_line<R: AsyncRead + Unpin>(
+    lines: &mut BufReader<R>,
+    line: &mut Vec<u8>,
+    answered: &Notify,
+) -> std::io::Result<()> {
+    loop {
+        let until = Instant::now() + LOOK_BEFORE_SLEEP;
+        loop {
+            // `read_until` keeps what it read of a line when dropped unfinished.
+            if let Some(read) = lines.read_until(b'\n', line).now_or_never() {
+                return read.map(drop);
+            }
+            if Instant::now() >= until {
+                break;
+            }
+            // Runs the ready tasks and polls the I/O driver without blocking, then comes back.
+            tokio::task::yield_now().await;
+        }
+        tokio::select! {
+            read = lines.read_until(b'\n', line) => return read.map(drop),
+            () = answered.notified() => {}
+        }
+    }
 }
 
 /// Whether this front took `line`: a plain call it now answers, or the cancellation of one.
@@ -318,4 +361,102 @@ async fn answer(
         ));
     }
     Ok(ServerResult::from(response))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncWriteExt, BufReader, DuplexStream};
+    use tokio::sync::Notify;
+
+    use super::{LOOK_BEFORE_SLEEP, next_line};
+
+    /// A reader of the client's pipe, and the client's end of it.
+    fn pipe() -> (BufReader<DuplexStream>, DuplexStream) {
+        let (client, server) = tokio::io::duplex(1024);
+        (BufReader::new(server), client)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_line_that_comes_after_the_look_is_read_once_asleep() {
+        let (mut lines, mut client) = pipe();
+        let answered = Notify::new();
+        let writer = tokio::spawn(async move {
+            tokio::time::sleep(LOOK_BEFORE_SLEEP * 50).await;
+            client.write_all(b"{\"id\":1}\n").await.expect("write");
+            client
+        });
+        let mut line = Vec::new();
+        next_line(&mut lines, &mut line, &answered)
+            .await
+            .expect("read");
+        assert_eq!(line, b"{\"id\":1}\n");
+        drop(writer.await.expect("writer"));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_line_split_across_the_look_is_read_whole() {
+        let (mut lines, mut client) = pipe();
+        let answered = Notify::new();
+        let writer = tokio::spawn(async move {
+            client.write_all(b"{\"id\":").await.expect("write");
+            tokio::time::sleep(LOOK_BEFORE_SLEEP * 50).await;
+            client.write_all(b"2}\n{\"id\":3}\n").await.expect("write");
+            client
+        });
+        let mut line = Vec::new();
+        next_line(&mut lines, &mut line, &answered)
+            .await
+            .expect("read");
+        assert_eq!(line, b"{\"id\":2}\n");
+        line.clear();
+        next_line(&mut lines, &mut line, &answered)
+            .await
+            .expect("read");
+        assert_eq!(line, b"{\"id\":3}\n");
+        drop(writer.await.expect("writer"));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn answers_while_waiting_lose_no_line() {
+        let (mut lines, mut client) = pipe();
+        let answered = std::sync::Arc::new(Notify::new());
+        let notifier = answered.clone();
+        let writer = tokio::spawn(async move {
+            for _ in 0..20 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                notifier.notify_one();
+            }
+            client.write_all(b"{\"id\":4}\n").await.expect("write");
+            client
+        });
+        let mut line = Vec::new();
+        next_line(&mut lines, &mut line, &answered)
+            .await
+            .expect("read");
+        assert_eq!(line, b"{\"id\":4}\n");
+        drop(writer.await.expect("writer"));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_end_of_input_leaves_the_line_empty_after_a_last_unfinished_line() {
+        let (mut lines, mut client) = pipe();
+        let answered = Notify::new();
+        client.write_all(b"{\"id\":5}").await.expect("write");
+        drop(client);
+        let mut line = Vec::new();
+        next_line(&mut lines, &mut line, &answered)
+            .await
+            .expect("read");
+        assert_eq!(
+            line, b"{\"id\":5}",
+            "a last line without its newline is still read"
+        );
+        line.clear();
+        next_line(&mut lines, &mut line, &answered)
+            .await
+            .expect("read");
+        assert!(line.is_empty());
+    }
 }
