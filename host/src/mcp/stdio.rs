@@ -33,9 +33,9 @@ const CANCELLED: &str = "notifications/cancelled";
 /// Room in each in-memory pipe between this front and rmcp's service.
 const PIPE_BYTES: usize = 64 * 1024;
 /// How long the front keeps looking for the client's next line before the thread sleeps,
-/// counted from the last line read or answer written. A thread that slept runs the next call
-/// two to three times slower on this kind of VM (cold caches); a client's next request mostly
-/// comes within this window (`docs/performance.md`, "stdio hops").
+/// counted from the last line read or answer written. A thread that slept ran the next call two
+/// to three times slower on the VM measured; a client's next request mostly comes within this
+/// window (`docs/performance.md`, "A thread that slept").
 const LOOK_BEFORE_SLEEP: Duration = Duration::from_micros(100);
 
 /// Why serving stdio stopped with an error.
