@@ -20,6 +20,8 @@ pub struct Grant {
     /// The manifest it came from; `None` for a component without one (it gets nothing beyond
     /// the WASI base and logging).
     pub manifest: Option<Arc<Manifest>>,
+    /// `namespace/name` from the manifest, made once: every call's state names the component.
+    pub(crate) id: Option<Arc<str>>,
     /// Per-call limits: the manifest's requests clamped by the policy.
     pub limits: Limits,
     /// Approval hints per tool.
@@ -37,6 +39,7 @@ impl Grant {
     pub fn none(policy: &Policy) -> Self {
         Self {
             manifest: None,
+            id: None,
             limits: policy.limits.default,
             approvals: BTreeMap::new(),
             cuts: Vec::new(),
@@ -83,6 +86,7 @@ impl Grant {
                 .iter()
                 .map(|(name, hints)| (name.clone(), hints.approval))
                 .collect(),
+            id: Some(id.into()),
             manifest: Some(Arc::new(manifest)),
         })
     }
@@ -110,8 +114,8 @@ impl Grant {
     }
 
     /// `namespace/name` from the manifest, if there is one.
-    pub fn id(&self) -> Option<String> {
-        self.manifest.as_ref().map(|m| m.id())
+    pub fn id(&self) -> Option<&Arc<str>> {
+        self.id.as_ref()
     }
 }
 

@@ -166,7 +166,7 @@ impl Host {
             let loaded = self
                 .components()
                 .iter()
-                .filter_map(|c| c.grant.id().map(|id| (id, c.path.clone())))
+                .filter_map(|c| c.grant.id().map(|id| (id.to_string(), c.path.clone())))
                 .chain(self.libraries().iter().map(|l| (l.id(), l.path.clone())))
                 .find(|(id, _)| id == &locked.name);
             if let Some((_, path)) = loaded {

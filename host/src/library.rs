@@ -156,7 +156,7 @@ impl LoadedLibrary {
         grant: Arc<Grant>,
     ) -> Result<Self, DependencyError> {
         let manifest = grant.manifest.as_ref();
-        let name = grant.id().unwrap_or_default();
+        let name = grant.id().map(|id| id.to_string()).unwrap_or_default();
         if manifest.is_some_and(|m| !m.dependencies.is_empty()) {
             return Err(DependencyError::Nested(name));
         }
@@ -218,7 +218,7 @@ impl LoadedLibrary {
 
     /// `namespace/name`.
     pub fn id(&self) -> String {
-        self.grant.id().unwrap_or_default()
+        self.grant.id().map(|id| id.to_string()).unwrap_or_default()
     }
 
     /// The version from its manifest.

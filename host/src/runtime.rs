@@ -112,7 +112,7 @@ impl LoadedComponent {
 
     /// The component's name: `namespace/name` from its manifest, else its file stem.
     pub fn name(&self) -> String {
-        self.grant.id().unwrap_or_else(|| {
+        self.grant.id().map(|id| id.to_string()).unwrap_or_else(|| {
             self.path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())

@@ -86,7 +86,10 @@ impl HostState {
             approval: ApprovalCtx::new(
                 env.ctx.approver.clone(),
                 scanner.clone(),
-                env.grant.id().unwrap_or_else(|| "(no manifest)".into()),
+                env.grant
+                    .id()
+                    .cloned()
+                    .unwrap_or_else(|| "(no manifest)".into()),
             ),
             limiter: MemoryLimiter::new(limits.memory_bytes),
             progress: ProgressCtx {

@@ -31,7 +31,7 @@ mod bindings {
 pub struct ApprovalCtx {
     approver: Arc<dyn Approver>,
     scanner: Arc<LeakScanner>,
-    component: String,
+    component: Arc<str>,
     tool: String,
     args_json: String,
     asked: u32,
@@ -39,7 +39,11 @@ pub struct ApprovalCtx {
 
 impl ApprovalCtx {
     /// Requests from `component` go to `approver`, redacted by `scanner`.
-    pub fn new(approver: Arc<dyn Approver>, scanner: Arc<LeakScanner>, component: String) -> Self {
+    pub fn new(
+        approver: Arc<dyn Approver>,
+        scanner: Arc<LeakScanner>,
+        component: Arc<str>,
+    ) -> Self {
         Self {
             approver,
             scanner,
@@ -69,7 +73,7 @@ impl ApprovalCtx {
         reason.truncate(reason.floor_char_boundary(MAX_REASON_BYTES));
         let request = ApprovalRequest {
             tool: self.tool.clone(),
-            component: self.component.clone(),
+            component: self.component.to_string(),
             reason: format!("the component asks: {reason}"),
             args_json: self.scanner.redact(&self.args_json, "arguments"),
         };
