@@ -1,8 +1,10 @@
 """chitin serve over stdio, driven by the official MCP Python SDK as an independent client."""
 
+import atexit
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import tempfile
 
@@ -12,6 +14,8 @@ from mcp import Client, StdioServerParameters, types
 from conftest import CHITIN, COMPONENTS, HOSTILE, REPO
 
 DATA = tempfile.mkdtemp(prefix="chitin-mcp-test-")
+# Every folder the tests make is inside DATA, removed when the run ends.
+atexit.register(shutil.rmtree, DATA, ignore_errors=True)
 MODES = ["legacy", "auto"]
 
 
@@ -65,7 +69,7 @@ async def test_call_returns_structured_content_and_text(mode):
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
 async def test_read_file_reads_the_workspace_and_nothing_outside(mode):
-    workspace = pathlib.Path(tempfile.mkdtemp(prefix="chitin-mcp-ws-"))
+    workspace = pathlib.Path(tempfile.mkdtemp(prefix="ws-", dir=DATA))
     (workspace / "notes.txt").write_text("first line\nsecond line\n")
     async with Client(server("--workspace", str(workspace)), mode=mode) as client:
         result = await client.call_tool("read_file", {"path": "notes.txt"})
@@ -120,7 +124,7 @@ async def test_a_runaway_tool_times_out_under_the_policy():
 
 def echo_needing_approval() -> pathlib.Path:
     """echo.wasm with a manifest whose `echo` tool asks for approval."""
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="chitin-mcp-approval-"))
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="approval-", dir=DATA))
     manifest = folder / "manifest.toml"
     text = (REPO / "components" / "echo" / "manifest.toml").read_text()
     manifest.write_text(text + '\n[tools.echo]\napproval = "ask"\n')

@@ -10,12 +10,14 @@ that began with `initialize`) or over Streamable HTTP (stateless 2026-07-28 call
 kept-alive connection, on 127.0.0.1). The difference of the two totals, divided by 2 × CALLS,
 is the cost of one call without the server's start. The functions that account for most of it
 follow (their own instructions, not their callees'). The data directory is kept between the
-runs so components are compiled once."""
+runs so components are compiled once, and removed at the end."""
 
+import atexit
 import http.client
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,6 +27,7 @@ import time
 binary, transport = sys.argv[1], sys.argv[2]
 calls = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
 data = tempfile.mkdtemp(prefix="chitin-instructions-")
+atexit.register(shutil.rmtree, data, ignore_errors=True)
 workspace = os.path.join(data, "workspace")
 os.mkdir(workspace)
 env = dict(os.environ, CHITIN_DATA_DIR=data, CHITIN_WORKSPACE=workspace,

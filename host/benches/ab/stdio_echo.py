@@ -5,10 +5,12 @@ driver for two `chitin` binaries on the same machine (`docs/performance.md`).
     python3 host/benches/ab/stdio_echo.py target/release/chitin 4000
 
 Run from the repository root after `just build-components`; the data directory and workspace
-are fresh temporary directories, the trusted keys those of the build."""
+are fresh temporary directories (removed at the end), the trusted keys those of the build."""
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,6 +18,7 @@ import time
 
 chitin, calls = sys.argv[1], int(sys.argv[2])
 data = tempfile.mkdtemp(prefix="chitin-ab-")
+atexit.register(shutil.rmtree, data, ignore_errors=True)
 workspace = os.path.join(data, "workspace")
 os.mkdir(workspace)
 env = dict(os.environ, CHITIN_DATA_DIR=data, CHITIN_WORKSPACE=workspace,
