@@ -15,6 +15,7 @@ use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
 use wasmtime_wasi::{WasiCtxBuilder, WasiView};
 
+mod cached_read;
 pub mod stdio;
 
 use crate::call_log::{LogSource, SharedLog};
@@ -74,6 +75,7 @@ pub fn add_to_linker<T: WasiView + 'static>(l: &mut Linker<T>) -> wasmtime::Resu
     cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
     filesystem::preopens::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
     filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    cached_read::add_to_linker(l)?;
     let no_options = sockets::network::LinkOptions::default();
     sockets::network::add_to_linker::<T, WasiSockets>(l, &no_options, T::sockets)?;
     sockets::instance_network::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
