@@ -158,7 +158,7 @@ impl ReadState {
 
 impl CachedFileInput {
     /// Read `size` bytes at the position: at once from the cache, else a read on the pool.
-    fn start(&mut self, size: usize) -> ReadState {
+    fn start(&self, size: usize) -> ReadState {
         match from_cache(&self.file, self.position, size) {
             Some(bytes) => ReadState::of(bytes),
             None => {
