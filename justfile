@@ -29,9 +29,10 @@ build-components: wasm-target
     for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/components/$c.wasm" --key dev; done
     # Publish them into the local default registry, so a machine installs the built-ins the
     # same way as any other component (`chitin install chitin/echo`). A rebuild replaces the
-    # same version.
-    for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" publish "build/components/$c.wasm" --registry local --replace; done
-    @ls -l build/components
+    # same version. What the build reports goes to stderr: `just run` hands its stdout to an
+    # MCP client, which must see nothing but the server's messages there.
+    for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" publish "build/components/$c.wasm" --registry local --replace >&2; done
+    @ls -l build/components >&2
 
 # Build the test fixture components into build/fixtures, with their manifests, signed by the
 # development key like the first-party components.
