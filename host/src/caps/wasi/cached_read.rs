@@ -408,6 +408,43 @@ mod tests {
         }
     }
 
+    /// A store state with nothing but WASI.
+    struct Wasi {
+        ctx: wasmtime_wasi::WasiCtx,
+        table: ResourceTable,
+    }
+
+    impl wasmtime_wasi::WasiView for Wasi {
+        fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+            wasmtime_wasi::WasiCtxView {
+                ctx: &mut self.ctx,
+                table: &mut self.table,
+            }
+        }
+    }
+
+    #[test]
+    fn the_replaced_functions_are_the_ones_wasmtime_wasi_links() {
+        let engine = wasmtime::Engine::default();
+        let mut linker = Linker::<Wasi>::new(&engine);
+        wasmtime_wasi::p2::bindings::filesystem::types::add_to_linker::<
+            Wasi,
+            wasmtime_wasi::filesystem::WasiFilesystem,
+        >(&mut linker, |s| s.filesystem())
+        .expect("wasmtime-wasi links");
+        // Both names are already defined in that instance: defining them again without
+        // shadowing is refused. A wasmtime-wasi that moved them (another interface version)
+        // fails here rather than leaving the replacement unused.
+        for name in [READ, READ_VIA_STREAM] {
+            let mut instance = linker.instance(INSTANCE).expect("instance");
+            assert!(
+                instance.func_wrap(name, |_, (): ()| Ok(())).is_err(),
+                "{name}"
+            );
+        }
+        add_to_linker(&mut linker).expect("replaced");
+    }
+
     #[tokio::test]
     async fn a_stream_of_a_pipe_fails_as_wasmtime_wasis_does() {
         let dir = tempfile::tempdir().expect("tempdir");
