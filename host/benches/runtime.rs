@@ -228,9 +228,9 @@ fn main() {
             Some(256 << 10),
         ),
         (
-            "tuned, keep-resident 4 MiB".to_owned(),
+            "tuned, keep-resident 1 MiB".to_owned(),
             AllocatorProfile::Tuned,
-            Some(4 << 20),
+            Some(1 << 20),
         ),
         (
             "default pooling".to_owned(),

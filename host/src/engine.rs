@@ -1,9 +1,10 @@
 //! The wasmtime engine: component model, async, fuel, epochs, and the instance allocator.
 //!
 //! The tuned pooling settings come from measurements on this kind of machine
-//! (`shared/reference/perf-notes.md`): with `PAGEMAP_SCAN` (Linux ≥ 6.7) and 1 MiB kept resident,
-//! a fresh instance per call costs ~9 µs and two threads scale ~1.9×; without it, default pooling
-//! scales negatively (madvise takes the mm lock) and a smaller keep-resident size is better.
+//! (`shared/reference/perf-notes.md`, `docs/performance.md`): with `PAGEMAP_SCAN` (Linux ≥ 6.7)
+//! and memory kept resident, a fresh instance per call costs ~9 µs and two threads scale ~1.9×;
+//! without it, default pooling scales negatively (madvise takes the mm lock) and a smaller
+//! keep-resident size is better.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,9 +16,12 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 /// How often the epoch ticker advances: the granularity of deadlines and cancellation.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Keep-resident size with `PAGEMAP_SCAN`: only dirty pages are reset, so keeping 1 MiB resident
-/// avoids page faults without paying for a full memset.
-const KEEP_RESIDENT_PAGEMAP: usize = 1024 * 1024;
+/// Keep-resident size with `PAGEMAP_SCAN`: only dirty pages are reset, so keeping memory
+/// resident avoids page faults without paying for a full memset. 4 MiB covers a Rust
+/// component's 1 MiB stack and the heap of a 1 MiB result (`read_file` of 1 MiB: 2.5 → 1.9 ms,
+/// no change to a small call); a slot keeps at most what its calls touched, so it costs memory
+/// only in slots that ran large calls.
+const KEEP_RESIDENT_PAGEMAP: usize = 4 * 1024 * 1024;
 /// Keep-resident size without `PAGEMAP_SCAN`: the whole region is memset, so keep it small.
 const KEEP_RESIDENT_MEMSET: usize = 64 * 1024;
 

@@ -470,3 +470,29 @@ async fn secrets_anywhere_in_a_mebibyte_read_are_redacted() {
     assert!(content.ends_with("[REDACTED:github_token]\n"));
     assert_eq!(content.matches("[REDACTED:aws_access_key_id]").count(), 15);
 }
+
+#[tokio::test]
+async fn read_file_hands_back_every_byte_as_written() {
+    // Every byte that JSON escapes, and multi-byte characters, at every offset of the
+    // component's sixteen-byte (SIMD) steps, between clean runs of every length up to 40.
+    let specials: Vec<String> = (0u8..0x20)
+        .map(|b| char::from(b).to_string())
+        .chain(["\"", "\\", "\u{7f}", "é", "✓", "🦀", "\u{2028}"].map(str::to_owned))
+        .collect();
+    let mut text = String::new();
+    for (i, special) in specials.iter().enumerate() {
+        for run in 0..40 {
+            text.push_str(&"abcdefghijklmnopqrstuvwxyz0123456789ABCD"[..run]);
+            text.push_str(special);
+            text.push_str(&specials[(i + run) % specials.len()]);
+        }
+        text.push('\n');
+    }
+    let s = Setup::granting(None, |ws| {
+        std::fs::write(ws.join("mixed.txt"), &text).expect("mixed");
+    })
+    .await;
+    let out = s.ok("read_file", json!({"path": "mixed.txt"})).await;
+    assert_eq!(out["content"].as_str(), Some(text.as_str()));
+    assert_eq!(out["lines"], text.matches('\n').count());
+}

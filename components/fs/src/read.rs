@@ -78,21 +78,21 @@ pub fn read_file(ws: &Workspace, args: ReadArgs) -> Result<ReadOutput, ToolError
     let offset = args.offset.unwrap_or(0);
     let limit = args.limit.unwrap_or(u64::MAX);
     let window = read_window(file, offset, limit).map_err(|e| error(&path, "read", e))?;
-    let content = match String::from_utf8(window.bytes) {
-        Ok(text) => text,
-        Err(e) => {
-            let bytes = e.into_bytes();
-            match std::str::from_utf8(&bytes) {
-                // Cut inside a character at the cap: drop the partial character.
-                Err(err) if err.error_len().is_none() => {
-                    String::from_utf8_lossy(&bytes[..err.valid_up_to()]).into_owned()
-                }
-                _ => {
-                    return Err(ToolError::invalid_args(format!(
-                        "`{}` is not UTF-8 text",
-                        path.display()
-                    )));
-                }
+    let content = if simdutf8::basic::from_utf8(&window.bytes).is_ok() {
+        // SAFETY: simdutf8 has just checked that these bytes are UTF-8 (std's own check looks
+        // at a word at a time; a megabyte's check was a tenth of the call).
+        unsafe { String::from_utf8_unchecked(window.bytes) }
+    } else {
+        match std::str::from_utf8(&window.bytes) {
+            // Cut inside a character at the cap: drop the partial character.
+            Err(err) if err.error_len().is_none() => {
+                String::from_utf8_lossy(&window.bytes[..err.valid_up_to()]).into_owned()
+            }
+            _ => {
+                return Err(ToolError::invalid_args(format!(
+                    "`{}` is not UTF-8 text",
+                    path.display()
+                )));
             }
         }
     };

@@ -1,20 +1,63 @@
 //! Writing JSON by hand where a result is large: [`push_string`] escapes text exactly as
-//! `serde_json` does, but skips eight bytes at a time over runs that need no escape (serde_json
-//! looks at every byte, which inside a sandbox is most of the cost of returning a megabyte).
+//! `serde_json` does, but skips sixteen bytes at a time over runs that need no escape, with
+//! wasm SIMD where the component is built with it (serde_json looks at every byte, which inside
+//! a sandbox is most of the cost of returning a megabyte).
 
 /// Every byte of a word set to 1.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 const ONES: u64 = 0x0101_0101_0101_0101;
 /// The high bit of every byte of a word.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// Whether any byte of `word` needs escaping in a JSON string: a control character (below
 /// 0x20), `"` or `\`. Exact: a byte at or above 0x80 (inside a UTF-8 character) never counts.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn needs_escape(word: u64) -> bool {
     let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
     let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
     let quote = zero_byte(word ^ (ONES * u64::from(b'"')));
     let backslash = zero_byte(word ^ (ONES * u64::from(b'\\')));
     control | quote | backslash != 0
+}
+
+/// How many bytes at the start of `bytes` need no escaping, counted sixteen at a time with wasm
+/// SIMD (a multiple of sixteen; the bytes after it are looked at one by one).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn clean_prefix(bytes: &[u8]) -> usize {
+    use core::arch::wasm32::{
+        i8x16_eq, u8x16_lt, u8x16_splat, v128, v128_any_true, v128_load, v128_or,
+    };
+    let mut at = 0;
+    while at + 16 <= bytes.len() {
+        // SAFETY: the sixteen bytes at `at` are inside `bytes` (checked just above), and
+        // `v128.load` reads unaligned memory.
+        let v = unsafe { v128_load(bytes.as_ptr().add(at).cast::<v128>()) };
+        let control = u8x16_lt(v, u8x16_splat(0x20));
+        let quote = i8x16_eq(v, u8x16_splat(b'"'));
+        let backslash = i8x16_eq(v, u8x16_splat(b'\\'));
+        if v128_any_true(v128_or(control, v128_or(quote, backslash))) {
+            break;
+        }
+        at += 16;
+    }
+    at
+}
+
+/// How many bytes at the start of `bytes` need no escaping, counted a word at a time (a
+/// multiple of eight; the bytes after it are looked at one by one).
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+fn clean_prefix(bytes: &[u8]) -> usize {
+    let mut at = 0;
+    while let Some(word) = bytes.get(at..at + 8) {
+        let mut le = [0u8; 8];
+        le.copy_from_slice(word);
+        if needs_escape(u64::from_le_bytes(le)) {
+            break;
+        }
+        at += 8;
+    }
+    at
 }
 
 /// Append `text` to `out` as a JSON string literal, quotes included, escaped byte for byte as
@@ -27,15 +70,10 @@ pub fn push_string(out: &mut String, text: &str) {
     // Bytes before `run` are written; `at` is the byte looked at.
     let (mut run, mut at) = (0, 0);
     while at < bytes.len() {
-        if let Some(word) = bytes.get(at..at + 8) {
-            let mut le = [0u8; 8];
-            le.copy_from_slice(word);
-            if !needs_escape(u64::from_le_bytes(le)) {
-                at += 8;
-                continue;
-            }
-        }
-        let byte = bytes[at];
+        at += clean_prefix(&bytes[at..]);
+        let Some(&byte) = bytes.get(at) else {
+            break;
+        };
         let escape: Option<&str> = match byte {
             b'"' => Some("\\\""),
             b'\\' => Some("\\\\"),
@@ -112,6 +150,10 @@ mod tests {
         }
         for byte in 0..=0x7fu8 {
             cases.push(format!("0123456{}89abcdef", char::from(byte)));
+            cases.push(format!(
+                "0123456789abcde{}ghijklmnopqrstuvwxyz",
+                char::from(byte)
+            ));
         }
         for text in &cases {
             let expected = serde_json::to_string(text).expect("serialise");
