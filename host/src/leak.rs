@@ -858,6 +858,22 @@ mod tests {
                 .collect();
             cases.push(bytes);
         }
+        // Bytes of every value, with runs of alphabet bytes of every length.
+        for len in 0..300 {
+            let bytes = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    if state % 10 < 8 {
+                        b"Az09+/_-"[(state >> 8) as usize % 8]
+                    } else {
+                        (state >> 16) as u8
+                    }
+                })
+                .collect();
+            cases.push(bytes);
+        }
         for bytes in &cases {
             let expected: Vec<_> = regex.find_iter(bytes).map(|m| m.range()).collect();
             let found: Vec<_> = encoded_runs(bytes).collect();
