@@ -1,7 +1,7 @@
 //! Writing JSON by hand where a result is large: [`push_string`] escapes text exactly as
-//! `serde_json` does, but skips sixteen bytes at a time over runs that need no escape, with
-//! wasm SIMD where the component is built with it (serde_json looks at every byte, which inside
-//! a sandbox is most of the cost of returning a megabyte).
+//! `serde_json` does, but skips runs that need no escape sixteen bytes a step with wasm SIMD
+//! (how chitin's components are built), eight bytes a step otherwise (serde_json looks at every
+//! byte, which inside a sandbox is most of the cost of returning a megabyte).
 
 /// Every byte of a word set to 1.
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
