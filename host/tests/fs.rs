@@ -496,3 +496,64 @@ async fn read_file_hands_back_every_byte_as_written() {
     assert_eq!(out["content"].as_str(), Some(text.as_str()));
     assert_eq!(out["lines"], text.matches('\n').count());
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_fifo_without_a_writer_holds_up_only_its_own_call() {
+    // Opens the kernel can do from its caches run on the calling thread; a FIFO's open waits
+    // for a writer, so it must still go to the blocking pool: on this one-thread runtime (as in
+    // stdio serving) an open waiting here would stop every other call.
+    let s = Setup::granting(None, |ws| {
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            ws.join("pipe"),
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        )
+        .expect("fifo");
+        std::fs::write(ws.join("small.txt"), "small\n").expect("small");
+    })
+    .await;
+    // Were the open on this thread, nothing here could time out: the watchdog fails the run
+    // instead of letting it hang.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watched = done.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(90));
+        if !watched.load(std::sync::atomic::Ordering::SeqCst) {
+            eprintln!("a FIFO's open stalled the runtime thread for 90 s");
+            std::process::abort();
+        }
+    });
+    let pipe = json!({"path": "pipe"}).to_string();
+    let stuck = s.host.call("read_file", &pipe);
+    tokio::pin!(stuck);
+    let other = async {
+        // Time for the FIFO's call to reach its open.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        s.ok("read_file", json!({"path": "small.txt"})).await
+    };
+    let read = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        tokio::select! {
+            read = other => read,
+            _ = &mut stuck => panic!("the FIFO's read ended before any writer came"),
+        }
+    })
+    .await
+    .expect("a file's read finished while the FIFO's waited for a writer");
+    assert_eq!(read["content"], "small\n");
+    let path = s.ws().join("pipe");
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut pipe = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .expect("open the FIFO for writing");
+        pipe.write_all(b"piped\n").expect("write");
+    });
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), stuck)
+        .await
+        .expect("the FIFO's call ended once a writer came");
+    writer.join().expect("writer");
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    // A FIFO has no offsets: wasmtime-wasi's positioned read of it fails, as before.
+    assert!(ended.result.is_err(), "{:?}", ended.result.map(|o| o.text));
+}

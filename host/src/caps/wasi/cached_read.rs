@@ -12,7 +12,7 @@
 //! or after it changed: a journal entry, not a read of storage). Anything else (data not
 //! cached, a filesystem or device without `RWF_NOWAIT`, a pipe, any error) goes to the pool as
 //! before, so what the guest sees (bytes, end of file, errors) is what wasmtime-wasi gives.
-//! Opens, writes and every other operation stay on the pool.
+//! Opens are `cached_open`'s; writes and every other operation stay on the pool.
 //!
 //! Two ways in are replaced: `descriptor.read`, and the input stream `descriptor.read-via-stream`
 //! hands out (what wasi-libc, and so Rust's, Python's and C's file reads, use). The stream is
@@ -30,9 +30,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{ErrorCode, Host, HostDescri
 use wasmtime_wasi::p2::{DynInputStream, InputStream, Pollable, StreamError, StreamResult};
 use wasmtime_wasi::runtime::{AbortOnDropJoinHandle, spawn_blocking};
 
-/// The interface wasmtime-wasi links the file functions in (components importing any 0.2.x
-/// version reach it).
-const INSTANCE: &str = "wasi:filesystem/types@0.2.12";
+use super::FILESYSTEM_TYPES;
+
 /// The functions replaced.
 const READ: &str = "[method]descriptor.read";
 const READ_VIA_STREAM: &str = "[method]descriptor.read-via-stream";
@@ -45,7 +44,7 @@ const POLL_READ: usize = 4096;
 /// this) with the cached-first ones.
 pub fn add_to_linker<T: WasiFilesystemView + 'static>(l: &mut Linker<T>) -> wasmtime::Result<()> {
     l.allow_shadowing(true);
-    let replaced = l.instance(INSTANCE).and_then(|mut instance| {
+    let replaced = l.instance(FILESYSTEM_TYPES).and_then(|mut instance| {
         instance.func_wrap_async(
             READ,
             |mut store, (fd, len, offset): (Resource<Descriptor>, u64, u64)| {
@@ -252,6 +251,7 @@ mod tests {
     use wasmtime_wasi::{FsPerms, OpenMode};
 
     use super::*;
+    use crate::caps::wasi::tests::Wasi;
 
     /// A file of `size` bytes that are not all alike, in `dir`.
     fn file_of_size(dir: &std::path::Path, size: u32) -> (std::fs::File, Vec<u8>) {
@@ -408,21 +408,6 @@ mod tests {
         }
     }
 
-    /// A store state with nothing but WASI.
-    struct Wasi {
-        ctx: wasmtime_wasi::WasiCtx,
-        table: ResourceTable,
-    }
-
-    impl wasmtime_wasi::WasiView for Wasi {
-        fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
-            wasmtime_wasi::WasiCtxView {
-                ctx: &mut self.ctx,
-                table: &mut self.table,
-            }
-        }
-    }
-
     #[test]
     fn the_replaced_functions_are_the_ones_wasmtime_wasi_links() {
         let engine = wasmtime::Engine::default();
@@ -436,7 +421,7 @@ mod tests {
         // shadowing is refused. A wasmtime-wasi that moved them (another interface version)
         // fails here rather than leaving the replacement unused.
         for name in [READ, READ_VIA_STREAM] {
-            let mut instance = linker.instance(INSTANCE).expect("instance");
+            let mut instance = linker.instance(FILESYSTEM_TYPES).expect("instance");
             assert!(
                 instance.func_wrap(name, |_, (): ()| Ok(())).is_err(),
                 "{name}"

@@ -15,11 +15,16 @@ use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
 use wasmtime_wasi::{WasiCtxBuilder, WasiView};
 
+mod cached_open;
 mod cached_read;
 pub mod stdio;
 
 use crate::call_log::{LogSource, SharedLog};
 use stdio::CapturedOutput;
+
+/// The interface wasmtime-wasi links the file functions in (components importing any 0.2.x
+/// version reach it), where `cached_read` and `cached_open` replace some of them.
+const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 
 /// The interface prefixes this module links, for explaining a component's unmet imports.
 pub const LINKS: &[&str] = &[
@@ -76,6 +81,7 @@ pub fn add_to_linker<T: WasiView + 'static>(l: &mut Linker<T>) -> wasmtime::Resu
     filesystem::preopens::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
     filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
     cached_read::add_to_linker(l)?;
+    cached_open::add_to_linker(l)?;
     let no_options = sockets::network::LinkOptions::default();
     sockets::network::add_to_linker::<T, WasiSockets>(l, &no_options, T::sockets)?;
     sockets::instance_network::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
@@ -85,4 +91,24 @@ pub fn add_to_linker<T: WasiView + 'static>(l: &mut Linker<T>) -> wasmtime::Resu
     sockets::udp_create_socket::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
     sockets::ip_name_lookup::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::component::ResourceTable;
+
+    /// A store state with nothing but WASI, for the replaced functions' linker tests.
+    pub(super) struct Wasi {
+        ctx: wasmtime_wasi::WasiCtx,
+        table: ResourceTable,
+    }
+
+    impl wasmtime_wasi::WasiView for Wasi {
+        fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+            wasmtime_wasi::WasiCtxView {
+                ctx: &mut self.ctx,
+                table: &mut self.table,
+            }
+        }
+    }
 }

@@ -1,0 +1,349 @@
+//! Opens for reading that the kernel resolves from its caches, on the calling thread.
+//!
+//! wasmtime-wasi runs every `open-at` on tokio's blocking pool. After the page-cache reads
+//! (`cached_read`), that hand-off was the one a `read_file` of a small file still made, and on
+//! this project's VMs a hand-off to a sleeping pool thread and back costs tens of microseconds.
+//! An open cannot simply run on the calling thread: opening a FIFO waits for a writer, a file
+//! with a lease waits for its holder (up to `lease-break-time`), a path the dentry cache does not
+//! hold waits for the disk, and a network filesystem waits for its server. So only an open
+//! that can wait for none of these runs here; anything else goes to wasmtime-wasi's own open on
+//! the pool, so errors, and every open that writes or creates, are exactly as before.
+//!
+//! The open here is a read-only one (no open flags, no descriptor flag but `read`) and goes in
+//! three steps:
+//! 1. `openat2` with `O_PATH` and `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS` (the containment
+//!    wasmtime-wasi's own open uses), plus `RESOLVE_CACHED` (fail rather than wait for storage)
+//!    and `RESOLVE_NO_XDEV` (stay on the directory's filesystem, which is a local one:
+//!    [`LOCAL_FILESYSTEMS`]). An `O_PATH` open runs no driver and opens no FIFO end.
+//! 2. The located inode must be a regular file or a directory; anything else (a FIFO, a device,
+//!    a socket, the symlink itself when links are not followed) goes to the pool.
+//! 3. That inode is opened for reading through `/proc/self/fd`, with `O_NONBLOCK` so a lease
+//!    makes the open fail rather than wait; the flag is then cleared.
+
+use std::os::fd::{AsFd, OwnedFd};
+
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use wasmtime::component::{Linker, Resource, ResourceTable};
+use wasmtime_wasi::OpenMode;
+use wasmtime_wasi::filesystem::{Descriptor, Dir, File, WasiFilesystemView};
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    DescriptorFlags, ErrorCode, Host, HostDescriptor, OpenFlags, PathFlags,
+};
+
+use super::FILESYSTEM_TYPES;
+
+/// The function replaced.
+const OPEN_AT: &str = "[method]descriptor.open-at";
+
+/// Filesystems whose open of a cached regular file or directory does not wait on a device or
+/// a server (`statfs` magic numbers): ext2/3/4, XFS, Btrfs, tmpfs, overlayfs.
+const LOCAL_FILESYSTEMS: &[i64] = &[0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x794C_7630];
+
+/// Replace wasmtime-wasi's `descriptor.open-at` (linked before this) with the cached-first one.
+pub fn add_to_linker<T: WasiFilesystemView + 'static>(l: &mut Linker<T>) -> wasmtime::Result<()> {
+    l.allow_shadowing(true);
+    let replaced = l.instance(FILESYSTEM_TYPES).and_then(|mut instance| {
+        instance.func_wrap_async(
+            OPEN_AT,
+            |mut store,
+             (fd, path_flags, path, oflags, flags): (
+                Resource<Descriptor>,
+                PathFlags,
+                String,
+                OpenFlags,
+                DescriptorFlags,
+            )| {
+                Box::new(async move {
+                    let mut view = store.data_mut().filesystem();
+                    if let Some(opened) = dir_of(view.table, &fd)
+                        .and_then(|dir| from_cache(dir, path_flags, &path, oflags, flags))
+                    {
+                        let pushed: Result<Resource<Descriptor>, ErrorCode> =
+                            Ok(view.table.push(opened)?);
+                        return Ok((pushed,));
+                    }
+                    let opened = match HostDescriptor::open_at(
+                        &mut view, fd, path_flags, path, oflags, flags,
+                    )
+                    .await
+                    {
+                        Ok(opened) => Ok(opened),
+                        Err(error) => Err(view.convert_error_code(error)?),
+                    };
+                    Ok((opened,))
+                })
+            },
+        )
+    });
+    l.allow_shadowing(false);
+    replaced
+}
+
+/// The directory behind descriptor `fd`, if it is one.
+fn dir_of<'t>(table: &'t ResourceTable, fd: &Resource<Descriptor>) -> Option<&'t Dir> {
+    match table.get(fd) {
+        Ok(Descriptor::Dir(dir)) => Some(dir),
+        _ => None,
+    }
+}
+
+/// `path` under `dir` opened for reading, as wasmtime-wasi's open would open it, when the
+/// kernel can do it without waiting; `None` sends the open to the pool.
+fn from_cache(
+    dir: &Dir,
+    path_flags: PathFlags,
+    path: &str,
+    oflags: OpenFlags,
+    flags: DescriptorFlags,
+) -> Option<Descriptor> {
+    if oflags != OpenFlags::empty() || flags & !DescriptorFlags::READ != DescriptorFlags::empty() {
+        return None;
+    }
+    let (opened, is_dir) = open_cached(
+        &dir.dir,
+        path,
+        path_flags.contains(PathFlags::SYMLINK_FOLLOW),
+    )?;
+    // What wasmtime-wasi's open builds: the parent's permissions, read mode, and no blocking of
+    // the calling thread (chitin never allows it: `caps::wasi::builder`).
+    let file = std::fs::File::from(opened);
+    Some(if is_dir {
+        Descriptor::Dir(Dir::new(file, dir.perms, OpenMode::READ, false))
+    } else {
+        Descriptor::File(File::new(file, dir.perms, OpenMode::READ, false))
+    })
+}
+
+/// The regular file or directory `path` names under `dir`, opened read-only, and whether it
+/// is a directory; `None` for anything the kernel could not open without waiting, or that is
+/// neither.
+fn open_cached(dir: &impl AsFd, path: &str, follow: bool) -> Option<(OwnedFd, bool)> {
+    let magic = rustix::fs::fstatfs(dir).ok()?.f_type;
+    if !LOCAL_FILESYSTEMS.contains(&magic) {
+        return None;
+    }
+    let mut how = OFlags::PATH | OFlags::CLOEXEC;
+    if !follow {
+        how |= OFlags::NOFOLLOW;
+    }
+    let located = rustix::fs::openat2(
+        dir,
+        path,
+        how,
+        Mode::empty(),
+        ResolveFlags::BENEATH
+            | ResolveFlags::NO_MAGICLINKS
+            | ResolveFlags::NO_XDEV
+            | ResolveFlags::CACHED,
+    )
+    .ok()?;
+    let is_dir = match FileType::from_raw_mode(rustix::fs::fstat(&located).ok()?.st_mode) {
+        FileType::RegularFile => false,
+        FileType::Directory => true,
+        _ => return None,
+    };
+    let reopen = format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&located)
+    );
+    let opened = rustix::fs::open(
+        reopen.as_str(),
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .ok()?;
+    rustix::fs::fcntl_setfl(&opened, OFlags::empty()).ok()?;
+    Some((opened, is_dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    use wasmtime_wasi::FsPerms;
+
+    use super::*;
+    use crate::caps::wasi::tests::Wasi;
+
+    /// `path` opened as a directory handle, as a preopen holds it.
+    fn handle(path: &Path) -> std::fs::File {
+        std::fs::File::open(path).expect("open the directory")
+    }
+
+    /// A directory with `a.txt`, `sub/b.txt`, an inside symlink to `a.txt`, one to a file outside
+    /// it, and a FIFO; and the directory outside it.
+    fn tree() -> (tempfile::TempDir, std::path::PathBuf) {
+        let root = tempfile::tempdir().expect("tempdir");
+        let inside = root.path().join("inside");
+        std::fs::create_dir_all(inside.join("sub")).expect("dirs");
+        std::fs::write(inside.join("a.txt"), "alpha\n").expect("a");
+        std::fs::write(inside.join("sub/b.txt"), "beta\n").expect("b");
+        std::fs::write(root.path().join("secret.txt"), "outside\n").expect("secret");
+        std::os::unix::fs::symlink("a.txt", inside.join("to-a")).expect("link in");
+        std::os::unix::fs::symlink(root.path().join("secret.txt"), inside.join("out"))
+            .expect("link out");
+        std::os::unix::fs::symlink("../secret.txt", inside.join("up")).expect("link up");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            inside.join("fifo"),
+            Mode::RUSR | Mode::WUSR,
+        )
+        .expect("fifo");
+        (root, inside)
+    }
+
+    fn contents(fd: OwnedFd) -> String {
+        let mut text = String::new();
+        std::fs::File::from(fd)
+            .read_to_string(&mut text)
+            .expect("read");
+        text
+    }
+
+    #[test]
+    fn a_cached_file_or_directory_is_opened_here_read_only_and_blocking() {
+        let (_root, inside) = tree();
+        let dir = handle(&inside);
+        let magic = rustix::fs::fstatfs(&dir).expect("statfs").f_type;
+        // The tests' temporary directory is on a local filesystem here and in CI; were it not,
+        // every open would go to the pool and this test would say so.
+        assert!(
+            LOCAL_FILESYSTEMS.contains(&magic),
+            "temporary directory on filesystem {magic:#x}"
+        );
+        let (a, is_dir) = open_cached(&dir, "a.txt", true).expect("a.txt opened here");
+        assert!(!is_dir);
+        let status = rustix::fs::fcntl_getfl(&a).expect("flags");
+        assert!(!status.contains(OFlags::NONBLOCK), "{status:?}");
+        assert_eq!(status & OFlags::RWMODE, OFlags::RDONLY, "{status:?}");
+        assert!(
+            rustix::io::write(&a, b"x").is_err(),
+            "opened for reading only"
+        );
+        assert_eq!(contents(a), "alpha\n");
+        let (b, _) = open_cached(&dir, "sub/b.txt", false).expect("sub/b.txt opened here");
+        assert_eq!(contents(b), "beta\n");
+        let (linked, _) = open_cached(&dir, "to-a", true).expect("a link inside, followed");
+        assert_eq!(contents(linked), "alpha\n");
+        for directory in [".", "sub", "sub/.."] {
+            let (_, is_dir) = open_cached(&dir, directory, false).expect(directory);
+            assert!(is_dir, "{directory}");
+        }
+    }
+
+    #[test]
+    fn what_could_wait_or_leave_the_directory_goes_to_the_pool() {
+        let (_root, inside) = tree();
+        let dir = handle(&inside);
+        let started = Instant::now();
+        for (path, follow) in [
+            // A FIFO would wait for a writer; its `O_PATH` open waits for nothing.
+            ("fifo", true),
+            // Out of the directory, by a link, `..` or an absolute path.
+            ("out", true),
+            ("out", false),
+            ("up", true),
+            ("../secret.txt", true),
+            ("sub/../../secret.txt", true),
+            ("/etc/hostname", true),
+            // The link itself when links are not followed: wasmtime-wasi's open refuses it.
+            ("to-a", false),
+            ("missing", true),
+            ("", true),
+        ] {
+            assert!(
+                open_cached(&dir, path, follow).is_none(),
+                "{path} (follow {follow})"
+            );
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "nothing waited");
+    }
+
+    #[test]
+    fn a_file_under_a_lease_is_not_waited_for() {
+        let (_root, inside) = tree();
+        let dir = handle(&inside);
+        // A lease break signals the holder (this process) with SIGIO, whose default action ends
+        // it; nothing else in the tests uses SIGIO.
+        // SAFETY: setting a signal's disposition to ignore has no memory effects.
+        unsafe { libc::signal(libc::SIGIO, libc::SIG_IGN) };
+        let held = std::fs::File::open(inside.join("a.txt")).expect("open");
+        // SAFETY: `held` is an open descriptor; F_SETLEASE takes an int argument.
+        let leased = unsafe { libc::fcntl(held.as_raw_fd(), libc::F_SETLEASE, libc::F_WRLCK) };
+        assert_eq!(leased, 0, "{}", std::io::Error::last_os_error());
+        let started = Instant::now();
+        assert!(open_cached(&dir, "a.txt", true).is_none());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the lease was not waited for"
+        );
+        // SAFETY: as above.
+        unsafe { libc::fcntl(held.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+        assert!(
+            open_cached(&dir, "a.txt", true).is_some(),
+            "once the lease is gone"
+        );
+    }
+
+    #[test]
+    fn only_a_plain_read_only_open_is_taken_and_it_keeps_the_parents_permissions() {
+        let (_root, inside) = tree();
+        let dir = Dir::new(handle(&inside), FsPerms::ReadOnly, OpenMode::READ, false);
+        let plain =
+            |oflags, flags| from_cache(&dir, PathFlags::SYMLINK_FOLLOW, "a.txt", oflags, flags);
+        for flags in [DescriptorFlags::READ, DescriptorFlags::empty()] {
+            match plain(OpenFlags::empty(), flags) {
+                Some(Descriptor::File(file)) => {
+                    assert_eq!(file.perms, FsPerms::ReadOnly);
+                    assert_eq!(file.open_mode, OpenMode::READ);
+                }
+                _ => panic!("a plain read ({flags:?}) is opened here as a file"),
+            }
+        }
+        for oflags in [
+            OpenFlags::CREATE,
+            OpenFlags::TRUNCATE,
+            OpenFlags::EXCLUSIVE,
+            OpenFlags::DIRECTORY,
+        ] {
+            assert!(plain(oflags, DescriptorFlags::READ).is_none(), "{oflags:?}");
+        }
+        for flags in [
+            DescriptorFlags::WRITE,
+            DescriptorFlags::READ | DescriptorFlags::WRITE,
+            DescriptorFlags::READ | DescriptorFlags::MUTATE_DIRECTORY,
+            DescriptorFlags::READ | DescriptorFlags::DATA_INTEGRITY_SYNC,
+        ] {
+            assert!(plain(OpenFlags::empty(), flags).is_none(), "{flags:?}");
+        }
+        assert!(matches!(
+            from_cache(
+                &dir,
+                PathFlags::empty(),
+                "sub",
+                OpenFlags::empty(),
+                DescriptorFlags::READ
+            ),
+            Some(Descriptor::Dir(_))
+        ));
+    }
+
+    #[test]
+    fn the_replaced_function_is_the_one_wasmtime_wasi_links() {
+        let engine = wasmtime::Engine::default();
+        let mut linker = Linker::<Wasi>::new(&engine);
+        wasmtime_wasi::p2::bindings::filesystem::types::add_to_linker::<
+            Wasi,
+            wasmtime_wasi::filesystem::WasiFilesystem,
+        >(&mut linker, |s| s.filesystem())
+        .expect("wasmtime-wasi links");
+        // Already defined there: defining it again without shadowing is refused. A wasmtime-wasi
+        // that moved it fails here rather than leaving the replacement unused.
+        let mut instance = linker.instance(FILESYSTEM_TYPES).expect("instance");
+        assert!(instance.func_wrap(OPEN_AT, |_, (): ()| Ok(())).is_err());
+        add_to_linker(&mut linker).expect("replaced");
+    }
+}
