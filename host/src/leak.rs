@@ -29,6 +29,8 @@ use regex_automata::{Anchored, Input, meta};
 
 use crate::secrets::{decode_hex, is_hex};
 
+mod runs;
+
 /// What to do when a pattern is found in a result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -553,15 +555,15 @@ impl LeakScanner {
     /// offsets to the original text's.
     fn find_encoded(&self, bytes: &[u8], map: Option<&[usize]>, out: &mut Vec<Hit>) {
         let mut found = Vec::new();
-        for run in encoded_runs(bytes) {
+        runs::encoded_runs(bytes, |run| {
             let run_bytes = &bytes[run.clone()];
             // With no secret values to look for, only a decoding that is text can hold a hit:
             // most long runs are ruled out by their first bytes without decoding them whole.
             if self.secrets.is_none() && !may_decode_to_text(run_bytes) {
-                continue;
+                return;
             }
             let Some(decoded) = decode_run(run_bytes) else {
-                continue;
+                return;
             };
             found.clear();
             self.find_secrets(&decoded, &mut found);
@@ -583,7 +585,7 @@ impl LeakScanner {
                     needle: hit.needle,
                 });
             }
-        }
+        });
     }
 }
 
@@ -613,45 +615,6 @@ fn merge(mut hits: Vec<Hit>) -> Vec<Hit> {
         }
     }
     out
-}
-
-/// The base64/base64url/hex alphabet, as a byte table.
-const ENCODED: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'_' | b'-');
-        b += 1;
-    }
-    table
-};
-
-/// The spans of every run of at least [`MIN_ENCODED_RUN`] alphabet bytes, with the `=` padding
-/// after it: what the regex `[A-Za-z0-9+/_-]{16,}=*` finds, in one table-driven pass (the
-/// regex needed a forward and a reverse DFA scan for each run, the larger part of scanning a
-/// megabyte).
-fn encoded_runs(bytes: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
-    let mut at = 0;
-    std::iter::from_fn(move || {
-        while at < bytes.len() {
-            let Some(start) = bytes[at..].iter().position(|&b| ENCODED[usize::from(b)]) else {
-                at = bytes.len();
-                break;
-            };
-            let start = at + start;
-            let len = bytes[start..]
-                .iter()
-                .position(|&b| !ENCODED[usize::from(b)])
-                .unwrap_or(bytes.len() - start);
-            at = start + len;
-            if len >= MIN_ENCODED_RUN {
-                at += bytes[at..].iter().take_while(|&&b| b == b'=').count();
-                return Some(start..at);
-            }
-        }
-        None
-    })
 }
 
 /// How a run decodes.
@@ -876,7 +839,8 @@ mod tests {
         }
         for bytes in &cases {
             let expected: Vec<_> = regex.find_iter(bytes).map(|m| m.range()).collect();
-            let found: Vec<_> = encoded_runs(bytes).collect();
+            let mut found = Vec::new();
+            runs::encoded_runs(bytes, |run| found.push(run));
             assert_eq!(found, expected, "{:?}", String::from_utf8_lossy(bytes));
         }
     }
