@@ -19,6 +19,9 @@
 //!    a socket, the symlink itself when links are not followed) goes to the pool.
 //! 3. That inode is opened for reading through `/proc/self/fd`, with `O_NONBLOCK` so a lease
 //!    makes the open fail rather than wait; the flag is then cleared.
+//!
+//! A kernel without `RESOLVE_CACHED` (before Linux 5.12) refuses the `openat2`, and a process
+//! without `/proc` cannot reopen: every open then goes to the pool, as before.
 
 use std::os::fd::{AsFd, OwnedFd};
 
