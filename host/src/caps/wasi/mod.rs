@@ -95,10 +95,40 @@ pub fn add_to_linker<T: WasiView + 'static>(l: &mut Linker<T>) -> wasmtime::Resu
 
 #[cfg(test)]
 mod tests {
-    use wasmtime::component::ResourceTable;
+    use wasmtime::component::{Linker, ResourceTable};
+    use wasmtime_wasi::filesystem::WasiFilesystemView;
 
-    /// A store state with nothing but WASI, for the replaced functions' linker tests.
-    pub(super) struct Wasi {
+    use super::{FILESYSTEM_TYPES, cached_open, cached_read};
+
+    #[test]
+    fn the_replaced_functions_are_the_ones_wasmtime_wasi_links() {
+        let engine = wasmtime::Engine::default();
+        let mut linker = Linker::<Wasi>::new(&engine);
+        wasmtime_wasi::p2::bindings::filesystem::types::add_to_linker::<
+            Wasi,
+            wasmtime_wasi::filesystem::WasiFilesystem,
+        >(&mut linker, |s| s.filesystem())
+        .expect("wasmtime-wasi links");
+        // Every name is already defined in that instance: defining it again without shadowing
+        // is refused. A wasmtime-wasi that moved one (another interface version) fails here
+        // rather than leaving the replacement unused.
+        for name in [
+            cached_read::READ,
+            cached_read::READ_VIA_STREAM,
+            cached_open::OPEN_AT,
+        ] {
+            let mut instance = linker.instance(FILESYSTEM_TYPES).expect("instance");
+            assert!(
+                instance.func_wrap(name, |_, (): ()| Ok(())).is_err(),
+                "{name}"
+            );
+        }
+        cached_read::add_to_linker(&mut linker).expect("reads replaced");
+        cached_open::add_to_linker(&mut linker).expect("opens replaced");
+    }
+
+    /// A store state with nothing but WASI.
+    struct Wasi {
         ctx: wasmtime_wasi::WasiCtx,
         table: ResourceTable,
     }
