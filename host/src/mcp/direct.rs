@@ -87,7 +87,7 @@ impl Direct {
             .is_some_and(|tool| names_key(&tool.input_schema, HEADER_ANNOTATION))
     }
 
-    /// Run a qualified call and answer it as one JSON-RPC message.    /// Run a qualified call and answer it as one JSON-RPC message.
+    /// Run a qualified call and answer it as one JSON-RPC message.
     async fn answer(&self, call: Qualified, parts: &axum::http::request::Parts) -> Response {
         let (access, client) = access::of_http(parts);
         let declared_tasks = call.capabilities.supports_tasks();
