@@ -1,7 +1,8 @@
 //! File and memory tool benchmarks, printed as a table: `read_file` of a 1 MiB file through the
-//! fs component versus `std::fs::read`; `memory_write` latency; `memory_search` over 10,000
-//! stored documents. Run with `cargo bench -p chitin-host --bench fs_memory` after
-//! `just build-components` (`just bench` does both).
+//! fs component versus `std::fs::read`; `list_dir`, `glob` and `grep` over a tree of 200 files;
+//! `memory_write` latency; `memory_search` over 10,000 stored documents. Run with `cargo bench
+//! -p chitin-host --bench fs_memory` after `just build-components` (`just bench-detail` does
+//! both).
 //!
 //! Figures are reported, never asserted: the machines are shared and noisy, and kv writes wait
 //! for fsync, whose cost depends on the disk.
@@ -128,6 +129,51 @@ async fn run() {
             format!("{} KiB", size >> 10)
         };
         println!("| {label} | {:.1} µs |", p50(times).as_secs_f64() * 1e6);
+    }
+
+    // Walks: each entry is a `metadata-hash-at` (wasi-libc's `readdir` wants an inode number)
+    // and a `stat-at`; `grep` also opens, stats and reads every file.
+    let tree = fs_data.join("workspace/tree");
+    for d in 0..10 {
+        std::fs::create_dir_all(tree.join(format!("d{d}"))).expect("tree");
+        for f in 0..20 {
+            let text = format!("{}needle {d} {f}\n", "a line of text\n".repeat(10));
+            std::fs::write(tree.join(format!("d{d}/f{f}.txt")), text).expect("tree file");
+        }
+    }
+    println!("\n## walks over 10 directories of 20 files (p50 of 60)");
+    println!("| call | p50 |");
+    println!("|---|---|");
+    for (label, tool, args) in [
+        (
+            "list_dir of one directory (20 files)",
+            "list_dir",
+            r#"{"path": "tree/d3"}"#,
+        ),
+        (
+            "list_dir, recursive (210 entries)",
+            "list_dir",
+            r#"{"path": "tree", "recursive": true}"#,
+        ),
+        (
+            "glob `**/*.txt` (200 matches)",
+            "glob",
+            r#"{"pattern": "**/*.txt", "path": "tree"}"#,
+        ),
+        (
+            "grep over 200 files (20 matches)",
+            "grep",
+            r#"{"pattern": "needle 3 ", "path": "tree"}"#,
+        ),
+    ] {
+        call(&fs, tool, args).await;
+        let mut times = Vec::new();
+        for _ in 0..60 {
+            let t = Instant::now();
+            call(&fs, tool, args).await;
+            times.push(t.elapsed());
+        }
+        println!("| {label} | {} |", ms(p50(times)));
     }
 
     // Memory under the default policy: what an operator gets.

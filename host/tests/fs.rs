@@ -499,9 +499,9 @@ async fn read_file_hands_back_every_byte_as_written() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_fifo_without_a_writer_holds_up_only_its_own_call() {
-    // Opens the kernel can do from its caches run on the calling thread; a FIFO's open waits
-    // for a writer, so it must still go to the blocking pool: on this one-thread runtime (as in
-    // stdio serving) an open waiting here would stop every other call.
+    // Opens and stats the kernel can do from its caches run on the calling thread; a FIFO's
+    // open waits for a writer, so it must still go to the blocking pool: on this one-thread
+    // runtime (as in stdio serving) an open waiting here would stop every other call.
     let s = Setup::granting(None, |ws| {
         rustix::fs::mkfifoat(
             rustix::fs::CWD,
@@ -529,7 +529,12 @@ async fn a_fifo_without_a_writer_holds_up_only_its_own_call() {
     let other = async {
         // Time for the FIFO's call to reach its open.
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        s.ok("read_file", json!({"path": "small.txt"})).await
+        // A listing stats every entry, the FIFO too, on this thread: a `stat` opens nothing.
+        let listed = s.ok("list_dir", json!({})).await;
+        (
+            s.ok("read_file", json!({"path": "small.txt"})).await,
+            listed,
+        )
     };
     let read = tokio::time::timeout(std::time::Duration::from_secs(30), async {
         tokio::select! {
@@ -538,8 +543,15 @@ async fn a_fifo_without_a_writer_holds_up_only_its_own_call() {
         }
     })
     .await
-    .expect("a file's read finished while the FIFO's waited for a writer");
+    .expect("a listing and a file's read finished while the FIFO's waited for a writer");
+    let (read, listed) = read;
     assert_eq!(read["content"], "small\n");
+    assert!(
+        listed["entries"].as_array().is_some_and(|e| e
+            .iter()
+            .any(|e| e["path"] == "pipe" && e["type"] == "other")),
+        "{listed}"
+    );
     let path = s.ws().join("pipe");
     let writer = std::thread::spawn(move || {
         use std::io::Write;

@@ -10,23 +10,31 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
-/// Whether any byte of `word` needs escaping in a JSON string: a control character (below
-/// 0x20), `"` or `\`. Exact: a byte at or above 0x80 (inside a UTF-8 character) never counts.
+/// The high bit of each byte of `word` that needs escaping in a JSON string (a control
+/// character below 0x20, `"` or `\`); a byte at or above 0x80 (inside a UTF-8 character) never
+/// counts. Only the lowest bit set is exact (a borrow can mark bytes above it), which is all
+/// [`clean_prefix`] reads.
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-fn needs_escape(word: u64) -> bool {
+fn escapes_in(word: u64) -> u64 {
     let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
     let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
     let quote = zero_byte(word ^ (ONES * u64::from(b'"')));
     let backslash = zero_byte(word ^ (ONES * u64::from(b'\\')));
-    control | quote | backslash != 0
+    control | quote | backslash
 }
 
-/// How many bytes at the start of `bytes` need no escaping, counted sixteen at a time with wasm
-/// SIMD (a multiple of sixteen; the bytes after it are looked at one by one).
+/// Whether `byte` needs escaping in a JSON string.
+fn needs_escape(byte: u8) -> bool {
+    byte < 0x20 || byte == b'"' || byte == b'\\'
+}
+
+/// How many bytes at the start of `bytes` need no escaping: the position of the first that
+/// does, or the length. Sixteen bytes a step with wasm SIMD, the first escape in a step read off
+/// its bit mask (text with short lines stops in most steps, and a step's position is exact).
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 fn clean_prefix(bytes: &[u8]) -> usize {
     use core::arch::wasm32::{
-        i8x16_eq, u8x16_lt, u8x16_splat, v128, v128_any_true, v128_load, v128_or,
+        i8x16_bitmask, i8x16_eq, u8x16_lt, u8x16_splat, v128, v128_load, v128_or,
     };
     let mut at = 0;
     while at + 16 <= bytes.len() {
@@ -36,28 +44,37 @@ fn clean_prefix(bytes: &[u8]) -> usize {
         let control = u8x16_lt(v, u8x16_splat(0x20));
         let quote = i8x16_eq(v, u8x16_splat(b'"'));
         let backslash = i8x16_eq(v, u8x16_splat(b'\\'));
-        if v128_any_true(v128_or(control, v128_or(quote, backslash))) {
-            break;
+        let found = i8x16_bitmask(v128_or(control, v128_or(quote, backslash)));
+        if found != 0 {
+            return at + found.trailing_zeros() as usize;
         }
         at += 16;
     }
-    at
+    at + clean_tail(&bytes[at..])
 }
 
-/// How many bytes at the start of `bytes` need no escaping, counted a word at a time (a
-/// multiple of eight; the bytes after it are looked at one by one).
+/// How many bytes at the start of `bytes` need no escaping, eight bytes a step.
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn clean_prefix(bytes: &[u8]) -> usize {
     let mut at = 0;
     while let Some(word) = bytes.get(at..at + 8) {
         let mut le = [0u8; 8];
         le.copy_from_slice(word);
-        if needs_escape(u64::from_le_bytes(le)) {
-            break;
+        let found = escapes_in(u64::from_le_bytes(le));
+        if found != 0 {
+            return at + found.trailing_zeros() as usize / 8;
         }
         at += 8;
     }
-    at
+    at + clean_tail(&bytes[at..])
+}
+
+/// [`clean_prefix`] of the last few bytes, one at a time.
+fn clean_tail(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .position(|&b| needs_escape(b))
+        .unwrap_or(bytes.len())
 }
 
 /// Append `text` to `out` as a JSON string literal, quotes included, escaped byte for byte as
@@ -70,6 +87,7 @@ pub fn push_string(out: &mut String, text: &str) {
     // Bytes before `run` are written; `at` is the byte looked at.
     let (mut run, mut at) = (0, 0);
     while at < bytes.len() {
+        // Every stop is at a byte that needs escaping, or at the end.
         at += clean_prefix(&bytes[at..]);
         let Some(&byte) = bytes.get(at) else {
             break;
@@ -158,6 +176,19 @@ mod tests {
         for text in &cases {
             let expected = serde_json::to_string(text).expect("serialise");
             assert_eq!(escaped(text), expected, "{text:?}");
+            // Each step stops exactly at the first byte that needs escaping.
+            let bytes = text.as_bytes();
+            for start in 0..bytes.len() {
+                let first = bytes[start..]
+                    .iter()
+                    .position(|&b| needs_escape(b))
+                    .unwrap_or(bytes.len() - start);
+                assert_eq!(
+                    clean_prefix(&bytes[start..]),
+                    first,
+                    "{text:?} from {start}"
+                );
+            }
         }
     }
 }

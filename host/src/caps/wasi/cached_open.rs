@@ -9,8 +9,8 @@
 //! that can wait for none of these runs here; anything else goes to wasmtime-wasi's own open on
 //! the pool, so errors, and every open that writes or creates, are exactly as before.
 //!
-//! The open here is a read-only one (no open flags, no descriptor flag but `read`) and goes in
-//! three steps:
+//! The open here is a read-only one (no open flag but `directory`, no descriptor flag but
+//! `read`) and goes in three steps:
 //! 1. `openat2` with `O_PATH` and `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS` (the containment
 //!    wasmtime-wasi's own open uses), plus `RESOLVE_CACHED` (fail rather than wait for storage)
 //!    and `RESOLVE_NO_XDEV` (stay on the directory's filesystem, which is a local one:
@@ -83,7 +83,7 @@ pub fn add_to_linker<T: WasiFilesystemView + 'static>(l: &mut Linker<T>) -> wasm
 }
 
 /// The directory behind descriptor `fd`, if it is one.
-fn dir_of<'t>(table: &'t ResourceTable, fd: &Resource<Descriptor>) -> Option<&'t Dir> {
+pub(super) fn dir_of<'t>(table: &'t ResourceTable, fd: &Resource<Descriptor>) -> Option<&'t Dir> {
     match table.get(fd) {
         Ok(Descriptor::Dir(dir)) => Some(dir),
         _ => None,
@@ -99,7 +99,9 @@ fn from_cache(
     oflags: OpenFlags,
     flags: DescriptorFlags,
 ) -> Option<Descriptor> {
-    if oflags != OpenFlags::empty() || flags & !DescriptorFlags::READ != DescriptorFlags::empty() {
+    if oflags & !OpenFlags::DIRECTORY != OpenFlags::empty()
+        || flags & !DescriptorFlags::READ != DescriptorFlags::empty()
+    {
         return None;
     }
     let (opened, is_dir) = open_cached(
@@ -107,6 +109,10 @@ fn from_cache(
         path,
         path_flags.contains(PathFlags::SYMLINK_FOLLOW),
     )?;
+    // `opendir` asks for a directory: anything else is wasmtime-wasi's `not-directory` error.
+    if oflags.contains(OpenFlags::DIRECTORY) && !is_dir {
+        return None;
+    }
     // What wasmtime-wasi's open builds: the parent's permissions, read mode, and no blocking of
     // the calling thread (chitin never allows it: `caps::wasi::builder`).
     let file = std::fs::File::from(opened);
@@ -121,33 +127,7 @@ fn from_cache(
 /// is a directory; `None` for anything the kernel could not open without waiting, or that is
 /// neither.
 fn open_cached(dir: &impl AsFd, path: &str, follow: bool) -> Option<(OwnedFd, bool)> {
-    let magic = rustix::fs::fstatfs(dir).ok()?.f_type;
-    if !LOCAL_FILESYSTEMS.contains(&magic) {
-        return None;
-    }
-    let mut how = OFlags::PATH | OFlags::CLOEXEC;
-    if !follow {
-        how |= OFlags::NOFOLLOW;
-    }
-    // `EAGAIN` means the walk needs storage, or a write (a link whose access time is due), or
-    // that a rename somewhere on the host raced it: the last passes on a second try.
-    let mut tries = 0;
-    let located = loop {
-        match rustix::fs::openat2(
-            dir,
-            path,
-            how,
-            Mode::empty(),
-            ResolveFlags::BENEATH
-                | ResolveFlags::NO_MAGICLINKS
-                | ResolveFlags::NO_XDEV
-                | ResolveFlags::CACHED,
-        ) {
-            Ok(located) => break located,
-            Err(rustix::io::Errno::AGAIN) if tries < 2 => tries += 1,
-            Err(_) => return None,
-        }
-    };
+    let located = locate(dir, path, follow)?;
     let is_dir = match FileType::from_raw_mode(rustix::fs::fstat(&located).ok()?.st_mode) {
         FileType::RegularFile => false,
         FileType::Directory => true,
@@ -165,6 +145,43 @@ fn open_cached(dir: &impl AsFd, path: &str, follow: bool) -> Option<(OwnedFd, bo
     .ok()?;
     rustix::fs::fcntl_setfl(&opened, OFlags::empty()).ok()?;
     Some((opened, is_dir))
+}
+
+/// An `O_PATH` handle on what `path` names under `dir` (the link itself when `follow` is false
+/// and the last component is one), when `dir` is on a local filesystem and the kernel resolves
+/// the path from its caches without leaving `dir`; `None` otherwise, or on any error.
+pub(super) fn locate(dir: &impl AsFd, path: &str, follow: bool) -> Option<OwnedFd> {
+    if !is_local(dir) {
+        return None;
+    }
+    let mut how = OFlags::PATH | OFlags::CLOEXEC;
+    if !follow {
+        how |= OFlags::NOFOLLOW;
+    }
+    // `EAGAIN` means the walk needs storage, or a write (a link whose access time is due), or
+    // that a rename somewhere on the host raced it: the last passes on a second try.
+    let mut tries = 0;
+    loop {
+        match rustix::fs::openat2(
+            dir,
+            path,
+            how,
+            Mode::empty(),
+            ResolveFlags::BENEATH
+                | ResolveFlags::NO_MAGICLINKS
+                | ResolveFlags::NO_XDEV
+                | ResolveFlags::CACHED,
+        ) {
+            Ok(located) => return Some(located),
+            Err(rustix::io::Errno::AGAIN) if tries < 2 => tries += 1,
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Whether `fd` is on one of the [`LOCAL_FILESYSTEMS`].
+pub(super) fn is_local(fd: &impl AsFd) -> bool {
+    rustix::fs::fstatfs(fd).is_ok_and(|s| LOCAL_FILESYSTEMS.contains(&s.f_type))
 }
 
 #[cfg(test)]
@@ -323,6 +340,8 @@ mod tests {
             OpenFlags::CREATE,
             OpenFlags::TRUNCATE,
             OpenFlags::EXCLUSIVE,
+            OpenFlags::DIRECTORY | OpenFlags::CREATE,
+            // A file asked for as a directory: the pool answers `not-directory`.
             OpenFlags::DIRECTORY,
         ] {
             assert!(plain(oflags, DescriptorFlags::READ).is_none(), "{oflags:?}");
@@ -335,15 +354,20 @@ mod tests {
         ] {
             assert!(plain(OpenFlags::empty(), flags).is_none(), "{flags:?}");
         }
-        assert!(matches!(
-            from_cache(
-                &dir,
-                PathFlags::empty(),
-                "sub",
-                OpenFlags::empty(),
-                DescriptorFlags::READ
-            ),
-            Some(Descriptor::Dir(_))
-        ));
+        for oflags in [OpenFlags::empty(), OpenFlags::DIRECTORY] {
+            assert!(
+                matches!(
+                    from_cache(
+                        &dir,
+                        PathFlags::empty(),
+                        "sub",
+                        oflags,
+                        DescriptorFlags::READ
+                    ),
+                    Some(Descriptor::Dir(_))
+                ),
+                "{oflags:?}"
+            );
+        }
     }
 }

@@ -17,13 +17,14 @@ use wasmtime_wasi::{WasiCtxBuilder, WasiView};
 
 mod cached_open;
 mod cached_read;
+mod cached_stat;
 pub mod stdio;
 
 use crate::call_log::{LogSource, SharedLog};
 use stdio::CapturedOutput;
 
 /// The interface wasmtime-wasi links the file functions in (components importing any 0.2.x
-/// version reach it), where `cached_read` and `cached_open` replace some of them.
+/// version reach it), where `cached_read`, `cached_open` and `cached_stat` replace some of them.
 const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 
 /// The interface prefixes this module links, for explaining a component's unmet imports.
@@ -82,6 +83,7 @@ pub fn add_to_linker<T: WasiView + 'static>(l: &mut Linker<T>) -> wasmtime::Resu
     filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
     cached_read::add_to_linker(l)?;
     cached_open::add_to_linker(l)?;
+    cached_stat::add_to_linker(l)?;
     let no_options = sockets::network::LinkOptions::default();
     sockets::network::add_to_linker::<T, WasiSockets>(l, &no_options, T::sockets)?;
     sockets::instance_network::add_to_linker::<T, WasiSockets>(l, T::sockets)?;
@@ -98,7 +100,7 @@ mod tests {
     use wasmtime::component::{Linker, ResourceTable};
     use wasmtime_wasi::filesystem::WasiFilesystemView;
 
-    use super::{FILESYSTEM_TYPES, cached_open, cached_read};
+    use super::{FILESYSTEM_TYPES, cached_open, cached_read, cached_stat};
 
     #[test]
     fn the_replaced_functions_are_the_ones_wasmtime_wasi_links() {
@@ -116,6 +118,10 @@ mod tests {
             cached_read::READ,
             cached_read::READ_VIA_STREAM,
             cached_open::OPEN_AT,
+            cached_stat::STAT,
+            cached_stat::STAT_AT,
+            cached_stat::METADATA_HASH,
+            cached_stat::METADATA_HASH_AT,
         ] {
             let mut instance = linker.instance(FILESYSTEM_TYPES).expect("instance");
             assert!(
@@ -125,12 +131,27 @@ mod tests {
         }
         cached_read::add_to_linker(&mut linker).expect("reads replaced");
         cached_open::add_to_linker(&mut linker).expect("opens replaced");
+        cached_stat::add_to_linker(&mut linker).expect("metadata replaced");
     }
 
     /// A store state with nothing but WASI.
-    struct Wasi {
+    pub(super) struct Wasi {
         ctx: wasmtime_wasi::WasiCtx,
         table: ResourceTable,
+    }
+
+    impl Wasi {
+        /// WASI with `dir` as its one preopen, read-only.
+        pub(super) fn with_preopen(dir: &std::path::Path) -> Self {
+            let mut builder = wasmtime_wasi::WasiCtxBuilder::new();
+            builder
+                .preopened_dir(dir, "/", wasmtime_wasi::FsPerms::ReadOnly)
+                .expect("preopen");
+            Self {
+                ctx: builder.build(),
+                table: ResourceTable::new(),
+            }
+        }
     }
 
     impl wasmtime_wasi::WasiView for Wasi {
