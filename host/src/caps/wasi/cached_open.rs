@@ -194,32 +194,11 @@ mod tests {
     use wasmtime_wasi::FsPerms;
 
     use super::*;
+    use crate::caps::wasi::tests::tree;
 
     /// `path` opened as a directory handle, as a preopen holds it.
     fn handle(path: &Path) -> std::fs::File {
         std::fs::File::open(path).expect("open the directory")
-    }
-
-    /// A directory with `a.txt`, `sub/b.txt`, an inside symlink to `a.txt`, one to a file outside
-    /// it, and a FIFO; and the directory outside it.
-    fn tree() -> (tempfile::TempDir, std::path::PathBuf) {
-        let root = tempfile::tempdir().expect("tempdir");
-        let inside = root.path().join("inside");
-        std::fs::create_dir_all(inside.join("sub")).expect("dirs");
-        std::fs::write(inside.join("a.txt"), "alpha\n").expect("a");
-        std::fs::write(inside.join("sub/b.txt"), "beta\n").expect("b");
-        std::fs::write(root.path().join("secret.txt"), "outside\n").expect("secret");
-        std::os::unix::fs::symlink("a.txt", inside.join("to-a")).expect("link in");
-        std::os::unix::fs::symlink(root.path().join("secret.txt"), inside.join("out"))
-            .expect("link out");
-        std::os::unix::fs::symlink("../secret.txt", inside.join("up")).expect("link up");
-        rustix::fs::mkfifoat(
-            rustix::fs::CWD,
-            inside.join("fifo"),
-            Mode::RUSR | Mode::WUSR,
-        )
-        .expect("fifo");
-        (root, inside)
     }
 
     fn contents(fd: OwnedFd) -> String {

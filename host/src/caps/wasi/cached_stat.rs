@@ -214,30 +214,16 @@ fn metadata_hash(found: &Statx) -> MetadataHashValue {
 mod tests {
     use std::path::Path;
 
-    use rustix::fs::Mode;
     use wasmtime_wasi::p2::bindings::filesystem::preopens::Host as _;
 
     use super::*;
-    use crate::caps::wasi::tests::Wasi;
+    use crate::caps::wasi::tests::{Wasi, tree};
 
-    /// A directory with a file, a subdirectory, links in and out of it, a FIFO and a socket; and
-    /// the directory holding it (with a file outside it).
-    fn tree() -> tempfile::TempDir {
-        let root = tempfile::tempdir().expect("tempdir");
-        let inside = root.path().join("inside");
-        std::fs::create_dir_all(inside.join("sub")).expect("dirs");
-        std::fs::write(inside.join("a.txt"), "alpha\n").expect("a");
-        std::fs::write(inside.join("sub/b.txt"), "beta beta\n").expect("b");
-        std::fs::write(root.path().join("secret.txt"), "outside\n").expect("secret");
-        std::os::unix::fs::symlink("a.txt", inside.join("to-a")).expect("link in");
-        std::os::unix::fs::symlink("../secret.txt", inside.join("up")).expect("link up");
+    /// The shared test tree (see [`tree`]), with a dangling link, a socket, a file dated before
+    /// 1970 and `a.txt`'s four times all different.
+    fn stat_tree() -> tempfile::TempDir {
+        let (root, inside) = tree();
         std::os::unix::fs::symlink("missing", inside.join("dangling")).expect("dangling");
-        rustix::fs::mkfifoat(
-            rustix::fs::CWD,
-            inside.join("fifo"),
-            Mode::RUSR | Mode::WUSR,
-        )
-        .expect("fifo");
         std::os::unix::net::UnixListener::bind(inside.join("socket")).expect("socket");
         // A time before 1970, which the WASI clock cannot show.
         let old = std::fs::File::options()
@@ -285,7 +271,7 @@ mod tests {
 
     #[tokio::test]
     async fn answers_here_are_the_ones_wasmtime_wasi_gives() {
-        let root = tree();
+        let root = stat_tree();
         let inside = root.path().join("inside");
         let mut wasi = Wasi::with_preopen(&inside);
         let dir = preopen(&mut wasi);
@@ -362,7 +348,7 @@ mod tests {
 
     #[test]
     fn what_leaves_the_directory_or_is_missing_goes_to_the_pool() {
-        let root = tree();
+        let root = stat_tree();
         let inside = root.path().join("inside");
         let mut wasi = Wasi::with_preopen(&inside);
         let dir = preopen(&mut wasi);

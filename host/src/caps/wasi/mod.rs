@@ -134,6 +134,28 @@ mod tests {
         cached_stat::add_to_linker(&mut linker).expect("metadata replaced");
     }
 
+    /// A directory with `a.txt`, `sub/b.txt`, an inside symlink to `a.txt`, one to a file outside
+    /// it, and a FIFO; and the directory outside it.
+    pub(super) fn tree() -> (tempfile::TempDir, std::path::PathBuf) {
+        let root = tempfile::tempdir().expect("tempdir");
+        let inside = root.path().join("inside");
+        std::fs::create_dir_all(inside.join("sub")).expect("dirs");
+        std::fs::write(inside.join("a.txt"), "alpha\n").expect("a");
+        std::fs::write(inside.join("sub/b.txt"), "beta\n").expect("b");
+        std::fs::write(root.path().join("secret.txt"), "outside\n").expect("secret");
+        std::os::unix::fs::symlink("a.txt", inside.join("to-a")).expect("link in");
+        std::os::unix::fs::symlink(root.path().join("secret.txt"), inside.join("out"))
+            .expect("link out");
+        std::os::unix::fs::symlink("../secret.txt", inside.join("up")).expect("link up");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            inside.join("fifo"),
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        )
+        .expect("fifo");
+        (root, inside)
+    }
+
     /// A store state with nothing but WASI.
     pub(super) struct Wasi {
         ctx: wasmtime_wasi::WasiCtx,
