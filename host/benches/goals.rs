@@ -27,9 +27,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Decision};
+use chitin_host::caps::process::{ProcessConfig, ProcessGrant, Request as ProcessRequest};
 use chitin_host::data_dir::DataDir;
 use chitin_host::engine::EngineOptions;
-use chitin_host::policy::{DEFAULT_POLICY, Policy};
+use chitin_host::leak::{LeakScanner, Scrubbed};
+use chitin_host::policy::{DEFAULT_POLICY, Policy, RateLimits};
 use chitin_host::{Host, Limits, PolicyLimits, Runtime, Services};
 use chitin_registry::keys::SigningKey;
 use chitin_registry::trust_store::{Scope, TrustStore, TrustedKey};
@@ -42,6 +44,8 @@ const ROLE_ENV: &str = "CHITIN_BENCH_ROLE";
 /// Sequential calls per latency series, after the warm-up.
 const CALLS: usize = 2000;
 const WARMUP: usize = 200;
+/// Blocks of the in-process echo series, taken in turn with wasmtime alone's.
+const BLOCKS: usize = 10;
 /// Runs of the slower series (process spawns, HTTPS GETs, 1 MiB reads).
 const ROUNDS: usize = 300;
 /// How long each load-generator series runs.
@@ -69,6 +73,26 @@ struct Row {
     reference: String,
     ratio: String,
     met: bool,
+}
+
+/// What a row stands on: a part of its work no build may skip (the fresh instance, the scan of
+/// every byte, the confinement, the durable commit), measured alone in the same run.
+struct Floor {
+    row: &'static str,
+    floor: String,
+    figure: String,
+    goal: String,
+}
+
+fn print_floors(floors: &[Floor]) {
+    println!();
+    println!("What the rows stand on, measured alone in the same run:");
+    println!();
+    println!("| row | floor | its figure | the row's goal |");
+    println!("|---|---|---|---|");
+    for f in floors {
+        println!("| {} | {} | {} | {} |", f.row, f.floor, f.figure, f.goal);
+    }
 }
 
 fn print(rows: &[Row]) {
@@ -207,6 +231,31 @@ async fn run() {
         "chitin performance goals (issue 21), {profile}; one run; figures drift on a shared machine"
     );
 
+    // In process first, the host called directly as the servers do, then wasmtime's own part
+    // of the same call, measured right after it.
+    let host_data = data.path().join("host");
+    let ctx = CallContext {
+        approver: Arc::new(Yes),
+        ..CallContext::default()
+    };
+    let (echo, bare) = {
+        let host = in_process_host(&host_data).await;
+        let bare = bare::Echo::new();
+        let echo_json = echo_args().to_string();
+        let chitin = || async {
+            let r = host.call_in("echo", &echo_json, &ctx).await;
+            assert!(r.result.is_ok(), "{:?}", r.result);
+        };
+        // In blocks taken in turn, so that both series see the machine's slow spells alike.
+        let (mut echo, mut alone) = (Vec::new(), Vec::new());
+        for _ in 0..BLOCKS {
+            echo.extend(measure(CALLS / BLOCKS, WARMUP, chitin).await.0);
+            alone.extend(measure(CALLS / BLOCKS, WARMUP, || bare.call()).await.0);
+        }
+        (Series::new(echo), Series::new(alone))
+    };
+    let mut floors = Vec::new();
+
     // MCP over stdio: chitin serve and the native floor, driven by the same client loop.
     let serve_args = |data: &Path| -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_chitin"));
@@ -296,26 +345,22 @@ async fn run() {
     drop(chitin_server);
     drop(floor_server);
 
-    // In-process: the host called directly, as the servers do.
-    let host_data = data.path().join("host");
     let host = in_process_host(&host_data).await;
-    let ctx = CallContext {
-        approver: Arc::new(Yes),
-        ..CallContext::default()
-    };
-    let echo_json = echo_args().to_string();
-    let echo = measure(CALLS, WARMUP, || async {
-        let r = host.call_in("echo", &echo_json, &ctx).await;
-        assert!(r.result.is_ok(), "{:?}", r.result);
-    })
-    .await;
     rows.push(Row {
-        figure: "4. in-process fresh-instance `echo`".into(),
+        figure: "4. in-process fresh-instance `echo` (ref: wasmtime alone, the same component in a bare store)".into(),
         goal: "≤ 10 µs p50".into(),
         measured: echo.show(),
-        reference: "—".into(),
-        ratio: "—".into(),
+        reference: bare.show(),
+        ratio: format!("+{} over wasmtime alone", us((echo.p50() - bare.p50()).max(0.0))),
         met: echo.p50() <= 10.0,
+    });
+    floors.push(Floor {
+        row: "4. in-process echo",
+        floor: "wasmtime alone: the echo component instantiated, called and dropped in a bare \
+                store, on an engine built as chitin's"
+            .into(),
+        figure: format!("{} p50", us(bare.p50())),
+        goal: "≤ 10 µs".into(),
     });
 
     let big = host_data.join("workspace/big.txt");
@@ -338,6 +383,27 @@ async fn run() {
         &std_read,
         3.0,
     ));
+    let result = host
+        .call_in("read_file", r#"{"path":"big.txt"}"#, &ctx)
+        .await
+        .result
+        .expect("read big.txt")
+        .text;
+    let scanner = LeakScanner::new(std::iter::empty());
+    let scan = measure(ROUNDS / 3, 5, || async {
+        assert!(matches!(scanner.scrub(&result), Scrubbed::Clean));
+    })
+    .await;
+    floors.push(Floor {
+        row: "3. `read_file` of 1 MiB",
+        floor: "the leak scan of its result alone (every byte a tool returns is scanned)".into(),
+        figure: format!(
+            "{} p50, {:.2}× std::fs::read",
+            us(scan.p50()),
+            scan.p50() / std_read.p50()
+        ),
+        goal: "≤ 3× std::fs::read".into(),
+    });
 
     let host_workspace = host_data.join("workspace");
     let sh = measure(ROUNDS, 20, || async {
@@ -372,9 +438,46 @@ async fn run() {
         &sh,
         1.15,
     ));
+    let process_services = common::services(&data.path().join("process"));
+    let grant = ProcessGrant {
+        programs: vec!["/bin/sh".into()],
+        ..ProcessGrant::default()
+    };
+    let capability =
+        ProcessConfig::resolve(&grant, &process_services.process()).expect("process grant");
+    let confined = measure(ROUNDS, 20, || async {
+        let out = capability
+            .run(ProcessRequest {
+                program: "/bin/sh".into(),
+                args: vec!["-c".into(), "true".into()],
+                ..ProcessRequest::default()
+            })
+            .await
+            .expect("run");
+        assert_eq!(out.exit_code, Some(0));
+    })
+    .await;
+    floors.push(Floor {
+        row: "5. shell tool",
+        floor: format!(
+            "the process capability alone running `sh -c true` ({})",
+            if capability.is_confined() {
+                "Landlock, seccomp, rlimits, its own process group"
+            } else {
+                "Landlock unavailable here: NOT the confined figure"
+            }
+        ),
+        figure: format!(
+            "{} p50, {:.2}× bare `sh -c true`",
+            us(confined.p50()),
+            confined.p50() / sh.p50()
+        ),
+        goal: "≤ 1.15× bare `sh -c true`".into(),
+    });
     drop(host);
 
-    let (through, reqwest_new, reqwest_pooled) = http_get(&data.path().join("http")).await;
+    let (through, reqwest_new, reqwest_pooled, rate_check) =
+        http_get(&data.path().join("http")).await;
     rows.push(times(
         "7. HTTPS GET through the http component (ref: reqwest, new connection each)",
         &through,
@@ -387,6 +490,19 @@ async fn run() {
         &reqwest_pooled,
         1.2,
     ));
+    floors.push(Floor {
+        row: "7. HTTPS GET",
+        floor: "the rate limiter's check alone (one durable commit to the data directory's \
+                database, which every chitin process on it shares)"
+            .into(),
+        figure: format!(
+            "{} p50, {:.2}× reqwest on a new connection, {:.2}× reqwest's pool",
+            us(rate_check.p50()),
+            rate_check.p50() / reqwest_new.p50(),
+            rate_check.p50() / reqwest_pooled.p50()
+        ),
+        goal: "≤ 1.2× reqwest".into(),
+    });
 
     let memory = Arc::new(memory_host(&data.path().join("memory")).await);
     let run = memory_load::run(memory, CALLS / 10, CALLS / 10).await;
@@ -417,11 +533,14 @@ async fn run() {
     }
 
     print(&rows);
+    print_floors(&floors);
     println!();
     println!(
-        "Latency series: {CALLS} calls after {WARMUP} warm-up (stdio, HTTP 1 connection, echo), \
-         {ROUNDS} runs (shell, sh), {} runs (1 MiB); load series {} ms each; the load generator \
-         shares the 2 cores with the servers.",
+        "Latency series: {CALLS} calls after {WARMUP} warm-up (stdio, HTTP 1 connection); the \
+         in-process echo and wasmtime alone in {BLOCKS} blocks of {} each, taken in turn, each \
+         after {WARMUP} warm-up; {ROUNDS} runs (shell, sh), {} runs (1 MiB); load series {} ms \
+         each; the load generator shares the 2 cores with the servers.",
+        CALLS / BLOCKS,
         ROUNDS / 3,
         LOAD_WINDOW.as_millis()
     );
@@ -452,6 +571,90 @@ where
         out.push(started.elapsed());
     }
     Series::new(out)
+}
+
+/// Goal 4's reference: wasmtime's own part of a call, with nothing of chitin's around it. The
+/// echo component in a fresh store holding only an empty WASI context, on an engine built as
+/// chitin builds its own (fuel, epochs, the tuned pooling allocator): instantiate, call `echo`,
+/// drop the store.
+mod bare {
+    use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker};
+    use wasmtime::component::{ResourceTable, Val};
+    use wasmtime::{Engine, Store};
+    use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+    use super::{EngineOptions, build_dir, echo_args};
+
+    /// A store's data: an empty WASI context.
+    struct State {
+        ctx: WasiCtx,
+        table: ResourceTable,
+    }
+
+    impl WasiView for State {
+        fn ctx(&mut self) -> WasiCtxView<'_> {
+            WasiCtxView {
+                ctx: &mut self.ctx,
+                table: &mut self.table,
+            }
+        }
+    }
+
+    /// The echo component linked against WASI alone.
+    pub struct Echo {
+        engine: Engine,
+        pre: InstancePre<State>,
+        call: ComponentExportIndex,
+        args: [Val; 2],
+    }
+
+    impl Echo {
+        pub fn new() -> Self {
+            let (engine, _) =
+                chitin_host::engine::build(&EngineOptions::default()).expect("engine");
+            let component = Component::from_file(&engine, build_dir("build/components", "echo"))
+                .expect("compile echo");
+            let mut linker = Linker::new(&engine);
+            wasmtime_wasi::p2::add_to_linker_async(&mut linker).expect("link WASI");
+            let pre = linker.instantiate_pre(&component).expect("pre-instantiate");
+            let (_, tool) = component
+                .get_export(None, "chitin:tool/tool@0.1.0")
+                .expect("the tool interface");
+            let (_, call) = component.get_export(Some(&tool), "call").expect("`call`");
+            let args = [
+                Val::String("echo".into()),
+                Val::String(echo_args().to_string()),
+            ];
+            Self {
+                engine,
+                pre,
+                call,
+                args,
+            }
+        }
+
+        /// One call in a fresh instance, its store dropped at the end.
+        pub async fn call(&self) {
+            let state = State {
+                ctx: WasiCtx::builder().build(),
+                table: ResourceTable::new(),
+            };
+            let mut store = Store::new(&self.engine, state);
+            store.set_fuel(u64::MAX).expect("fuel");
+            store.set_epoch_deadline(1 << 40);
+            let instance = self
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .expect("instantiate");
+            let func = instance.get_func(&mut store, self.call).expect("`call`");
+            let mut out = [Val::Bool(false)];
+            func.call_async(&mut store, &self.args, &mut out)
+                .await
+                .expect("call");
+            assert!(matches!(out[0], Val::Result(Ok(_))), "{out:?}");
+        }
+    }
 }
 
 /// A host with echo, fs and shell under the built-in policy (1 MiB results allowed).
@@ -819,8 +1022,8 @@ fn http_component(dir: &Path, port: u16, key: &SigningKey) -> PathBuf {
 
 /// HTTPS GETs through the http component (which keeps its connection alive between calls),
 /// with reqwest on a new connection each, and with reqwest reusing its pool's connection, all
-/// against one server on 127.0.0.1.
-async fn http_get(dir: &Path) -> (Series, Series, Series) {
+/// against one server on 127.0.0.1; and the component's rate-limit check alone.
+async fn http_get(dir: &Path) -> (Series, Series, Series, Series) {
     std::fs::create_dir_all(dir).expect("dir");
     let server = https_server::start(dir).await;
     let url = server.url("/echo");
@@ -884,7 +1087,18 @@ async fn http_get(dir: &Path) -> (Series, Series, Series) {
         reqwest_ref::get(&client, &url).await;
     })
     .await;
-    (through, direct, pooled)
+    // The rate limiter's check alone, with the limits the GETs above ran under.
+    let rate = host.services().http_rate();
+    let limits = RateLimits {
+        per_minute: 100_000,
+        per_hour: 1_000_000,
+    };
+    let rate_check = measure(ROUNDS, 10, || async {
+        rate.check("bench", "probe", limits, std::time::SystemTime::now())
+            .expect("within the limit");
+    })
+    .await;
+    (through, direct, pooled, rate_check)
 }
 
 /// The floor: minimal native JSON-RPC responders, doing only what a tool server must (parse the

@@ -77,25 +77,30 @@ def over_http(wrap, n):
     headers = {"Content-Type": "application/json",
                "Accept": "application/json, text/event-stream",
                "MCP-Protocol-Version": version, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            connection.connect()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                server.kill()
-                raise
-            time.sleep(0.1)
-    for _ in range(n):
-        connection.request("POST", "/mcp", body, headers)
-        response = connection.getresponse()
-        answer = response.read()
-        assert response.status == 200 and b'"hello"' in answer, (response.status, answer)
-    connection.close()
-    server.terminate()
-    server.wait()
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                connection.connect()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        for _ in range(n):
+            connection.request("POST", "/mcp", body, headers)
+            response = connection.getresponse()
+            answer = response.read()
+            assert response.status == 200 and b'"hello"' in answer, (response.status, answer)
+        connection.close()
+        server.terminate()
+        server.wait()
+    finally:
+        # A failed run leaves no server behind.
+        if server.poll() is None:
+            server.kill()
+            server.wait()
 
 
 def self_costs(out):
