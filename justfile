@@ -112,7 +112,8 @@ wasm-target:
     @rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
 # The performance goals, measured in one release run against their references (std::fs::read,
-# reqwest, `sh -c true`, native stdio and HTTP JSON-RPC floors), printed as one table.
+# reqwest, `sh -c true`, native stdio and HTTP JSON-RPC floors, wasmtime alone), printed as one
+# table; under it, parts of four rows' work measured alone.
 bench: build-components
     cargo bench -p chitin-host --bench goals
 
