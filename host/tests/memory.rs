@@ -438,6 +438,50 @@ fn terms_start(bytes: &[u8]) -> usize {
     }
 }
 
+/// The key of write `seq`'s `part` (`e` entry, `f` term counts, `t` text): the three of a
+/// write sort together.
+fn part_key(seq: u64, part: char) -> String {
+    format!("n:{seq:012}:{part}")
+}
+
+/// The same key as earlier versions stored it, apart from the write's other two.
+fn earlier_part_key(seq: u64, part: char) -> String {
+    format!("{part}:{seq:012}")
+}
+
+/// Write `seq`'s `part` and the key it is under, in either layout.
+fn stored_part(
+    kv: &chitin_host::caps::kv::KvStore,
+    place: &chitin_host::caps::kv::Place,
+    seq: u64,
+    part: char,
+) -> Option<(String, Vec<u8>)> {
+    [part_key(seq, part), earlier_part_key(seq, part)]
+        .into_iter()
+        .find_map(|key| kv.get(place, &key).expect("get").map(|v| (key, v)))
+}
+
+/// Moves the keys of writes `seqs` to the layout earlier versions stored them in; how many
+/// writes there were.
+async fn to_earlier_layout(
+    kv: &chitin_host::caps::kv::KvStore,
+    place: &chitin_host::caps::kv::Place,
+    seqs: std::ops::RangeInclusive<u64>,
+) -> usize {
+    let (mut pairs, mut gone) = (Vec::new(), Vec::new());
+    for seq in seqs {
+        for part in ['e', 'f', 't'] {
+            if let Some(value) = kv.get(place, &part_key(seq, part)).expect("get") {
+                pairs.push((earlier_part_key(seq, part), value));
+                gone.push(part_key(seq, part));
+            }
+        }
+    }
+    kv.set_many(place, pairs).await.expect("set");
+    kv.delete_many(place, gone.clone()).await.expect("delete");
+    gone.len() / 3
+}
+
 /// Rewrites the stored term counts of writes `seqs` with `rewrite`; how many there were.
 async fn rewrite_terms(
     kv: &chitin_host::caps::kv::KvStore,
@@ -447,8 +491,7 @@ async fn rewrite_terms(
 ) -> usize {
     let mut pairs = Vec::new();
     for seq in seqs {
-        let key = format!("f:{seq:012}");
-        if let Some(bytes) = kv.get(place, &key).expect("get") {
+        if let Some((key, bytes)) = stored_part(kv, place, seq, 'f') {
             pairs.push((key, rewrite(&bytes)));
         }
     }
@@ -497,14 +540,11 @@ async fn refold_as_json(
     let mut entries = Vec::new();
     let mut postings: std::collections::BTreeMap<String, Vec<(u64, u64)>> = Default::default();
     for seq in block * 64 + 1..=(block + 1) * 64 {
-        let Some(entry) = kv.get(place, &format!("e:{seq:012}")).expect("get") else {
+        let Some((_, entry)) = stored_part(kv, place, seq, 'e') else {
             continue;
         };
         let entry: Value = serde_json::from_slice(&entry).expect("entry JSON");
-        let terms = kv
-            .get(place, &format!("f:{seq:012}"))
-            .expect("get")
-            .expect("terms");
+        let (_, terms) = stored_part(kv, place, seq, 'f').expect("terms");
         for (term, count) in binary_terms(&terms) {
             postings.entry(term).or_default().push((seq, count));
         }
@@ -632,6 +672,17 @@ async fn blocks_folded_by_an_earlier_version_read_the_same() {
         before[0]
     );
     let place = memory_place();
+    // Writes stored by earlier versions, their three keys apart: two folded blocks, part of
+    // an unfolded one and the loose tail; the other writes keep theirs together.
+    for (seqs, writes) in [
+        (1..=64, 64),
+        (129..=192, 64),
+        (200..=230, 31),
+        (300..=330, 31),
+    ] {
+        assert_eq!(to_earlier_layout(&kv, &place, seqs).await, writes);
+    }
+    assert_eq!(before, snapshot(&h).await);
     for block in [0, 2] {
         refold_as_json(&kv, &place, block).await;
         terms_as_json(&kv, &place, block * 64 + 1..=(block + 1) * 64).await;

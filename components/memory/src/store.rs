@@ -1,7 +1,10 @@
 //! The memory bucket through `wasi:keyvalue`. Layout: `seq` is a counter handing each write a
-//! number `n` of its own; `e:<n>` holds that write's [`Entry`], `f:<n>` its term counts (with
-//! the entry again, so that a search reads one key per write not yet folded) and `t:<n>` its
-//! text. Folded blocks add `k:<block>` (the block's record, in the binary form of
+//! number `n` of its own; `n:<n>:e` holds that write's [`Entry`], `n:<n>:f` its term counts
+//! (with the entry again, so that a search reads one key per write not yet folded) and
+//! `n:<n>:t` its text. A write's three keys sort together, next to the counter, so its durable
+//! commit rewrites one leaf of the store's tree instead of three; earlier versions kept them
+//! apart, as `e:<n>`, `f:<n>` and `t:<n>`, and those are still read where the new keys are
+//! missing. Folded blocks add `k:<block>` (the block's record, in the binary form of
 //! [`crate::block`]) and `y:<block>:<term>` (that term's postings in the block); every
 //! [`GROUP`] folded blocks are folded again into one group, `K:<group>` and
 //! `Y:<group>:<term>`, which a search reads instead of the group's blocks. Blocks folded by
@@ -98,9 +101,9 @@ impl Memory {
     pub fn put(&self, entry: &Entry, terms: &Terms, text: &str) -> Result<u64, ToolError> {
         let seq = atomics::increment(&self.bucket, SEQ, 1).map_err(failed)?;
         let pairs = vec![
-            (entry_key(seq), encode(entry)?),
-            (terms_key(seq), block::encode_terms(entry, terms)),
-            (text_key(seq), text.as_bytes().to_vec()),
+            (Part::Entry.key(seq), encode(entry)?),
+            (Part::Terms.key(seq), block::encode_terms(entry, terms)),
+            (Part::Text.key(seq), text.as_bytes().to_vec()),
         ];
         batch::set_many(&self.bucket, &pairs).map_err(failed)?;
         if seq.is_multiple_of(BLOCK) && seq / BLOCK > FOLD_LAG {
@@ -140,17 +143,12 @@ impl Memory {
     /// Inverts the landed entries of `block` into its posting lists, then records the block.
     fn fold(&self, block: u64) -> Result<(), ToolError> {
         let seqs: Vec<u64> = block_range(block).collect();
-        let keys: Vec<String> = seqs
-            .iter()
-            .map(|s| entry_key(*s))
-            .chain(seqs.iter().map(|s| terms_key(*s)))
-            .collect();
-        let values = batch::get_many(&self.bucket, &keys).map_err(failed)?;
-        let (entries, terms) = values.split_at(seqs.len());
+        let entries = self.parts(&seqs, Part::Entry)?;
+        let terms = self.parts(&seqs, Part::Terms)?;
         let mut landed = Vec::new();
         for ((seq, entry), terms) in seqs.iter().zip(entries).zip(terms) {
-            if let (Some((_, entry)), Some((_, terms))) = (entry, terms) {
-                landed.push((*seq, decode(*seq, entry)?, stored_terms(*seq, terms)?));
+            if let (Some(entry), Some(terms)) = (entry, terms) {
+                landed.push((*seq, decode(*seq, &entry)?, stored_terms(*seq, &terms)?));
             }
         }
         let (record, postings) = invert(landed);
@@ -187,7 +185,8 @@ impl Memory {
         // would not fit the call's memory limit.
         let mut postings: BTreeMap<String, Postings> = BTreeMap::new();
         for page in record.entries.chunks(PAGE) {
-            let counts = self.get_many(page.iter().map(|(seq, _)| terms_key(*seq)))?;
+            let seqs: Vec<u64> = page.iter().map(|(seq, _)| *seq).collect();
+            let counts = self.parts(&seqs, Part::Terms)?;
             for ((seq, _), counts) in page.iter().zip(counts) {
                 let Some(counts) = counts else {
                     return Err(ToolError::execution_failed(format!(
@@ -298,10 +297,7 @@ impl Memory {
         fetched: &mut Fetched,
     ) -> Result<(), ToolError> {
         let mut without_entry: Vec<(u64, Option<Vec<u8>>)> = Vec::new();
-        for (seq, counts) in seqs
-            .iter()
-            .zip(self.get_many(seqs.iter().map(|s| terms_key(*s)))?)
-        {
+        for (seq, counts) in seqs.iter().zip(self.parts(seqs, Part::Terms)?) {
             let carried = match &counts {
                 Some(bytes) if block::is_binary_terms(bytes) => {
                     block::terms_entry(bytes).map_err(|e| corrupt_entry(*seq, &e))?
@@ -317,7 +313,8 @@ impl Memory {
                 (_, counts) => without_entry.push((*seq, counts)),
             }
         }
-        let entries = self.get_many(without_entry.iter().map(|(s, _)| entry_key(*s)))?;
+        let numbers: Vec<u64> = without_entry.iter().map(|(s, _)| *s).collect();
+        let entries = self.parts(&numbers, Part::Entry)?;
         for ((seq, counts), entry) in without_entry.into_iter().zip(entries) {
             let Some(entry) = entry else { continue };
             let entry: Entry = decode(seq, &entry)?;
@@ -401,6 +398,18 @@ impl Memory {
         Ok(out)
     }
 
+    /// `part` of each of the writes `seqs` (at most [`PAGE`]), `None` where the write has not
+    /// landed: under its key, or under its key in the earlier layout where that is missing.
+    fn parts(&self, seqs: &[u64], part: Part) -> Result<Vec<Option<Vec<u8>>>, ToolError> {
+        let mut values = self.get_many(seqs.iter().map(|s| part.key(*s)))?;
+        let missing: Vec<usize> = (0..values.len()).filter(|i| values[*i].is_none()).collect();
+        let earlier = self.get_many(missing.iter().map(|i| part.earlier_key(seqs[*i])))?;
+        for (i, value) in missing.into_iter().zip(earlier) {
+            values[i] = value;
+        }
+        Ok(values)
+    }
+
     /// The values of `keys` (at most [`PAGE`]), `None` where a key is absent.
     fn get_many(
         &self,
@@ -433,9 +442,8 @@ impl Memory {
     pub fn texts(&self, seqs: &[u64]) -> Result<Vec<String>, ToolError> {
         let mut texts = Vec::with_capacity(seqs.len());
         for page in seqs.chunks(PAGE) {
-            let keys: Vec<String> = page.iter().copied().map(text_key).collect();
-            for value in batch::get_many(&self.bucket, &keys).map_err(failed)? {
-                let bytes = value.map(|(_, v)| v).unwrap_or_default();
+            for value in self.parts(page, Part::Text)? {
+                let bytes = value.unwrap_or_default();
                 texts.push(String::from_utf8_lossy(&bytes).into_owned());
             }
         }
@@ -662,12 +670,35 @@ fn decode_block<T: serde::de::DeserializeOwned>(block: u64, bytes: &[u8]) -> Res
     })
 }
 
-fn entry_key(seq: u64) -> String {
-    format!("e:{seq:012}")
+/// One of the three keys a write stores.
+#[derive(Clone, Copy)]
+enum Part {
+    /// Its [`Entry`].
+    Entry,
+    /// Its term counts, carrying the entry.
+    Terms,
+    /// Its text.
+    Text,
 }
 
-fn terms_key(seq: u64) -> String {
-    format!("f:{seq:012}")
+impl Part {
+    fn letter(self) -> char {
+        match self {
+            Self::Entry => 'e',
+            Self::Terms => 'f',
+            Self::Text => 't',
+        }
+    }
+
+    /// Its key for write `seq`: the three of a write sort together.
+    fn key(self, seq: u64) -> String {
+        format!("n:{seq:012}:{}", self.letter())
+    }
+
+    /// Its key for write `seq` as earlier versions stored it, apart from the other two.
+    fn earlier_key(self, seq: u64) -> String {
+        format!("{}:{seq:012}", self.letter())
+    }
 }
 
 fn json_record_key(block: u64) -> String {
@@ -676,10 +707,6 @@ fn json_record_key(block: u64) -> String {
 
 fn json_postings_key(block: u64, term: &str) -> String {
     format!("x:{block:010}:{term}")
-}
-
-fn text_key(seq: u64) -> String {
-    format!("t:{seq:012}")
 }
 
 fn describe(e: &store::Error) -> String {
