@@ -510,9 +510,23 @@ async fn run() {
         goal: "≤ 1.2× reqwest".into(),
     });
 
-    let memory = Arc::new(memory_host(&data.path().join("memory")).await);
-    let run = memory_load::run(memory, CALLS / 10, CALLS / 10).await;
+    let memory_data = data.path().join("memory");
+    let memory = Arc::new(memory_host(&memory_data).await);
+    let run = memory_load::run(memory.clone(), CALLS / 10, CALLS / 10).await;
     let fill = run.fill;
+    let (storage, beside) = memory_storage(&memory, &memory_data).await;
+    floors.push(Floor {
+        row: "6. `memory_write`",
+        floor: "its storage alone: the counter and a write's three keys, as the memory component \
+                lays them out, in one durable commit by the kv store to the shared database"
+            .into(),
+        figure: format!(
+            "{} p50 (`memory_write` in the same blocks: {})",
+            us(storage.p50()),
+            us(beside.p50())
+        ),
+        goal: "≤ 1 ms".into(),
+    });
     for (figure, series, goal_ms) in [
         (
             "6. `memory_write`, one in flight, committed durably (default policy)".to_owned(),
@@ -692,6 +706,43 @@ async fn memory_host(data: &Path) -> Host {
         .await
         .expect("load");
     host
+}
+
+/// Goal 6's floor: what storing a write costs with no component, in blocks taken in turn with
+/// `memory_write` calls to `memory`, whose data directory is `data`. The kv store writes the
+/// counter and the three keys a write stores (sizes as in `memory_load`'s writes) in one
+/// durable commit, under a component of its own in the same database. Both series, sorted.
+async fn memory_storage(memory: &Host, data: &Path) -> (Series, Series) {
+    let services = common::services(data);
+    let kv = services.kv().expect("kv store");
+    let place = chitin_host::caps::kv::Place {
+        component: "bench/floor".into(),
+        bucket: "memory".into(),
+        quota: u64::MAX,
+    };
+    let text = "w12 w7 w1500 w3 w99 w460 w8 w31 ".repeat(5);
+    let seq = std::sync::atomic::AtomicU64::new(0);
+    let store = || async {
+        let n = seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let pairs = vec![
+            ("seq".to_owned(), n.to_string().into_bytes()),
+            (format!("n:{n:012}:e"), vec![b'e'; 60]),
+            (format!("n:{n:012}:f"), vec![b'f'; 320]),
+            (format!("n:{n:012}:t"), text.clone().into_bytes()),
+        ];
+        kv.set_many(&place, pairs).await.expect("kv write");
+    };
+    let write = || async {
+        let args = json!({"content": text, "target": "daily_log"}).to_string();
+        let r = memory.call("memory_write", &args).await;
+        assert!(r.result.is_ok(), "{:?}", r.result);
+    };
+    let (mut alone, mut beside) = (Vec::new(), Vec::new());
+    for _ in 0..BLOCKS {
+        alone.extend(measure(ROUNDS / BLOCKS, 2, store).await.0);
+        beside.extend(measure(ROUNDS / BLOCKS, 2, write).await.0);
+    }
+    (Series::new(alone), Series::new(beside))
 }
 
 /// This executable in a floor role, serving `workspace`.
