@@ -54,7 +54,8 @@ const LOAD_WINDOW: Duration = Duration::from_millis(1500);
 fn main() {
     match std::env::var(ROLE_ENV).as_deref() {
         Ok("stdio-floor") => return floor::stdio(),
-        Ok("http-floor") => return floor::http(),
+        Ok("http-floor") => return floor::http(false),
+        Ok("http-floor-instance") => return floor::http(true),
         _ => {}
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -302,14 +303,33 @@ async fn run() {
     chitin_http.args(["--http", "127.0.0.1:0", "--rate-limit", "1000000"]);
     let chitin_server = HttpPeer::start(chitin_http, data.path());
     let floor_server = HttpPeer::start(floor_command("http-floor", &workspace), data.path());
+    // The floor again, with echo run in a fresh instance per request: what no build may skip.
+    let instance_server = HttpPeer::start(
+        floor_command("http-floor-instance", &workspace),
+        data.path(),
+    );
     let chitin_one = chitin_server.sequential(CALLS).await;
     let floor_one = floor_server.sequential(CALLS).await;
+    let instance_one = instance_server.sequential(CALLS).await;
     rows.push(within(
         "1. MCP HTTP `echo`, 1 kept-alive connection (ref: native HTTP responder)",
         &chitin_one,
         &floor_one,
         50.0,
     ));
+    floors.push(Floor {
+        row: "1. HTTP echo, 1 kept-alive connection",
+        floor: "the native HTTP responder running echo in a fresh instance of its component per \
+                request (wasmtime alone, as row 4's reference)"
+            .into(),
+        figure: format!(
+            "{} p50, +{} over the native responder (chitin: +{})",
+            us(instance_one.p50()),
+            us((instance_one.p50() - floor_one.p50()).max(0.0)),
+            us((chitin_one.p50() - floor_one.p50()).max(0.0))
+        ),
+        goal: "≤ the native responder + 50 µs".into(),
+    });
     for (conns, keep_alive) in [
         (1, true),
         (4, true),
@@ -320,6 +340,17 @@ async fn run() {
     ] {
         let chitin = chitin_server.load(conns, keep_alive).await;
         let floor = floor_server.load(conns, keep_alive).await;
+        if (conns, keep_alive) == (16, true) {
+            let instance = instance_server.load(conns, keep_alive).await;
+            floors.push(Floor {
+                row: "8. 16 kept-alive connections",
+                floor: "the native HTTP responder running echo in a fresh instance of its \
+                        component per request (wasmtime alone, as row 4's reference)"
+                    .into(),
+                figure: format!("{:.0} calls/s (chitin: {:.0})", instance.rate, chitin.rate),
+                goal: "≥ 15,000 calls/s".into(),
+            });
+        }
         let how = if keep_alive {
             "keep-alive"
         } else {
@@ -344,6 +375,7 @@ async fn run() {
     }
     drop(chitin_server);
     drop(floor_server);
+    drop(instance_server);
 
     let host = in_process_host(&host_data).await;
     rows.push(Row {
@@ -654,8 +686,28 @@ mod bare {
             }
         }
 
+        /// `echo` called with `args_json` in a fresh instance, as the floor's HTTP responder
+        /// does per request: the guest's output, or `None` when it refused.
+        pub async fn call_with(&self, args_json: &str) -> Option<String> {
+            let args = [Val::String("echo".into()), Val::String(args_json.into())];
+            match self.run(&args).await {
+                Val::Result(Ok(Some(output))) => match *output {
+                    Val::String(text) => Some(text),
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+
         /// One call in a fresh instance, its store dropped at the end.
         pub async fn call(&self) {
+            let out = self.run(&self.args).await;
+            assert!(matches!(out, Val::Result(Ok(_))), "{out:?}");
+        }
+
+        /// `call` with `args` in a fresh instance, in a store set up as chitin sets its own
+        /// (fuel, epoch deadline) and dropped at the end.
+        async fn run(&self, args: &[Val]) -> Val {
             let state = State {
                 ctx: WasiCtx::builder().build(),
                 table: ResourceTable::new(),
@@ -670,10 +722,11 @@ mod bare {
                 .expect("instantiate");
             let func = instance.get_func(&mut store, self.call).expect("`call`");
             let mut out = [Val::Bool(false)];
-            func.call_async(&mut store, &self.args, &mut out)
+            func.call_async(&mut store, args, &mut out)
                 .await
                 .expect("call");
-            assert!(matches!(out[0], Val::Result(Ok(_))), "{out:?}");
+            let [out] = out;
+            out
         }
     }
 }
@@ -1208,7 +1261,9 @@ mod floor {
     }
 
     /// HTTP/1.1 JSON-RPC on 127.0.0.1 (axum over hyper, TCP_NODELAY, keep-alive), two workers.
-    pub fn http() {
+    /// With `instance`, `echo` runs in a fresh instance of the echo component per request
+    /// (wasmtime alone, as row 4's reference), and its output is the result.
+    pub fn http(instance: bool) {
         use axum::serve::ListenerExt;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -1224,13 +1279,28 @@ mod floor {
             let listener = listener.tap_io(|stream| {
                 let _ = stream.set_nodelay(true);
             });
+            let echo = instance.then(|| Arc::new(super::bare::Echo::new()));
             let app = axum::Router::new().route(
                 "/mcp",
                 axum::routing::post(|body: Bytes| async move {
-                    let reply = serde_json::from_slice::<Value>(&body)
-                        .map(|r| answer(&r).to_string())
-                        .unwrap_or_default();
-                    ([("content-type", "application/json")], reply)
+                    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+                        return ([("content-type", "application/json")], String::new());
+                    };
+                    let reply = match &echo {
+                        Some(echo) => {
+                            let args = request["params"]["arguments"].to_string();
+                            let output = echo.call_with(&args).await.unwrap_or_default();
+                            let structured =
+                                serde_json::from_str::<Value>(&output).unwrap_or(Value::Null);
+                            json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+                                "content": [{"type": "text", "text": output}],
+                                "structuredContent": structured,
+                                "isError": false,
+                            }})
+                        }
+                        None => answer(&request),
+                    };
+                    ([("content-type", "application/json")], reply.to_string())
                 }),
             );
             axum::serve(listener, app).await.expect("serve");

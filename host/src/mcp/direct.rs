@@ -182,7 +182,7 @@ pub async fn route(State(direct): State<Arc<Direct>>, request: Request, next: Ne
     match qualify(&parts.headers, &bytes) {
         Some(call) if !direct.names_param_headers(&call.params.name) => {
             tracing::trace!(tool = %call.params.name, "a plain stateless call, answered directly");
-            // Boxed: the call's future is some 14 KB, and axum's middleware moves this one
+            // Boxed: the call's future is some 3.7 KB, and axum's middleware moves this one
             // (twice, as it boxes it) for every request that reaches it.
             Box::pin(direct.answer(call, &parts)).await
         }

@@ -175,7 +175,7 @@ impl McpServer {
                     tracing::info!(tool = %request.name, "call cancelled by the client");
                     return Err(ErrorData::internal_error("the call was cancelled", None));
                 }
-                gathered = gather::gather(host, call, input) => gathered,
+                gathered = Box::pin(gather::gather(host, call, input)) => gathered,
             };
             return match gathered.map_err(|e| ErrorData::invalid_request(e.to_string(), None))? {
                 Gathered::Task(task) => Ok(CreateTaskResult::new(task).into()),
@@ -233,8 +233,9 @@ impl McpServer {
             events,
             client,
         };
-        let call = host.call_in(&request.name, &args, &ctx);
-        tokio::pin!(call);
+        // Boxed, as the rare branches' futures are: every front moves this handler's future for
+        // each request, and inline they made it 6.7 KB instead of 1.5 KB.
+        let mut call = Box::pin(host.call_in(&request.name, &args, &ctx));
         // Reports are forwarded while the call runs. A `notifications/cancelled` drops the call
         // future: the store yields at every epoch tick, so the instance stops within a tick and
         // is freed with its store.
@@ -245,12 +246,12 @@ impl McpServer {
                     tracing::info!(tool = %request.name, "call cancelled by the client");
                     return Err(ErrorData::internal_error("the call was cancelled", None));
                 }
-                Some(event) = reports.recv() => forward.send(event).await,
+                Some(event) = reports.recv() => Box::pin(forward.send(event)).await,
                 report = &mut call => break report,
             }
         };
         while let Ok(event) = reports.try_recv() {
-            forward.send(event).await;
+            Box::pin(forward.send(event)).await;
         }
         if let Some(method) = missed.method() {
             return Err(questions::missing_capability(method));
