@@ -47,6 +47,28 @@ async fn an_infinite_loop_times_out_within_the_deadline() {
 }
 
 #[tokio::test]
+async fn a_call_waiting_in_the_host_is_stopped_at_the_deadline() {
+    let limits = Limits {
+        timeout_ms: 300,
+        ..Limits::default()
+    };
+    let env = hostile(limits).await;
+    let started = Instant::now();
+    let report = env.call("nap", json!({})).await;
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(&report.result, Err(ToolError::Timeout(m)) if m.contains("300 ms")),
+        "{:?}",
+        report.result
+    );
+    assert!(
+        elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(3),
+        "took {elapsed:?}"
+    );
+    still_works(&env).await;
+}
+
+#[tokio::test]
 async fn an_infinite_loop_runs_out_of_fuel_when_fuel_is_tighter_than_time() {
     let limits = Limits {
         fuel: 50_000_000,

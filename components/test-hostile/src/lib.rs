@@ -1,6 +1,6 @@
-//! Test fixture: tools that misbehave on purpose (spin, exhaust memory or stack, flood output and
-//! logs, panic, reach for the network and the host's files), so the host can prove its limits
-//! hold and that it carries on afterwards.
+//! Test fixture: tools that misbehave on purpose (spin, sleep, exhaust memory or stack, flood
+//! output and logs, panic, reach for the network and the host's files), so the host can prove
+//! its limits hold and that it carries on afterwards.
 
 use std::hint::black_box;
 
@@ -24,6 +24,13 @@ fn spin(_: NoArgs) -> Result<OkOutput, ToolError> {
     loop {
         counter = black_box(counter.wrapping_add(1));
     }
+}
+
+fn nap(_: NoArgs) -> Result<OkOutput, ToolError> {
+    // `wasi:clocks` and a blocking poll: the call waits in the host, where no epoch tick
+    // reaches it, so only the sandbox's wall-clock limit can end it.
+    std::thread::sleep(std::time::Duration::from_secs(3600));
+    Ok(OkOutput { ok: true })
 }
 
 fn grow(_: NoArgs) -> Result<OkOutput, ToolError> {
@@ -172,6 +179,7 @@ fn tools() -> Vec<Tool> {
     vec![
         Tool::new("ok", "Returns {\"ok\": true}.", ok).output_schema::<OkOutput>(),
         Tool::new("spin", "Loops forever.", spin),
+        Tool::new("nap", "Sleeps for an hour, waiting in the host.", nap),
         Tool::new(
             "grow",
             "Allocates 1 MiB blocks until memory runs out.",
