@@ -2,8 +2,6 @@
 //! wall-clock timeout and a memory cap; whatever stops it becomes a typed [`ToolError`], and the
 //! store is dropped with the instance so nothing carries over to the next call.
 
-use std::pin::Pin;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Val};
@@ -84,7 +82,7 @@ macro_rules! run_in_sandbox {
             Ok(mut store) => {
                 let outcome = {
                     let $store = &mut store;
-                    within(started, limits.timeout(), $body).await
+                    tokio::time::timeout(limits.timeout(), $body).await
                 };
                 // Writes the call made are committed (or their failure recorded as its fault)
                 // before anyone sees its result.
@@ -220,45 +218,13 @@ pub async fn call_library(
             .ok_or_else(|| wasmtime::format_err!("the library lacks the function it exports"))?;
         func.call_async(&mut store, params, results).await
     };
-    let outcome = within(Instant::now(), limits.timeout(), run).await;
+    let outcome = tokio::time::timeout(limits.timeout(), run).await;
     store.data_mut().caps.settle().await;
     match outcome {
         Err(_elapsed) => Err(timeout_error(limits).into()),
         Ok(result) => result,
     }
 }
-
-/// `body`'s output, or `Err` once `limit` has passed since `started`. The timer is set only
-/// when `body` first has to wait: most calls finish in their first poll, and then never touch
-/// the runtime's timer wheel (whose handle every call would otherwise clone, from every worker).
-async fn within<F: Future>(
-    started: Instant,
-    limit: Duration,
-    body: F,
-) -> Result<F::Output, Elapsed> {
-    let mut body = std::pin::pin!(body);
-    let mut timer: Option<Pin<Box<tokio::time::Sleep>>> = None;
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(output) = body.as_mut().poll(cx) {
-            return Poll::Ready(Ok(output));
-        }
-        let timer = timer.get_or_insert_with(|| {
-            // A limit past the clock's range is as good as none: tokio's far future.
-            let deadline = started
-                .checked_add(limit)
-                .map(tokio::time::Instant::from_std)
-                .unwrap_or_else(|| {
-                    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365 * 30)
-                });
-            Box::pin(tokio::time::sleep_until(deadline))
-        });
-        timer.as_mut().poll(cx).map(|()| Err(Elapsed))
-    })
-    .await
-}
-
-/// The call's deadline passed before it finished.
-struct Elapsed;
 
 fn timeout_error(limits: &Limits) -> ToolError {
     ToolError::Timeout(format!(
