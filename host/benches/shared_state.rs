@@ -2,9 +2,9 @@
 //! one `chitin serve` and from four at once; how long transactions waited for the database lock
 //! under that load (from the servers' `chitin::state_db` debug events); and the whole-process
 //! time of `chitin call echo` while four servers write; and `memory_write`/`memory_search` with
-//! the state in redb against a throwaway PostgreSQL, same run; and calls per second through one
-//! and through two `chitin serve --http` replicas sharing that PostgreSQL. Run with
-//! `cargo bench -p chitin-host --bench shared_state` after `just build-components`.
+//! the state in the embedded SQLite file against a throwaway PostgreSQL, same run; and calls per
+//! second through one and through two `chitin serve --http` replicas sharing that PostgreSQL. Run
+//! with `cargo bench -p chitin-host --bench shared_state` after `just build-components`.
 //!
 //! On a machine of few cores the replica figures show that concurrent calls through several
 //! replicas stay correct (every call succeeds, the shared quota row serialises writers), not a
@@ -261,7 +261,7 @@ fn row(what: &str, samples: &mut [Duration], note: &str) {
     );
 }
 
-/// One server writing then searching, with its state in redb or in PostgreSQL at `url`.
+/// One server writing then searching, with its state in the SQLite file or in PostgreSQL at `url`.
 fn backend_run(url: Option<&str>) -> (Vec<Duration>, Vec<Duration>) {
     let data = tempfile::tempdir().expect("tempdir");
     let log = data.path().join("serve.log");
@@ -432,7 +432,7 @@ fn main() {
     let (mut one, mut one_waits, _) = run(1, false);
     let (mut four, mut four_waits, mut busy_echo) = run(SERVERS, true);
     // Same run, same machine: the embedded store against a throwaway PostgreSQL on loopback.
-    let (mut redb_w, mut redb_s) = backend_run(None);
+    let (mut sqlite_w, mut sqlite_s) = backend_run(None);
     let pg = postgres::Postgres::start();
     let (mut pg_w, mut pg_s) = backend_run(Some(&pg.url()));
     // Writes first (they fill the documents the searches then look through).
@@ -472,8 +472,8 @@ fn main() {
         "goal: p99 < 100 ms",
     );
     row(
-        "memory_write, redb",
-        &mut redb_w,
+        "memory_write, SQLite",
+        &mut sqlite_w,
         "1 server, MCP round trip",
     );
     row(
@@ -482,8 +482,8 @@ fn main() {
         "1 server, loopback server",
     );
     row(
-        "memory_search, redb",
-        &mut redb_s,
+        "memory_search, SQLite",
+        &mut sqlite_s,
         "1 server, MCP round trip",
     );
     row(

@@ -43,8 +43,15 @@ impl DataDir {
         self.root.join("cache")
     }
 
-    /// The database shared by the capabilities (key-value, secrets, approvals).
+    /// The database shared by the capabilities (key-value, secrets, approvals, pins, rate
+    /// windows): a SQLite file.
     pub fn database(&self) -> PathBuf {
+        self.root.join("chitin.db")
+    }
+
+    /// Where versions before the SQLite file kept the same state (a redb file), imported into
+    /// [`DataDir::database`] when it is first opened.
+    pub fn earlier_database(&self) -> PathBuf {
         self.root.join("chitin.redb")
     }
 

@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn replays_and_widenings_are_refused_until_the_pin_is_forgotten() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
+        let db = Arc::new(StateDb::new(&dir.path().join("db.sqlite")));
         let pins = PinStore::new(db);
         pins.check_and_pin(&manifest("1.0.0", ""), "h1", "k")
             .unwrap();
@@ -215,7 +215,7 @@ mod tests {
     #[test]
     fn a_pin_that_does_not_parse_refuses_the_load_naming_the_fix() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
+        let db = Arc::new(StateDb::new(&dir.path().join("db.sqlite")));
         record_table::put(&db, TABLE, "acme/w", "{\"component\": \"acme/w\"").unwrap();
         let pins = PinStore::new(db);
         let err = pins
@@ -234,7 +234,7 @@ mod tests {
     #[test]
     fn pins_use_the_typed_comparison_of_widening() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
+        let db = Arc::new(StateDb::new(&dir.path().join("db.sqlite")));
         let pins = PinStore::new(db);
         let process = |extra: &str| {
             format!("[capabilities.process]\nprograms = [\"git\"]\n{extra}[limits]\nfuel = 10\n")

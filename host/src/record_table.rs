@@ -78,7 +78,7 @@ mod tests {
     #[test]
     fn a_record_that_does_not_parse_is_an_error_naming_its_key() {
         let dir = tempfile::tempdir().unwrap();
-        let db = StateDb::new(&dir.path().join("db.redb"));
+        let db = StateDb::new(&dir.path().join("db.sqlite"));
         put(&db, TABLE, "good", "1").unwrap();
         put(&db, TABLE, "bad", "{not json").unwrap();
         let err = read_all::<u32>(&db, TABLE).unwrap_err();

@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn approvals_are_bound_to_hash_and_grant_and_can_be_revoked() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
+        let db = Arc::new(StateDb::new(&dir.path().join("db.sqlite")));
         let store = ApprovalStore::new(db);
         assert!(store.list().unwrap().is_empty());
         store.remember(&approval("forecast", "h1")).unwrap();
@@ -181,7 +181,7 @@ mod tests {
     #[test]
     fn an_approval_that_does_not_parse_refuses_naming_the_fix_and_can_be_revoked() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(StateDb::new(&dir.path().join("db.redb")));
+        let db = Arc::new(StateDb::new(&dir.path().join("db.sqlite")));
         record_table::put(&db, TABLE, "acme/weather/forecast", "[1, 2").unwrap();
         let store = ApprovalStore::new(db);
         let err = store

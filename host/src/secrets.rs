@@ -1,5 +1,5 @@
 //! The secrets store: values the operator sets with `chitin secret set`, kept in the shared
-//! state database (redb or PostgreSQL, which only ever sees ciphertext) encrypted with
+//! state database (SQLite or PostgreSQL, which only ever sees ciphertext) encrypted with
 //! XChaCha20-Poly1305 under a master key that never enters the database.
 //!
 //! Each value is sealed with a fresh random 24-byte nonce and the secret's NAME as associated
@@ -428,7 +428,7 @@ mod tests {
     const KEY_B: &str = "ff0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 
     fn db(dir: &Path) -> Arc<StateDb> {
-        Arc::new(StateDb::new(&dir.join("chitin.redb")))
+        Arc::new(StateDb::new(&dir.join("chitin.db")))
     }
 
     /// A store under `key`, its key checked as its first use would.
@@ -461,7 +461,15 @@ mod tests {
         assert!(s.remove("b.name-2").expect("remove"));
         assert!(!s.remove("b.name-2").expect("remove again"));
         drop((s, db));
-        let bytes = std::fs::read(dir.path().join("chitin.redb")).expect("read db");
+        // The file and its write-ahead log, whichever holds the pages now.
+        let mut bytes = std::fs::read(dir.path().join("chitin.db")).expect("read db");
+        bytes.extend(std::fs::read(dir.path().join("chitin.db-wal")).unwrap_or_default());
+        assert!(
+            bytes
+                .windows(b"github_token".len())
+                .any(|w| w == b"github_token"),
+            "the names are stored as they are, so this reads the file that holds the secrets"
+        );
         assert!(
             !bytes
                 .windows(b"plaintext-marker".len())

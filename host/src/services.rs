@@ -50,9 +50,12 @@ pub struct Services {
 
 impl Services {
     /// Services over `workspace` (canonicalised; must be a directory) and `data_dir`, with the
-    /// state in the data directory's redb file.
+    /// state in the data directory's SQLite file.
     pub fn new(workspace: &Path, data_dir: DataDir) -> Result<Self, ServicesError> {
-        let state = Arc::new(StateDb::new(&data_dir.database()));
+        let state = Arc::new(StateDb::importing(
+            &data_dir.database(),
+            &data_dir.earlier_database(),
+        ));
         Self::with_state(workspace, data_dir, state)
     }
 
@@ -120,8 +123,8 @@ impl Services {
         &self.data_dir
     }
 
-    /// The state database: `<data dir>/chitin.redb`, shared with every other chitin process on
-    /// this data directory and opened per transaction, or PostgreSQL shared by replicas.
+    /// The state database: `<data dir>/chitin.db`, shared with every other chitin process on
+    /// this data directory, or PostgreSQL shared by replicas.
     pub fn state(&self) -> &Arc<StateDb> {
         &self.state
     }

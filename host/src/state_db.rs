@@ -1,19 +1,20 @@
 //! The state shared by every chitin process that serves the same tools: key-value buckets,
 //! secrets (sealed before they get here), remembered approvals, pins and HTTP rate windows.
 //!
-//! One seam, two backends. [`StateDb::Redb`] is the embedded default: a redb file in the data
-//! directory, opened per transaction under a cross-process lock, for any number of processes
-//! on one machine. [`StateDb::Postgres`] is for replicas on several machines: the same
+//! One seam, two backends. [`StateDb::Embedded`] is the default: a SQLite file in the data
+//! directory, kept open by every process that uses it, writers queued on a cross-process lock,
+//! for any number of processes on one machine. [`StateDb::Postgres`] is for replicas on several machines: the same
 //! operations in PostgreSQL (`--state-url`). Callers see only the operations below, each one
 //! transaction, durable before it returns.
 
 mod embedded;
+mod import;
 mod postgres;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use embedded::RedbState;
+pub use embedded::EmbeddedState;
 pub use postgres::{PgState, STATE_URL_ENV, StateUrl, StateUrlError};
 
 use crate::file_lock::LockError;
@@ -42,10 +43,10 @@ pub enum StateError {
     Unreachable {
         /// The database file.
         path: PathBuf,
-        /// What redb or the OS said.
+        /// What SQLite or the OS said.
         reason: String,
     },
-    /// The file is not a readable redb database.
+    /// The file is not a readable database.
     #[error(
         "database {path} is corrupt or not a chitin database ({reason}); move it aside to start \
          afresh (it holds memory, secrets, approvals and pins), or restore it from a backup",
@@ -54,7 +55,7 @@ pub enum StateError {
     Corrupt {
         /// The database file.
         path: PathBuf,
-        /// What redb said.
+        /// What the database said.
         reason: String,
     },
     /// A transaction failed after the database opened.
@@ -62,7 +63,7 @@ pub enum StateError {
     Storage {
         /// The database file.
         path: PathBuf,
-        /// What redb said.
+        /// What SQLite said.
         reason: String,
     },
     /// The PostgreSQL server cannot be reached or dropped the connection; chitin reconnects on
@@ -131,8 +132,8 @@ pub trait KvTxn {
 /// The shared state, in one of its backends.
 #[derive(Debug)]
 pub enum StateDb {
-    /// A redb file in the data directory (the default).
-    Redb(RedbState),
+    /// A SQLite file in the data directory (the default; boxed: its connections are large).
+    Embedded(Box<EmbeddedState>),
     /// A PostgreSQL database shared by replicas (boxed: its pool and TLS setup are large).
     Postgres(Box<PgState>),
 }
@@ -141,22 +142,29 @@ impl StateDb {
     /// The embedded database at `path`, locked through `<path>.lock`; nothing is opened until
     /// the first transaction.
     pub fn new(path: &Path) -> Self {
-        Self::Redb(RedbState::new(path))
+        Self::Embedded(Box::new(EmbeddedState::new(path, None)))
     }
 
-    /// The backend for this invocation: PostgreSQL at `url` when given, else the redb file at
-    /// `path`.
-    pub fn open(path: &Path, url: Option<&StateUrl>) -> Result<Self, StateError> {
+    /// As [`StateDb::new`], importing the state an earlier version kept in the redb file
+    /// `earlier` when the database is first opened (then renaming that file
+    /// `<name>.imported`).
+    pub fn importing(path: &Path, earlier: &Path) -> Self {
+        Self::Embedded(Box::new(EmbeddedState::new(path, Some(earlier))))
+    }
+
+    /// The backend for this invocation: PostgreSQL at `url` when given, else the SQLite file at
+    /// `path` (importing `earlier`, as [`StateDb::importing`]).
+    pub fn open(path: &Path, earlier: &Path, url: Option<&StateUrl>) -> Result<Self, StateError> {
         Ok(match url {
             Some(url) => Self::Postgres(Box::new(PgState::new(url)?)),
-            None => Self::new(path),
+            None => Self::importing(path, earlier),
         })
     }
 
     /// What the state lives in, for messages: the file, or the server and database.
     pub fn describe(&self) -> String {
         match self {
-            Self::Redb(db) => db.path().display().to_string(),
+            Self::Embedded(db) => db.path().display().to_string(),
             Self::Postgres(db) => format!("PostgreSQL {}", db.target()),
         }
     }
@@ -165,7 +173,7 @@ impl StateDb {
     /// replicas share (the embedded store leaves that to the data directory's lockfile).
     pub fn postgres(&self) -> Option<&PgState> {
         match self {
-            Self::Redb(_) => None,
+            Self::Embedded(_) => None,
             Self::Postgres(db) => Some(db),
         }
     }
@@ -173,7 +181,7 @@ impl StateDb {
     /// Whether the database answers now (readiness); the embedded file always can be tried.
     pub fn ping(&self) -> Result<(), StateError> {
         match self {
-            Self::Redb(_) => Ok(()),
+            Self::Embedded(_) => Ok(()),
             Self::Postgres(db) => db.ping(),
         }
     }
@@ -181,7 +189,7 @@ impl StateDb {
     /// The record of `table` under `key`.
     pub fn record_get(&self, table: Records, key: &str) -> Result<Option<Vec<u8>>, StateError> {
         match self {
-            Self::Redb(db) => db.record_get(table, key),
+            Self::Embedded(db) => db.record_get(table, key),
             Self::Postgres(db) => db.record_get(table, key),
         }
     }
@@ -189,7 +197,7 @@ impl StateDb {
     /// Every record of `table`, in key order (bytewise).
     pub fn record_all(&self, table: Records) -> Result<Vec<(String, Vec<u8>)>, StateError> {
         match self {
-            Self::Redb(db) => db.record_all(table),
+            Self::Embedded(db) => db.record_all(table),
             Self::Postgres(db) => db.record_all(table),
         }
     }
@@ -197,7 +205,7 @@ impl StateDb {
     /// Put `value` at `key` of `table`, replacing any earlier record.
     pub fn record_put(&self, table: Records, key: &str, value: &[u8]) -> Result<(), StateError> {
         match self {
-            Self::Redb(db) => db.record_put(table, key, value, false).map(drop),
+            Self::Embedded(db) => db.record_put(table, key, value, false).map(drop),
             Self::Postgres(db) => db.record_put(table, key, value, false).map(drop),
         }
     }
@@ -211,7 +219,7 @@ impl StateDb {
         value: &[u8],
     ) -> Result<Vec<u8>, StateError> {
         match self {
-            Self::Redb(db) => db.record_put(table, key, value, true),
+            Self::Embedded(db) => db.record_put(table, key, value, true),
             Self::Postgres(db) => db.record_put(table, key, value, true),
         }
     }
@@ -219,7 +227,7 @@ impl StateDb {
     /// Remove `keys` from `table` in one transaction; how many were there.
     pub fn record_remove(&self, table: Records, keys: &[&str]) -> Result<usize, StateError> {
         match self {
-            Self::Redb(db) => db.record_remove(table, keys),
+            Self::Embedded(db) => db.record_remove(table, keys),
             Self::Postgres(db) => db.record_remove(table, keys),
         }
     }
@@ -234,7 +242,7 @@ impl StateDb {
         f: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, R), E> + Send,
     ) -> Result<R, E> {
         match self {
-            Self::Redb(db) => db.rate_update(user, tool, f),
+            Self::Embedded(db) => db.rate_update(user, tool, f),
             Self::Postgres(db) => db.rate_update(user, tool, f),
         }
     }
@@ -242,7 +250,7 @@ impl StateDb {
     /// Drop the rate records `idle` says are idle.
     pub fn rate_sweep(&self, idle: &(dyn Fn(&[u8]) -> bool + Sync)) -> Result<(), StateError> {
         match self {
-            Self::Redb(db) => db.rate_sweep(idle),
+            Self::Embedded(db) => db.rate_sweep(idle),
             Self::Postgres(db) => db.rate_sweep(idle),
         }
     }
@@ -255,7 +263,7 @@ impl StateDb {
         keys: &[&str],
     ) -> Result<Vec<Option<Vec<u8>>>, StateError> {
         match self {
-            Self::Redb(db) => db.kv_get_many(component, bucket, keys),
+            Self::Embedded(db) => db.kv_get_many(component, bucket, keys),
             Self::Postgres(db) => db.kv_get_many(component, bucket, keys),
         }
     }
@@ -270,7 +278,7 @@ impl StateDb {
         limit: usize,
     ) -> Result<Vec<String>, StateError> {
         match self {
-            Self::Redb(db) => db.kv_keys(component, bucket, skip, limit),
+            Self::Embedded(db) => db.kv_keys(component, bucket, skip, limit),
             Self::Postgres(db) => db.kv_keys(component, bucket, skip, limit),
         }
     }
@@ -278,7 +286,7 @@ impl StateDb {
     /// Whether a write transaction's body runs exactly once (the embedded database); a
     /// PostgreSQL transaction is run again after a serialisation failure.
     pub fn runs_transactions_once(&self) -> bool {
-        matches!(self, Self::Redb(_))
+        matches!(self, Self::Embedded(_))
     }
 
     /// Run `f` in one durable write transaction over the key-value data; when it fails,
@@ -289,7 +297,7 @@ impl StateDb {
         f: impl FnMut(&mut dyn KvTxn) -> Result<R, E> + Send,
     ) -> Result<R, E> {
         match self {
-            Self::Redb(db) => db.kv_write(f),
+            Self::Embedded(db) => db.kv_write(f),
             Self::Postgres(db) => db.kv_write(f),
         }
     }
@@ -298,7 +306,7 @@ impl StateDb {
     #[cfg(test)]
     pub fn rate_len(&self) -> Result<usize, StateError> {
         match self {
-            Self::Redb(db) => db.rate_len(),
+            Self::Embedded(db) => db.rate_len(),
             Self::Postgres(db) => db.rate_len(),
         }
     }
@@ -321,7 +329,7 @@ mod tests {
     #[test]
     fn two_handles_on_one_file_see_each_others_commits() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("chitin.redb");
+        let path = dir.path().join("chitin.db");
         let (a, b) = (StateDb::new(&path), StateDb::new(&path));
         put(&a, "x", b"1").expect("write a");
         assert_eq!(get(&b, "x").as_deref(), Some(&b"1"[..]));
@@ -332,7 +340,7 @@ mod tests {
     #[test]
     fn a_failed_transaction_writes_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = StateDb::new(&dir.path().join("chitin.redb"));
+        let db = StateDb::new(&dir.path().join("chitin.db"));
         let failed: Result<(), StateError> = db.kv_write(|txn| {
             txn.put("x/a", "b", "k", b"1")?;
             Err(StateError::Storage {
@@ -347,14 +355,18 @@ mod tests {
     #[test]
     fn unreadable_and_corrupt_files_are_named_with_what_to_do() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("chitin.redb");
-        std::fs::write(&path, b"this is not a redb file, not even close to one....").expect("w");
+        let path = dir.path().join("chitin.db");
+        std::fs::write(
+            &path,
+            b"this is not a database file, not even close to one....",
+        )
+        .expect("w");
         let err = put(&StateDb::new(&path), "x", b"1").unwrap_err();
         assert!(matches!(err, StateError::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains("move it aside"), "{err}");
-        assert!(err.to_string().contains("chitin.redb"), "{err}");
+        assert!(err.to_string().contains("chitin.db"), "{err}");
 
-        let path = dir.path().join("locked.redb");
+        let path = dir.path().join("locked.db");
         put(&StateDb::new(&path), "x", b"1").expect("create");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).expect("chmod");
         // Root reads any file; the check only means something for an ordinary user.

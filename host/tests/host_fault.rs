@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 /// Replace the database with bytes that are not one (it was created at load, by the pins).
 fn break_database(data: &Path) -> std::path::PathBuf {
-    let db = data.join("chitin.redb");
+    let db = data.join("chitin.db");
     std::fs::write(&db, b"this is not a database").expect("write");
     db
 }
@@ -38,7 +38,7 @@ async fn a_broken_database_under_memory_write_is_a_host_fault_naming_the_file() 
     assert!(fault.contains(&db.display().to_string()), "{fault}");
     assert!(fault.contains("corrupt"), "{fault}");
     let fault = host_fault(&env, "memory_read", json!({"path": "MEMORY.md"})).await;
-    assert!(fault.contains("chitin.redb"), "{fault}");
+    assert!(fault.contains("chitin.db"), "{fault}");
     // Only the calls that need the database fail.
     env.ok("echo", json!({"message": "still here"})).await;
 }
@@ -46,7 +46,7 @@ async fn a_broken_database_under_memory_write_is_a_host_fault_naming_the_file() 
 #[tokio::test]
 async fn a_directory_where_the_database_should_be_is_a_host_fault() {
     let env = TestEnv::with(&[component("memory")]).await;
-    let db = env.data.path().join("chitin.redb");
+    let db = env.data.path().join("chitin.db");
     std::fs::remove_file(&db).ok();
     std::fs::create_dir(&db).expect("a directory in its place");
     let fault = host_fault(&env, "memory_write", json!({"content": "x"})).await;
@@ -60,7 +60,7 @@ async fn a_broken_database_under_the_http_rate_windows_is_a_host_fault() {
     break_database(env.data.path());
     let fault = host_fault(&env, "web_fetch", json!({"url": "https://example.com/"})).await;
     assert!(fault.contains("rate limit"), "{fault}");
-    assert!(fault.contains("chitin.redb"), "{fault}");
+    assert!(fault.contains("chitin.db"), "{fault}");
 }
 
 #[tokio::test]
@@ -69,7 +69,7 @@ async fn a_secrets_store_under_another_key_is_a_host_fault_of_the_call_asking() 
     // The store was created under another master key (one kept elsewhere), so the key this
     // host finds in the data directory opens nothing in it.
     let elsewhere = tempfile::tempdir().expect("tempdir");
-    let db = Arc::new(StateDb::new(&data.path().join("chitin.redb")));
+    let db = Arc::new(StateDb::new(&data.path().join("chitin.db")));
     let other = MasterKey::load(elsewhere.path(), None).expect("key");
     SecretStore::with_key(db, other)
         .expect("store")
@@ -126,7 +126,7 @@ async fn a_host_fault_under_an_invoked_tool_is_the_invoking_calls_host_fault() {
         )
         .await;
     match report.result {
-        Err(ToolError::HostFault(fault)) => assert!(fault.contains("chitin.redb"), "{fault}"),
+        Err(ToolError::HostFault(fault)) => assert!(fault.contains("chitin.db"), "{fault}"),
         other => panic!("expected a host fault, got {other:?}"),
     }
 }

@@ -467,7 +467,7 @@ async fn a_secret_store_failing_at_injection_is_a_host_fault_and_nothing_is_sent
     // The store was created under a master key kept elsewhere: the key this host finds in the
     // data directory opens nothing in it, which injection finds out when it reads the secret.
     let elsewhere = tempfile::tempdir().expect("tempdir");
-    let db = Arc::new(StateDb::new(&data.path().join("chitin.redb")));
+    let db = Arc::new(StateDb::new(&data.path().join("chitin.db")));
     SecretStore::with_key(db, MasterKey::load(elsewhere.path(), None).expect("key"))
         .expect("store")
         .set("unrelated", "value-0123456789")

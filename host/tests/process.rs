@@ -29,7 +29,7 @@ fn env() -> Env {
     let data = root.path().join("data");
     std::fs::create_dir_all(&workspace).expect("workspace");
     std::fs::create_dir_all(&data).expect("data");
-    std::fs::write(data.join("chitin.redb"), "private").expect("data file");
+    std::fs::write(data.join("chitin.db"), "private").expect("data file");
     let workspace = workspace.canonicalize().expect("canonical");
     let host = ProcessHost::new(workspace.clone(), data.clone());
     Env {
@@ -186,7 +186,7 @@ async fn confinement_keeps_processes_to_the_workspace() {
         format!("echo x > {}", outside.display()),
         "echo x > /tmp/chitin-escape.txt".to_owned(),
         "cat /etc/shadow".to_owned(),
-        format!("cat {}", env.data.join("chitin.redb").display()),
+        format!("cat {}", env.data.join("chitin.db").display()),
         format!("ls {}", env.data.display()),
         "ls /root".to_owned(),
         "ls /home".to_owned(),

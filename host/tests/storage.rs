@@ -1,4 +1,4 @@
-//! One storage suite, run against both backends of the state database: the embedded redb file
+//! One storage suite, run against both backends of the state database: the embedded SQLite file
 //! and a throwaway PostgreSQL server. The key-value semantics the memory component relies on,
 //! durability (a second handle, as another process or replica would be, reads what the first
 //! committed), per-component namespaces and quotas, approvals, secrets (ciphertext only) and
@@ -21,29 +21,34 @@ use postgres::Postgres;
 
 /// Where a test's state lives; each `open` is a separate handle, as another process would hold.
 enum Backend {
-    Redb(tempfile::TempDir),
+    Embedded(tempfile::TempDir),
     Postgres(Postgres),
 }
 
 impl Backend {
     fn open(&self) -> Arc<StateDb> {
         Arc::new(match self {
-            Self::Redb(dir) => StateDb::new(&dir.path().join("chitin.redb")),
+            Self::Embedded(dir) => StateDb::new(&dir.path().join("chitin.db")),
             Self::Postgres(pg) => {
                 let url = StateUrl::parse(&pg.url(), false).expect("url");
-                StateDb::open(std::path::Path::new("unused"), Some(&url)).expect("postgres")
+                StateDb::open(
+                    std::path::Path::new("unused"),
+                    std::path::Path::new("unused"),
+                    Some(&url),
+                )
+                .expect("postgres")
             }
         })
     }
 }
 
-/// Run `test` on redb, then on PostgreSQL.
+/// Run `test` on the SQLite file, then on PostgreSQL.
 async fn both<F, Fut>(test: F)
 where
     F: Fn(Backend) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    test(Backend::Redb(tempfile::tempdir().expect("tempdir"))).await;
+    test(Backend::Embedded(tempfile::tempdir().expect("tempdir"))).await;
     test(Backend::Postgres(Postgres::start())).await;
 }
 

@@ -45,7 +45,7 @@ def data():
 
 @pytest.mark.anyio
 async def test_a_broken_database_is_a_json_rpc_error_naming_the_file(data):
-    db = data / "chitin.redb"
+    db = data / "chitin.db"
     db.write_bytes(b"this is not a database")
     async with Client(server(data)) as client:
         with pytest.raises(MCPError) as fault:

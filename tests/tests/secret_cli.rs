@@ -56,7 +56,7 @@ fn set_list_remove_without_plaintext_at_rest() {
     let out = run(data, &["secret", "list", "--json"], None);
     assert_eq!(stdout(&out).trim(), r#"["api_token"]"#);
 
-    assert!(data.join("chitin.redb").is_file(), "the database exists");
+    assert!(data.join("chitin.db").is_file(), "the database exists");
     assert_eq!(found_in(data, VALUE.as_bytes()), None, "plaintext at rest");
     assert_eq!(
         found_in(data, &VALUE.as_bytes()[4..20]),

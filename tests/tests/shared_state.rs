@@ -243,7 +243,7 @@ fn a_full_quota_refuses_the_write_whole_and_keeps_earlier_data() {
 #[test]
 fn a_broken_database_fails_only_the_calls_that_need_it() {
     let data = tempfile::tempdir().expect("tempdir");
-    let db = data.path().join("chitin.redb");
+    let db = data.path().join("chitin.db");
     std::fs::write(
         &db,
         b"not a database: a half-copied backup, say".repeat(100),

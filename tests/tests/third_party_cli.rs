@@ -165,8 +165,8 @@ fn a_broken_first_party_built_in_still_fails_the_start() {
 #[test]
 fn a_database_fault_is_a_host_error_exiting_1() {
     let op = Operator::new();
-    // Not a redb file: every use of the database fails.
-    std::fs::write(op.data.join("chitin.redb"), b"this is not a database").expect("write");
+    // Not a database file: every use of the database fails.
+    std::fs::write(op.data.join("chitin.db"), b"this is not a database").expect("write");
     let out = op.run(
         &["call", "write_file", r#"{"path": "a.txt", "content": "x"}"#],
         &[built_dir("components").join("fs.wasm")],
@@ -183,7 +183,7 @@ fn a_database_fault_inside_a_running_capability_exits_1_naming_the_file() {
         built_dir("components").join("memory.wasm"),
         built_dir("components").join("echo.wasm"),
     ];
-    let db = op.data.join("chitin.redb");
+    let db = op.data.join("chitin.db");
     let write = ["call", "memory_write", r#"{"content": "a note"}"#];
     for broken in ["garbage", "a directory"] {
         if db.is_dir() {

@@ -207,7 +207,7 @@ mod tests {
     use crate::secrets::MasterKey;
 
     fn config(dir: &std::path::Path) -> SecretsConfig {
-        let db = Arc::new(crate::state_db::StateDb::new(&dir.join("db.redb")));
+        let db = Arc::new(crate::state_db::StateDb::new(&dir.join("db.sqlite")));
         let key = MasterKey::load(dir, None).expect("key");
         let store = Arc::new(SecretStore::with_key(db, key).expect("store"));
         store.set("github_token", "value-0123456").expect("set");

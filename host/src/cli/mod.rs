@@ -156,7 +156,7 @@ pub struct Cli {
 
     /// Keep the shared state (memory, secrets, approvals, pins, rate windows) in PostgreSQL,
     /// for replicas: postgres://USER@HOST:PORT/DB. A password belongs in the environment
-    /// (CHITIN_STATE_URL or PGPASSWORD), never here. Default: the data directory's redb file.
+    /// (CHITIN_STATE_URL or PGPASSWORD), never here. Default: the data directory's SQLite file.
     #[arg(long, global = true, env = crate::state_db::STATE_URL_ENV, value_name = "URL", hide_env_values = true)]
     pub state_url: Option<String>,
 
@@ -311,14 +311,18 @@ pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, Arc<Se
 }
 
 /// The state database this invocation uses: PostgreSQL when `--state-url` (or
-/// `CHITIN_STATE_URL`) names one, else the data directory's redb file.
+/// `CHITIN_STATE_URL`) names one, else the data directory's SQLite file.
 pub(crate) fn open_state(cli: &Cli, data: &DataDir) -> anyhow::Result<Arc<StateDb>> {
     let url = cli
         .state_url
         .as_deref()
         .map(|text| StateUrl::parse(text, cli.state_url_on_argv))
         .transpose()?;
-    Ok(Arc::new(StateDb::open(&data.database(), url.as_ref())?))
+    Ok(Arc::new(StateDb::open(
+        &data.database(),
+        &data.earlier_database(),
+        url.as_ref(),
+    )?))
 }
 
 /// The workspace this invocation serves: the one given, else the current directory; refused

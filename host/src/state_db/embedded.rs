@@ -1,68 +1,87 @@
-//! The embedded backend: one redb file in the data directory, shared by every chitin process
+//! The embedded backend: one SQLite file in the data directory, shared by every chitin process
 //! on it.
 //!
-//! Every process keeps the file open in redb's multi-writer mode
-//! (`ConcurrencyMode::MultiWriter`, redb's `experimental-multiprocess` feature): a read
-//! transaction sees every commit any process made durable before it began, and a write
-//! transaction begins from the file as the last writer, in any process, committed it. Opening
-//! and closing the file per transaction cost five fsyncs under the lock (redb records its
-//! allocator state and a clean-shutdown header on every close); a multi-writer commit costs the
-//! two of its two-phase commit, so a writer holds the lock for a fraction of the time.
+//! The file is in write-ahead-log mode with `synchronous = FULL`: a commit appends its pages to
+//! `<file>-wal` and syncs that file once, and a read sees every commit any process made before
+//! it began, without waiting for writers. redb, the store before this one, committed in two
+//! phases (two syncs) whenever several processes shared its file; one sync is about half the
+//! time of a durable write (docs/performance.md, "One sync a commit").
 //!
-//! Writers still queue on a cross-process [`FileLock`] on `chitin.redb.lock` first: it bounds
-//! the wait (a typed Busy error, never a hang) and measures it for the benchmark. Every commit
-//! is durable (`Durability::Immediate`, two-phase) before it returns, and a process killed
-//! mid-transaction leaves the last commit intact and its locks released by the kernel; redb
-//! recovers the file on the next write. Threads of one process queue on a local lock first, so
-//! only one writer of them contends for the file lock.
+//! Writers queue on a cross-process [`FileLock`] on `<file>.lock` first: it bounds the wait (a
+//! typed Busy error, never a hang) and measures it for the benchmark. Every commit is durable
+//! before it returns, and a process killed mid-transaction leaves the last commit intact (its
+//! pages in the log are not committed) and its locks released by the kernel. Threads of one
+//! process queue on a local lock first, so only one writer of them contends for the file lock.
+//! Each process keeps its connections open, one for writing and a few for reading.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 
+use super::import;
 use super::{KvTxn, LOCK_WAIT, Records, StateError};
 use crate::file_lock::{FileLock, LockError};
 
-/// Key-value data: (component id, bucket, key) → value.
-const KV: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("kv");
-/// Bytes stored per component (keys plus values, all buckets).
-const KV_USAGE: TableDefinition<&str, u64> = TableDefinition::new("kv_usage");
-/// (user, tool) → request times, as the rate limiter encodes them.
-const HTTP_RATE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("http_rate");
-/// Remembered approvals: `component/tool` → JSON.
-const APPROVALS: TableDefinition<&str, &str> = TableDefinition::new("approvals");
-/// Pins: `namespace/name` → JSON.
-const PINS: TableDefinition<&str, &str> = TableDefinition::new("pins");
-/// Secrets: name → sealed record.
-const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets");
-/// The secrets store's key-check record.
-const SECRETS_META: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets_meta");
+/// The tables, created on every connection's first use (a no-op once they exist). Text
+/// compares bytewise (SQLite's BINARY collation), so key order is the bytes' order, as
+/// PostgreSQL's `C` collation gives the other backend.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS kv (
+    component TEXT NOT NULL, bucket TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
+    PRIMARY KEY (component, bucket, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS kv_usage (
+    component TEXT NOT NULL PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS http_rate (
+    user TEXT NOT NULL, tool TEXT NOT NULL, record BLOB NOT NULL,
+    PRIMARY KEY (user, tool)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS approvals (key TEXT NOT NULL PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pins (key TEXT NOT NULL PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS secrets (key TEXT NOT NULL PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS secrets_meta (key TEXT NOT NULL PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+";
 
-/// One redb file shared across processes; cheap to create (the file is opened at the first
+/// Read connections kept open per process; more readers at once open more and close them.
+const KEPT_READERS: usize = 4;
+
+/// One SQLite file shared across processes; cheap to create (the file is opened at the first
 /// transaction and kept open).
 #[derive(Debug)]
-pub struct RedbState {
+pub struct EmbeddedState {
     path: PathBuf,
     lock_path: PathBuf,
-    /// The open database and the identity of the file it opened, once a transaction opened it;
-    /// dropped after a failure, or when the path no longer names that file, so the next
-    /// transaction opens the file afresh.
-    db: Mutex<Option<(Arc<redb::Database>, FileId)>>,
-    /// Serialises this process's writers before they contend for the file lock.
-    writer: Mutex<()>,
+    /// A redb file of an earlier version to import state from, once, when it exists.
+    earlier: Option<PathBuf>,
+    /// The write connection, under this process's writer lock; dropped after a failure, or
+    /// when the path no longer names its file, so the next transaction opens the file afresh.
+    writer: Mutex<Option<Open>>,
+    /// Idle read connections.
+    readers: Mutex<Vec<Open>>,
 }
 
-impl RedbState {
-    /// The database at `path`, locked through `<path>.lock`.
-    pub fn new(path: &Path) -> Self {
+/// A connection and the file it opened.
+#[derive(Debug)]
+struct Open {
+    conn: Connection,
+    id: FileId,
+    /// The same file, read on its own for [`EmbeddedState::intact`].
+    file: std::fs::File,
+}
+
+impl EmbeddedState {
+    /// The database at `path`, locked through `<path>.lock`, importing what an earlier version
+    /// kept in `earlier` (a redb file) the first time it is opened.
+    pub fn new(path: &Path, earlier: Option<&Path>) -> Self {
         let mut lock_path = path.as_os_str().to_owned();
         lock_path.push(".lock");
         Self {
             path: path.to_owned(),
             lock_path: PathBuf::from(lock_path),
-            db: Mutex::new(None),
-            writer: Mutex::new(()),
+            // Never the file itself, whose lock the import would then wait for.
+            earlier: earlier.filter(|e| *e != path).map(Path::to_owned),
+            writer: Mutex::new(None),
+            readers: Mutex::new(Vec::new()),
         }
     }
 
@@ -71,162 +90,206 @@ impl RedbState {
         &self.path
     }
 
-    /// A redb failure inside a transaction, as a [`StateError::Storage`] naming the file.
-    fn storage(&self, e: impl Into<redb::Error>) -> StateError {
-        StateError::Storage {
-            path: self.path.clone(),
-            reason: e.into().to_string(),
+    /// A failure inside a transaction, as a [`StateError`] naming the file.
+    fn storage(&self, e: rusqlite::Error) -> StateError {
+        let reason = e.to_string();
+        let path = self.path.clone();
+        match e.sqlite_error_code() {
+            Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+                StateError::Corrupt { path, reason }
+            }
+            Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly) => {
+                StateError::Unreachable { path, reason }
+            }
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StateError::Busy {
+                lock: LockError::Busy {
+                    path: path.clone(),
+                    waited_ms: LOCK_WAIT.as_millis(),
+                },
+                path,
+            },
+            _ => StateError::Storage { path, reason },
         }
     }
 
-    /// Run `f` in a read transaction: no lock, since a multi-writer read sees the latest
-    /// durable commit and writes nothing.
-    fn read<R, E: From<StateError>>(
-        &self,
-        f: impl FnOnce(&redb::ReadTransaction) -> Result<R, E>,
-    ) -> Result<R, E> {
-        let db = self.database()?;
-        let txn = db.begin_read().map_err(|e| self.failed(e))?;
-        f(&txn)
+    /// Open the file and make it ready: log mode, sync level, tables, and the import of an
+    /// earlier version's state. Called under the file lock, so two processes opening a new
+    /// file do not race on its set-up.
+    fn open(&self) -> Result<Open, StateError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn =
+            Connection::open_with_flags(&self.path, flags).map_err(|e| self.storage(e))?;
+        conn.busy_timeout(LOCK_WAIT).map_err(|e| self.storage(e))?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(|e| self.storage(e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StateError::Storage {
+                path: self.path.clone(),
+                reason: format!("the file stays in journal mode {mode}, not the write-ahead log"),
+            });
+        }
+        // FULL: every commit syncs the log, so it is durable when it returns.
+        conn.execute_batch(
+            "PRAGMA synchronous = FULL; PRAGMA trusted_schema = OFF; PRAGMA foreign_keys = OFF;",
+        )
+        .map_err(|e| self.storage(e))?;
+        conn.execute_batch(SCHEMA).map_err(|e| self.storage(e))?;
+        if let Some(earlier) = &self.earlier {
+            import::from_redb(earlier, &self.path, &mut conn)?;
+        }
+        // Known once the file exists; opening created it.
+        let id = FileId::of(&self.path).ok_or_else(|| StateError::Unreachable {
+            path: self.path.clone(),
+            reason: "the file vanished as it was opened".into(),
+        })?;
+        let file = std::fs::File::open(&self.path).map_err(|e| StateError::Unreachable {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(Open { conn, id, file })
     }
 
-    /// Run `f` in a write transaction under both locks, committed durably when `f` succeeds and
-    /// dropped (nothing written) when it fails.
-    fn write<R, E: From<StateError>>(
-        &self,
-        f: impl FnOnce(&redb::WriteTransaction) -> Result<R, E>,
-    ) -> Result<R, E> {
-        // A poisoned mutex only means another thread panicked mid-transaction; redb rolled
-        // that transaction back, so carry on.
-        let _local = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let (_lock, waited) =
+    /// Whether the open file still begins as a SQLite database does. A file overwritten in
+    /// place (a backup copied over it, say) keeps its inode, and SQLite would go on serving
+    /// and writing pages from its log; this refuses it as corrupt instead, and the connection
+    /// is dropped, so the next transaction opens the file afresh.
+    fn intact(&self, open: &Open) -> Result<(), StateError> {
+        use std::os::unix::fs::FileExt;
+        const HEADER: &[u8; 16] = b"SQLite format 3\0";
+        let mut head = [0u8; 16];
+        let mut read = 0;
+        while read < head.len() {
+            match open.file.read_at(&mut head[read..], read as u64) {
+                Ok(0) => break,
+                Ok(n) => read += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(StateError::Unreachable {
+                        path: self.path.clone(),
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+        // Empty until SQLite first writes it.
+        if read == 0 || head == *HEADER {
+            return Ok(());
+        }
+        Err(StateError::Corrupt {
+            path: self.path.clone(),
+            reason: "the file no longer begins with SQLite's header: something overwrote it \
+                     while chitin had it open"
+                .into(),
+        })
+    }
+
+    /// The file lock, for setting up or writing the file.
+    fn lock(&self) -> Result<FileLock, StateError> {
+        let (lock, waited) =
             FileLock::acquire(&self.lock_path, LOCK_WAIT).map_err(|lock| StateError::Busy {
                 path: self.path.clone(),
                 lock,
             })?;
         log_wait(waited);
-        let db = self.database()?;
-        let txn = db.begin_write().map_err(|e| self.failed(e))?;
+        Ok(lock)
+    }
+
+    /// Run `f` in a read transaction: no lock, since the log gives each reader the latest
+    /// commit as it began and writes nothing.
+    fn read<R>(
+        &self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<R, StateError>,
+    ) -> Result<R, StateError> {
+        let now = FileId::of(&self.path);
+        let kept = {
+            let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
+            // Connections to a file that is no longer at the path are closed.
+            readers.retain(|open| Some(open.id) == now);
+            readers.pop()
+        };
+        let mut open = match kept {
+            Some(open) => open,
+            None => {
+                let _lock = self.lock()?;
+                self.open()?
+            }
+        };
+        self.intact(&open)?;
+        let txn = open
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(|e| self.storage(e))?;
         let out = f(&txn)?;
-        txn.commit().map_err(|e| self.failed(e))?;
+        txn.finish().map_err(|e| self.storage(e))?;
+        let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
+        if readers.len() < KEPT_READERS {
+            readers.push(open);
+        }
         Ok(out)
     }
 
-    /// The open database, opening it in multi-writer mode on first use. The path is checked
-    /// against the open file on every transaction: a file moved, deleted or replaced under a
-    /// running process must not take writes into an inode nobody will read again.
-    fn database(&self) -> Result<Arc<redb::Database>, StateError> {
-        let mut slot = self.db.lock().unwrap_or_else(|p| p.into_inner());
-        let now = FileId::of(&self.path);
-        if let Some((db, id)) = slot.as_ref()
-            && now.as_ref() == Some(id)
-        {
-            return Ok(db.clone());
-        }
-        slot.take();
-        let db = redb::Builder::new()
-            .set_concurrency_mode(redb::ConcurrencyMode::MultiWriter)
-            .create(&self.path)
-            .map_err(|e| self.open_error(e))?;
-        let db = Arc::new(db);
-        // Known once the file exists; `create` made it.
-        if let Some(id) = FileId::of(&self.path) {
-            *slot = Some((db.clone(), id));
-        }
-        Ok(db)
-    }
-
-    /// A failure to begin or commit a transaction: the handle is dropped, so the next
-    /// transaction reopens the file, and the error names it (a file cut short or overwritten
-    /// under the handle reads as corrupt, as it would on opening).
-    fn failed(&self, e: impl Into<redb::Error>) -> StateError {
-        self.db.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let e = e.into();
-        let corrupt = match &e {
-            redb::Error::Corrupted(_) => true,
-            redb::Error::Io(io) => matches!(
-                io.kind(),
-                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
-            ),
-            _ => false,
-        };
-        if corrupt {
-            return StateError::Corrupt {
-                path: self.path.clone(),
-                reason: e.to_string(),
-            };
-        }
-        self.storage(e)
-    }
-
-    /// Run `f` over a table opened for reading; `empty` answers when it was never created.
-    fn read_table<K, V, R>(
+    /// Run `f` in a write transaction under both locks, committed durably when `f` succeeds and
+    /// rolled back (nothing written) when it fails.
+    fn write<R, E: From<StateError>>(
         &self,
-        def: TableDefinition<K, V>,
-        f: impl FnOnce(&redb::ReadOnlyTable<K, V>) -> Result<R, StateError>,
-        empty: impl FnOnce() -> R,
-    ) -> Result<R, StateError>
-    where
-        K: redb::Key + 'static,
-        V: redb::Value + 'static,
-    {
-        self.read(|txn| match txn.open_table(def) {
-            Ok(table) => f(&table),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(empty()),
-            Err(e) => Err(self.storage(e)),
-        })
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        // A poisoned mutex only means another thread panicked mid-transaction; dropping its
+        // transaction rolled it back, so carry on.
+        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _lock = self.lock()?;
+        // The path is checked against the open file on every transaction: a file moved,
+        // deleted or replaced under a running process must not take writes into an inode
+        // nobody will read again.
+        let now = FileId::of(&self.path);
+        // Taken out while in use: a failure to begin or commit leaves it out, so the next
+        // transaction opens the file afresh.
+        let mut open = match writer.take() {
+            Some(open) if Some(open.id) == now => open,
+            _ => self.open()?,
+        };
+        self.intact(&open)?;
+        let txn = open
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.storage(e))?;
+        let out = match f(&txn) {
+            Ok(out) => out,
+            Err(e) => {
+                drop(txn);
+                *writer = Some(open);
+                return Err(e);
+            }
+        };
+        txn.commit().map_err(|e| self.storage(e))?;
+        *writer = Some(open);
+        Ok(out)
     }
 
     /// The record of `table` under `key`.
     pub fn record_get(&self, table: Records, key: &str) -> Result<Option<Vec<u8>>, StateError> {
-        match table {
-            Records::Approvals | Records::Pins => self.read_table(
-                text_table(table),
-                |t| {
-                    let v = t.get(key).map_err(|e| self.storage(e))?;
-                    Ok(v.map(|v| v.value().as_bytes().to_vec()))
-                },
-                || None,
-            ),
-            Records::Secrets | Records::SecretsMeta => self.read_table(
-                bytes_table(table),
-                |t| {
-                    let v = t.get(key).map_err(|e| self.storage(e))?;
-                    Ok(v.map(|v| v.value().to_vec()))
-                },
-                || None,
-            ),
-        }
+        self.read(|txn| {
+            let sql = format!("SELECT value FROM {} WHERE key = ?1", table.name());
+            let mut stmt = txn.prepare_cached(&sql).map_err(|e| self.storage(e))?;
+            stmt.query_row([key], |row| row.get(0))
+                .optional()
+                .map_err(|e| self.storage(e))
+        })
     }
 
     /// Every record of `table`, in key order.
     pub fn record_all(&self, table: Records) -> Result<Vec<(String, Vec<u8>)>, StateError> {
-        match table {
-            Records::Approvals | Records::Pins => self.read_table(
-                text_table(table),
-                |t| {
-                    let mut out = Vec::new();
-                    for entry in t.iter().map_err(|e| self.storage(e))? {
-                        let (k, v) = entry.map_err(|e| self.storage(e))?;
-                        out.push((k.value().to_owned(), v.value().as_bytes().to_vec()));
-                    }
-                    Ok(out)
-                },
-                Vec::new,
-            ),
-            Records::Secrets | Records::SecretsMeta => self.read_table(
-                bytes_table(table),
-                |t| {
-                    let mut out = Vec::new();
-                    for entry in t.iter().map_err(|e| self.storage(e))? {
-                        let (k, v) = entry.map_err(|e| self.storage(e))?;
-                        out.push((k.value().to_owned(), v.value().to_vec()));
-                    }
-                    Ok(out)
-                },
-                Vec::new,
-            ),
-        }
+        self.read(|txn| {
+            let sql = format!("SELECT key, value FROM {} ORDER BY key", table.name());
+            let mut stmt = txn.prepare_cached(&sql).map_err(|e| self.storage(e))?;
+            let rows = stmt
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+                .map_err(|e| self.storage(e))?;
+            rows.collect::<Result<_, _>>().map_err(|e| self.storage(e))
+        })
     }
 
     /// Put `value` at `key`; when `only_if_absent`, an existing record stays. The record stored
@@ -238,64 +301,47 @@ impl RedbState {
         value: &[u8],
         only_if_absent: bool,
     ) -> Result<Vec<u8>, StateError> {
-        self.write(|txn| match table {
-            Records::Approvals | Records::Pins => {
-                let text = std::str::from_utf8(value).map_err(|e| self.storage_text(e))?;
-                let mut t = txn
-                    .open_table(text_table(table))
+        if matches!(table, Records::Approvals | Records::Pins)
+            && let Err(e) = std::str::from_utf8(value)
+        {
+            return Err(StateError::Storage {
+                path: self.path.clone(),
+                reason: format!("record is not UTF-8: {e}"),
+            });
+        }
+        self.write(|txn| {
+            if only_if_absent {
+                let sql = format!("SELECT value FROM {} WHERE key = ?1", table.name());
+                let old: Option<Vec<u8>> = txn
+                    .prepare_cached(&sql)
+                    .and_then(|mut stmt| stmt.query_row([key], |row| row.get(0)).optional())
                     .map_err(|e| self.storage(e))?;
-                if only_if_absent && let Some(old) = t.get(key).map_err(|e| self.storage(e))? {
-                    return Ok(old.value().as_bytes().to_vec());
+                if let Some(old) = old {
+                    return Ok(old);
                 }
-                t.insert(key, text).map_err(|e| self.storage(e))?;
-                Ok(value.to_vec())
             }
-            Records::Secrets | Records::SecretsMeta => {
-                let mut t = txn
-                    .open_table(bytes_table(table))
-                    .map_err(|e| self.storage(e))?;
-                if only_if_absent && let Some(old) = t.get(key).map_err(|e| self.storage(e))? {
-                    return Ok(old.value().to_vec());
-                }
-                t.insert(key, value).map_err(|e| self.storage(e))?;
-                Ok(value.to_vec())
-            }
+            let sql = format!(
+                "INSERT OR REPLACE INTO {} (key, value) VALUES (?1, ?2)",
+                table.name()
+            );
+            txn.prepare_cached(&sql)
+                .and_then(|mut stmt| stmt.execute(rusqlite::params![key, value]))
+                .map_err(|e| self.storage(e))?;
+            Ok(value.to_vec())
         })
     }
 
     /// Remove `keys` in one transaction; how many were there.
     pub fn record_remove(&self, table: Records, keys: &[&str]) -> Result<usize, StateError> {
         self.write(|txn| {
+            let sql = format!("DELETE FROM {} WHERE key = ?1", table.name());
+            let mut stmt = txn.prepare_cached(&sql).map_err(|e| self.storage(e))?;
             let mut removed = 0;
-            match table {
-                Records::Approvals | Records::Pins => {
-                    let mut t = txn
-                        .open_table(text_table(table))
-                        .map_err(|e| self.storage(e))?;
-                    for key in keys {
-                        removed +=
-                            usize::from(t.remove(*key).map_err(|e| self.storage(e))?.is_some());
-                    }
-                }
-                Records::Secrets | Records::SecretsMeta => {
-                    let mut t = txn
-                        .open_table(bytes_table(table))
-                        .map_err(|e| self.storage(e))?;
-                    for key in keys {
-                        removed +=
-                            usize::from(t.remove(*key).map_err(|e| self.storage(e))?.is_some());
-                    }
-                }
+            for key in keys {
+                removed += stmt.execute([key]).map_err(|e| self.storage(e))?;
             }
             Ok(removed)
         })
-    }
-
-    fn storage_text(&self, e: std::str::Utf8Error) -> StateError {
-        StateError::Storage {
-            path: self.path.clone(),
-            reason: format!("record is not UTF-8: {e}"),
-        }
     }
 
     /// Read and replace the rate record of (user, tool) in one transaction.
@@ -306,14 +352,16 @@ impl RedbState {
         f: impl FnOnce(Option<&[u8]>) -> Result<(Vec<u8>, R), E>,
     ) -> Result<R, E> {
         self.write(|txn| {
-            let mut t = txn.open_table(HTTP_RATE).map_err(|e| self.storage(e))?;
-            let old = t
-                .get((user, tool))
-                .map_err(|e| self.storage(e))?
-                .map(|v| v.value().to_vec());
-            let (new, out) = f(old.as_deref())?;
-            t.insert((user, tool), new.as_slice())
+            let old: Option<Vec<u8>> = txn
+                .prepare_cached("SELECT record FROM http_rate WHERE user = ?1 AND tool = ?2")
+                .and_then(|mut stmt| stmt.query_row([user, tool], |row| row.get(0)).optional())
                 .map_err(|e| self.storage(e))?;
+            let (new, out) = f(old.as_deref())?;
+            txn.prepare_cached(
+                "INSERT OR REPLACE INTO http_rate (user, tool, record) VALUES (?1, ?2, ?3)",
+            )
+            .and_then(|mut stmt| stmt.execute(rusqlite::params![user, tool, new]))
+            .map_err(|e| self.storage(e))?;
             Ok(out)
         })
     }
@@ -321,18 +369,31 @@ impl RedbState {
     /// Drop the rate records `idle` says are idle.
     pub fn rate_sweep(&self, idle: &dyn Fn(&[u8]) -> bool) -> Result<(), StateError> {
         self.write(|txn| {
-            let mut t = txn.open_table(HTTP_RATE).map_err(|e| self.storage(e))?;
-            let mut gone = Vec::new();
-            for entry in t.iter().map_err(|e| self.storage(e))? {
-                let (key, value) = entry.map_err(|e| self.storage(e))?;
-                if idle(value.value()) {
-                    let (user, tool) = key.value();
-                    gone.push((user.to_owned(), tool.to_owned()));
+            let mut gone: Vec<(String, String)> = Vec::new();
+            {
+                let mut stmt = txn
+                    .prepare_cached("SELECT user, tool, record FROM http_rate")
+                    .map_err(|e| self.storage(e))?;
+                let mut rows = stmt.query([]).map_err(|e| self.storage(e))?;
+                while let Some(row) = rows.next().map_err(|e| self.storage(e))? {
+                    let record = row.get_ref(2).map_err(|e| self.storage(e))?;
+                    let record = record.as_blob().map_err(|e| StateError::Storage {
+                        path: self.path.clone(),
+                        reason: format!("a rate record is not bytes: {e}"),
+                    })?;
+                    if idle(record) {
+                        gone.push((
+                            row.get(0).map_err(|e| self.storage(e))?,
+                            row.get(1).map_err(|e| self.storage(e))?,
+                        ));
+                    }
                 }
             }
+            let mut stmt = txn
+                .prepare_cached("DELETE FROM http_rate WHERE user = ?1 AND tool = ?2")
+                .map_err(|e| self.storage(e))?;
             for (user, tool) in &gone {
-                t.remove((user.as_str(), tool.as_str()))
-                    .map_err(|e| self.storage(e))?;
+                stmt.execute([user, tool]).map_err(|e| self.storage(e))?;
             }
             Ok(())
         })
@@ -341,11 +402,12 @@ impl RedbState {
     /// How many (user, tool) rate records there are.
     #[cfg(test)]
     pub fn rate_len(&self) -> Result<usize, StateError> {
-        self.read_table(
-            HTTP_RATE,
-            |t| Ok(redb::ReadableTableMetadata::len(t).map_err(|e| self.storage(e))? as usize),
-            || 0,
-        )
+        self.read(|txn| {
+            let n: i64 = txn
+                .query_row("SELECT count(*) FROM http_rate", [], |row| row.get(0))
+                .map_err(|e| self.storage(e))?;
+            Ok(usize::try_from(n).unwrap_or(0))
+        })
     }
 
     /// The values at `keys` of one bucket, in order.
@@ -355,20 +417,16 @@ impl RedbState {
         bucket: &str,
         keys: &[&str],
     ) -> Result<Vec<Option<Vec<u8>>>, StateError> {
-        self.read_table(
-            KV,
-            |t| {
-                keys.iter()
-                    .map(|key| {
-                        let v = t
-                            .get((component, bucket, *key))
-                            .map_err(|e| self.storage(e))?;
-                        Ok(v.map(|v| v.value().to_vec()))
-                    })
-                    .collect()
-            },
-            || vec![None; keys.len()],
-        )
+        self.read(|txn| {
+            let mut stmt = txn.prepare_cached(KV_GET).map_err(|e| self.storage(e))?;
+            keys.iter()
+                .map(|key| {
+                    stmt.query_row([component, bucket, *key], |row| row.get(0))
+                        .optional()
+                        .map_err(|e| self.storage(e))
+                })
+                .collect()
+        })
     }
 
     /// Up to `limit` keys of one bucket in order, skipping the first `skip`.
@@ -379,25 +437,23 @@ impl RedbState {
         skip: usize,
         limit: usize,
     ) -> Result<Vec<String>, StateError> {
-        self.read_table(
-            KV,
-            |t| {
-                let mut keys = Vec::new();
-                let range = t
-                    .range((component, bucket, "")..)
-                    .map_err(|e| self.storage(e))?;
-                for entry in range.skip(skip) {
-                    let (key, _) = entry.map_err(|e| self.storage(e))?;
-                    let (c, b, k) = key.value();
-                    if c != component || b != bucket || keys.len() == limit {
-                        break;
-                    }
-                    keys.push(k.to_owned());
-                }
-                Ok(keys)
-            },
-            Vec::new,
-        )
+        // Beyond i64's range both mean "all": SQLite's limits are signed.
+        let skip = i64::try_from(skip).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|txn| {
+            let mut stmt = txn
+                .prepare_cached(
+                    "SELECT key FROM kv WHERE component = ?1 AND bucket = ?2 \
+                     ORDER BY key LIMIT ?3 OFFSET ?4",
+                )
+                .map_err(|e| self.storage(e))?;
+            let rows = stmt
+                .query_map(rusqlite::params![component, bucket, limit, skip], |row| {
+                    row.get(0)
+                })
+                .map_err(|e| self.storage(e))?;
+            rows.collect::<Result<_, _>>().map_err(|e| self.storage(e))
+        })
     }
 
     /// Run `f` over the key-value tables in one durable write transaction.
@@ -405,45 +461,12 @@ impl RedbState {
         &self,
         f: impl FnOnce(&mut dyn KvTxn) -> Result<R, E>,
     ) -> Result<R, E> {
-        self.write(|txn| {
-            let mut tables = RedbKv {
-                db: self,
-                kv: txn.open_table(KV).map_err(|e| self.storage(e))?,
-                usage: txn.open_table(KV_USAGE).map_err(|e| self.storage(e))?,
-            };
-            f(&mut tables)
-        })
-    }
-
-    fn open_error(&self, e: redb::DatabaseError) -> StateError {
-        let path = self.path.clone();
-        let reason = e.to_string();
-        match e {
-            // redb reports a file that is not a database (or is cut short) as invalid data.
-            redb::DatabaseError::Storage(redb::StorageError::Io(io))
-                if matches!(
-                    io.kind(),
-                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
-                ) =>
-            {
-                StateError::Corrupt { path, reason }
-            }
-            redb::DatabaseError::Storage(redb::StorageError::Io(_)) => {
-                StateError::Unreachable { path, reason }
-            }
-            redb::DatabaseError::Storage(redb::StorageError::Corrupted(_))
-            | redb::DatabaseError::RepairAborted => StateError::Corrupt { path, reason },
-            redb::DatabaseError::DatabaseAlreadyOpen => StateError::Busy {
-                lock: LockError::Busy {
-                    path: path.clone(),
-                    waited_ms: 0,
-                },
-                path,
-            },
-            _ => StateError::Storage { path, reason },
-        }
+        self.write(|txn| f(&mut SqliteKv { db: self, txn }))
     }
 }
+
+/// One key-value pair's value.
+const KV_GET: &str = "SELECT value FROM kv WHERE component = ?1 AND bucket = ?2 AND key = ?3";
 
 /// Which file a path named: device and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -473,71 +496,68 @@ fn log_wait(waited: std::time::Duration) {
     );
 }
 
-fn text_table(table: Records) -> TableDefinition<'static, &'static str, &'static str> {
-    match table {
-        Records::Pins => PINS,
-        _ => APPROVALS,
-    }
+/// The key-value tables inside one write transaction.
+struct SqliteKv<'a, 't> {
+    db: &'a EmbeddedState,
+    txn: &'a rusqlite::Transaction<'t>,
 }
 
-fn bytes_table(table: Records) -> TableDefinition<'static, &'static str, &'static [u8]> {
-    match table {
-        Records::SecretsMeta => SECRETS_META,
-        _ => SECRETS,
-    }
-}
-
-/// The key-value tables inside one redb write transaction.
-struct RedbKv<'a, 't> {
-    db: &'a RedbState,
-    kv: redb::Table<'t, (&'static str, &'static str, &'static str), &'static [u8]>,
-    usage: redb::Table<'t, &'static str, u64>,
-}
-
-impl KvTxn for RedbKv<'_, '_> {
+impl KvTxn for SqliteKv<'_, '_> {
     fn get(&mut self, c: &str, b: &str, key: &str) -> Result<Option<Vec<u8>>, StateError> {
-        let v = self.kv.get((c, b, key)).map_err(|e| self.db.storage(e))?;
-        Ok(v.map(|v| v.value().to_vec()))
+        self.txn
+            .prepare_cached(KV_GET)
+            .and_then(|mut stmt| stmt.query_row([c, b, key], |row| row.get(0)).optional())
+            .map_err(|e| self.db.storage(e))
     }
 
     fn put(&mut self, c: &str, b: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
-        self.kv
-            .insert((c, b, key), value)
+        self.txn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO kv (component, bucket, key, value) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut stmt| stmt.execute(rusqlite::params![c, b, key, value]))
             .map_err(|e| self.db.storage(e))?;
         Ok(())
     }
 
     fn delete(&mut self, c: &str, b: &str, key: &str) -> Result<(), StateError> {
-        self.kv
-            .remove((c, b, key))
+        self.txn
+            .prepare_cached("DELETE FROM kv WHERE component = ?1 AND bucket = ?2 AND key = ?3")
+            .and_then(|mut stmt| stmt.execute([c, b, key]))
             .map_err(|e| self.db.storage(e))?;
         Ok(())
     }
 
     fn usage(&mut self, component: &str) -> Result<u64, StateError> {
-        if let Some(bytes) = self.usage.get(component).map_err(|e| self.db.storage(e))? {
-            return Ok(bytes.value());
-        }
-        // Data written before usage was recorded: the sum over its keys.
-        let mut total = 0u64;
-        for entry in self
-            .kv
-            .range((component, "", "")..)
-            .map_err(|e| self.db.storage(e))?
-        {
-            let (key, value) = entry.map_err(|e| self.db.storage(e))?;
-            let (c, _, k) = key.value();
-            if c != component {
-                break;
-            }
-            total += (k.len() + value.value().len()) as u64;
-        }
-        Ok(total)
+        let recorded: Option<i64> = self
+            .txn
+            .prepare_cached("SELECT bytes FROM kv_usage WHERE component = ?1")
+            .and_then(|mut stmt| stmt.query_row([component], |row| row.get(0)).optional())
+            .map_err(|e| self.db.storage(e))?;
+        // Data imported from a version that did not record usage: the sum over its keys (in
+        // bytes: text is cast to a blob to count bytes, not characters).
+        let bytes = match recorded {
+            Some(bytes) => bytes,
+            None => self
+                .txn
+                .prepare_cached(
+                    "SELECT coalesce(sum(length(CAST(key AS BLOB)) + length(value)), 0) \
+                     FROM kv WHERE component = ?1",
+                )
+                .and_then(|mut stmt| stmt.query_row([component], |row| row.get(0)))
+                .map_err(|e| self.db.storage(e))?,
+        };
+        Ok(u64::try_from(bytes).unwrap_or(0))
     }
 
     fn set_usage(&mut self, component: &str, bytes: u64) -> Result<(), StateError> {
-        self.usage
-            .insert(component, bytes)
+        let bytes = i64::try_from(bytes).map_err(|_| StateError::Storage {
+            path: self.db.path.clone(),
+            reason: format!("usage of {component} ({bytes} bytes) is beyond what can be stored"),
+        })?;
+        self.txn
+            .prepare_cached("INSERT OR REPLACE INTO kv_usage (component, bytes) VALUES (?1, ?2)")
+            .and_then(|mut stmt| stmt.execute(rusqlite::params![component, bytes]))
             .map_err(|e| self.db.storage(e))?;
         Ok(())
     }

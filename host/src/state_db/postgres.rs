@@ -9,7 +9,7 @@
 //! migrated on the first connection, under an advisory lock so replicas starting together
 //! migrate once. Every statement runs in a transaction committed before the call returns
 //! (PostgreSQL's `synchronous_commit` makes that durable). Keys are compared bytewise (`"C"`
-//! collation, `bytea`), as redb does.
+//! collation, `bytea`), as the embedded SQLite file does.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -393,7 +393,7 @@ mod tests {
     const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 
     fn store(dir: &std::path::Path) -> SecretStore {
-        let db = Arc::new(crate::state_db::StateDb::new(&dir.join("db.redb")));
+        let db = Arc::new(crate::state_db::StateDb::new(&dir.join("db.sqlite")));
         let s = SecretStore::with_key(db, MasterKey::load(dir, Some(KEY)).expect("key"))
             .expect("store");
         s.set("gh", "ghtoken-1234").expect("set");

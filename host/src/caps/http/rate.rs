@@ -175,7 +175,7 @@ mod tests {
     /// A limiter over a fresh database; the directory lives as long as the limiter is used.
     fn limiter() -> (tempfile::TempDir, RateLimiter) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = Arc::new(StateDb::new(&dir.path().join("chitin.redb")));
+        let db = Arc::new(StateDb::new(&dir.path().join("chitin.db")));
         (dir, RateLimiter::new(db))
     }
 
@@ -301,7 +301,7 @@ mod tests {
     #[test]
     fn two_limiters_on_one_database_share_the_windows() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("chitin.redb");
+        let path = dir.path().join("chitin.db");
         let a = RateLimiter::new(Arc::new(StateDb::new(&path)));
         let b = RateLimiter::new(Arc::new(StateDb::new(&path)));
         let t0 = SystemTime::now();

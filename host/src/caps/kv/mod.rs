@@ -1,5 +1,5 @@
 //! Key-value storage: `wasi:keyvalue` (store, atomics, batch; the 0.2.0-draft WIT that
-//! wasmtime-wasi-keyvalue 48 ships) over the host's redb database. A component opens only the
+//! wasmtime-wasi-keyvalue 48 ships) over the host's state database. A component opens only the
 //! buckets its manifest grants (`[capabilities.kv] buckets = [...]`), and its keys live under its
 //! own identity, so two components naming the same bucket never see each other's data. Writes
 //! are durable before the call returns.

@@ -1,6 +1,6 @@
 //! The key-value store over the shared state database: data keyed by (component, bucket,
 //! key) so components never share data, and the bytes stored per component, held under the
-//! component's quota. Every write is committed durably (redb `Durability::Immediate`, or a
+//! component's quota. Every write is committed durably (a synced SQLite commit, or a
 //! PostgreSQL commit) before its call returns. Writes from concurrent calls are
 //! group-committed: a writer thread takes everything queued, applies it in one transaction and
 //! syncs once, so a hundred concurrent writers cost a few fsyncs (and one turn at the
@@ -628,7 +628,7 @@ mod tests {
 
     fn store() -> (tempfile::TempDir, KvStore) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let kv = open(&dir.path().join("kv.redb"));
+        let kv = open(&dir.path().join("kv.sqlite"));
         (dir, kv)
     }
 
@@ -702,7 +702,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_increments_lose_nothing_and_survive_reopen() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("kv.redb");
+        let path = dir.path().join("kv.sqlite");
         {
             let kv = Arc::new(open(&path));
             let p = place("x/a", "b");
@@ -761,7 +761,7 @@ mod tests {
     #[tokio::test]
     async fn an_increment_and_the_calls_next_write_commit_together() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("kv.redb");
+        let path = dir.path().join("kv.sqlite");
         // A linger far longer than the test, so only the next write can end the transaction.
         let kv = KvStore::with_linger(Arc::new(StateDb::new(&path)), Duration::from_secs(60))
             .expect("store");
@@ -800,7 +800,7 @@ mod tests {
     #[tokio::test]
     async fn a_lone_increment_commits_when_settled_or_when_the_linger_ends() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("kv.redb");
+        let path = dir.path().join("kv.sqlite");
         let other = StateDb::new(&path);
         let read = |key: &str| other.kv_get_many("x/a", "b", &[key]).expect("read")[0].clone();
         let p = place("x/a", "b");
@@ -838,7 +838,7 @@ mod tests {
     #[test]
     fn a_write_after_a_failed_commit_of_its_call_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = StateDb::new(&dir.path().join("kv.redb"));
+        let db = StateDb::new(&dir.path().join("kv.sqlite"));
         let (_jobs, queue) = mpsc::channel();
         let mut writer = Writer::new(&db, queue, LINGER);
         writer.txn = 5;
