@@ -131,9 +131,12 @@ impl EmbeddedState {
                 reason: format!("the file stays in journal mode {mode}, not the write-ahead log"),
             });
         }
-        // FULL: every commit syncs the log, so it is durable when it returns.
+        // FULL: every commit syncs the log, so it is durable when it returns. An 8 MiB page
+        // cache (2 MiB by default) holds what a memory search reads (its group and block
+        // records, some 0.4 MiB at 10,000 documents) from one search to the next.
         conn.execute_batch(
-            "PRAGMA synchronous = FULL; PRAGMA trusted_schema = OFF; PRAGMA foreign_keys = OFF;",
+            "PRAGMA synchronous = FULL; PRAGMA trusted_schema = OFF; PRAGMA foreign_keys = OFF; \
+             PRAGMA cache_size = -8192;",
         )
         .map_err(|e| self.storage(e))?;
         conn.execute_batch(SCHEMA).map_err(|e| self.storage(e))?;
