@@ -234,23 +234,19 @@ mod tests {
             })
             .expect("rate");
         assert_eq!(rate.as_deref(), Some(&b"\x01\x02"[..]));
-        let record = |t, k| db.record_get(t, k).expect("record");
-        assert_eq!(
-            record(Records::Approvals, "local/shell/run").as_deref(),
-            Some(&b"{\"always\":true}"[..])
-        );
-        assert_eq!(
-            record(Records::Pins, "acme/tool").as_deref(),
-            Some(&b"{\"digest\":\"x\"}"[..])
-        );
-        assert_eq!(
-            record(Records::Secrets, "token").as_deref(),
-            Some(&b"sealed"[..])
-        );
-        assert_eq!(
-            record(Records::SecretsMeta, "check").as_deref(),
-            Some(&b"sealed-check"[..])
-        );
+        for (table, key, value) in [
+            (
+                Records::Approvals,
+                "local/shell/run",
+                &b"{\"always\":true}"[..],
+            ),
+            (Records::Pins, "acme/tool", &b"{\"digest\":\"x\"}"[..]),
+            (Records::Secrets, "token", &b"sealed"[..]),
+            (Records::SecretsMeta, "check", &b"sealed-check"[..]),
+        ] {
+            let stored = db.record_get(table, key).expect("record");
+            assert_eq!(stored.as_deref(), Some(value), "{key}");
+        }
         assert!(!earlier.exists(), "the redb file is renamed");
         assert!(
             dir.path().join("chitin.redb.imported").is_file(),
