@@ -208,6 +208,13 @@ mod tests {
         txn.commit().expect("commit");
     }
 
+    /// A pin written after the import, which no later opening may overwrite.
+    const NEWER: &[u8] = b"{\"digest\":\"new\"}";
+
+    fn newer_pin(db: &StateDb) -> Option<Vec<u8>> {
+        db.record_get(Records::Pins, "acme/tool").expect("read")
+    }
+
     #[test]
     fn an_earlier_redb_file_is_imported_once_and_kept_aside() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -255,17 +262,12 @@ mod tests {
 
         // An earlier file that turns up again (a process of the old version still running
         // recreated it) is not imported over newer state.
-        db.record_put(Records::Pins, "acme/tool", b"{\"digest\":\"new\"}")
+        db.record_put(Records::Pins, "acme/tool", NEWER)
             .expect("write");
         drop(db);
         earlier_file(&earlier);
         let db = StateDb::importing(&path, &earlier);
-        assert_eq!(
-            db.record_get(Records::Pins, "acme/tool")
-                .expect("read")
-                .as_deref(),
-            Some(&b"{\"digest\":\"new\"}"[..])
-        );
+        assert_eq!(newer_pin(&db).as_deref(), Some(NEWER));
         assert!(
             earlier.is_file(),
             "the file that turned up again is left alone"
@@ -280,12 +282,7 @@ mod tests {
         drop(db);
         std::fs::remove_file(dir.path().join("chitin.redb.imported")).expect("rm");
         let db = StateDb::importing(&path, &earlier);
-        assert_eq!(
-            db.record_get(Records::Pins, "acme/tool")
-                .expect("read")
-                .as_deref(),
-            Some(&b"{\"digest\":\"new\"}"[..])
-        );
+        assert_eq!(newer_pin(&db).as_deref(), Some(NEWER));
         assert!(!earlier.exists(), "renamed now");
         assert!(dir.path().join("chitin.redb.imported").is_file());
     }
