@@ -170,18 +170,16 @@ pub fn decode_record(span: Span, bytes: &[u8]) -> Result<Record, CorruptBlock> {
         paths.push(start..start + len);
     }
     let n = r.u32()? as usize;
+    let bytes = r.take(n.checked_mul(ROW).ok_or(CorruptBlock::Truncated)?)?;
     let range = span.range();
     let mut rows = Vec::with_capacity(n.min(span.len() as usize));
     let mut last = 0;
-    for _ in 0..n {
-        let row = r.take(ROW)?;
-        let seq = u64::from_le_bytes(row[0..8].try_into().map_err(|_| CorruptBlock::Truncated)?);
-        let len = u32::from_le_bytes(row[8..12].try_into().map_err(|_| CorruptBlock::Truncated)?);
-        let path = u32::from_le_bytes(
-            row[12..16]
-                .try_into()
-                .map_err(|_| CorruptBlock::Truncated)?,
-        );
+    for row in bytes.chunks_exact(ROW) {
+        let word = |at: usize| [row[at], row[at + 1], row[at + 2], row[at + 3]];
+        let seq =
+            u64::from(u32::from_le_bytes(word(0))) | u64::from(u32::from_le_bytes(word(4))) << 32;
+        let len = u32::from_le_bytes(word(8));
+        let path = u32::from_le_bytes(word(12));
         if !range.contains(&seq) || seq <= last || path as usize >= paths.len() || row[16] > 1 {
             return Err(CorruptBlock::Entry(seq));
         }

@@ -105,27 +105,49 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
         })
 }
 
-/// What a search keeps of one entry (16 bytes): its counts of the query's terms are at its
-/// index times the number of terms in [`Corpus`]'s flat table, so that ranking thousands of
-/// entries fits the call's memory limit and costs no allocation per entry.
+/// What a search keeps of one matching entry (16 bytes): its counts of the query's terms are
+/// at its index times the number of terms in [`Corpus`]'s flat table, so that ranking costs no
+/// allocation per entry.
 struct Scored {
     seq: u64,
     doc: u32,
     len: u32,
 }
 
-/// The entries of a search, gathered one at a time, then ranked. Document paths are borrowed
-/// from the fetched index.
+/// The entries of a search, gathered one at a time newest first, then ranked. Document paths
+/// are borrowed from the fetched index.
+///
+/// Newest first, an entry's liveness is known as it arrives (every later overwrite of its
+/// document came before it), so the corpus keeps the statistics of the live entries and only
+/// the few that hold a query term, not every entry.
 pub struct Corpus<'a> {
     query: Vec<String>,
     docs: Vec<&'a [u8]>,
     /// Document ids by path, hashed through `docs`: a table of `u32`s, not of paths.
     ids: hashbrown::HashTable<u32>,
     hasher: foldhash::fast::RandomState,
-    /// Per document, the number of its last overwrite (0: none); entries before it are retired.
+    /// Per document, the number of its newest overwrite so far (0: none); an entry before it
+    /// is retired.
     live_from: Vec<u64>,
-    entries: Vec<Scored>,
+    /// The number of the last entry added, which the next must be below.
+    last: Option<u64>,
+    /// Live entries so far, their total length, and each term's document frequency.
+    live: u64,
+    total_len: u64,
+    df: Vec<u64>,
+    /// The live entries holding a query term.
+    matching: Vec<Scored>,
     tfs: Vec<u32>,
+}
+
+/// An entry added out of order: the corpus needs entries newest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("memory entry {seq} was read after entry {after}: entries must come newest first")]
+pub struct OutOfOrder {
+    /// The entry added.
+    pub seq: u64,
+    /// The entry added before it.
+    pub after: u64,
 }
 
 /// One ranked document.
@@ -143,21 +165,24 @@ impl<'a> Corpus<'a> {
     /// An empty corpus for `query`.
     pub fn new(query: &str) -> Self {
         let mut seen = HashSet::new();
+        let query: Vec<String> = tokens(query).filter(|t| seen.insert(t.clone())).collect();
         Self {
-            query: tokens(query).filter(|t| seen.insert(t.clone())).collect(),
+            df: vec![0; query.len()],
+            query,
             docs: Vec::new(),
             ids: hashbrown::HashTable::new(),
             hasher: foldhash::fast::RandomState::default(),
             live_from: Vec::new(),
-            entries: Vec::new(),
+            last: None,
+            live: 0,
+            total_len: 0,
+            matching: Vec::new(),
             tfs: Vec::new(),
         }
     }
 
     /// Makes room for `entries` more entries.
     pub fn reserve(&mut self, entries: usize) {
-        self.entries.reserve(entries);
-        self.tfs.reserve(entries * self.query.len());
         let hasher = &self.hasher;
         let docs = &self.docs;
         self.ids
@@ -171,28 +196,57 @@ impl<'a> Corpus<'a> {
         &self.query
     }
 
-    /// Adds entry `seq` of `path` with `tf`, the counts of [`Corpus::terms`] in it.
-    pub fn add(&mut self, seq: u64, path: &'a [u8], replace: bool, len: u32, tf: &[u32]) {
-        let hash = self.hasher.hash_one(path);
-        let docs = &self.docs;
-        let doc = match self.ids.find(hash, |id| docs[*id as usize] == path) {
-            Some(id) => *id,
-            None => {
-                let id = self.docs.len() as u32;
-                let (hasher, docs) = (&self.hasher, &self.docs);
-                self.ids
-                    .insert_unique(hash, id, |id| hasher.hash_one(docs[*id as usize]));
+    /// Adds entry `seq` of `path` with `tf`, the counts of [`Corpus::terms`] in it. Entries
+    /// come newest first: `seq` is below every number added before.
+    pub fn add(
+        &mut self,
+        seq: u64,
+        path: &'a [u8],
+        replace: bool,
+        len: u32,
+        tf: &[u32],
+    ) -> Result<(), OutOfOrder> {
+        if let Some(after) = self.last.filter(|after| seq >= *after) {
+            return Err(OutOfOrder { seq, after });
+        }
+        self.last = Some(seq);
+        let (hasher, docs) = (&self.hasher, &self.docs);
+        let doc = match self.ids.entry(
+            hasher.hash_one(path),
+            |id| same(docs[*id as usize], path),
+            |id| hasher.hash_one(docs[*id as usize]),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(found) => *found.get(),
+            hashbrown::hash_table::Entry::Vacant(slot) => {
+                let id = docs.len() as u32;
+                slot.insert(id);
                 self.docs.push(path);
                 self.live_from.push(0);
                 id
             }
         };
-        if replace {
-            let from = &mut self.live_from[doc as usize];
-            *from = (*from).max(seq);
+        let from = &mut self.live_from[doc as usize];
+        if seq < *from {
+            return Ok(());
         }
-        self.tfs.extend_from_slice(tf);
-        self.entries.push(Scored { seq, doc, len });
+        if replace {
+            // Every entry added before was newer: this is the document's newest overwrite.
+            *from = seq;
+        }
+        self.live += 1;
+        self.total_len += u64::from(len);
+        let mut any = false;
+        for (df, tf) in self.df.iter_mut().zip(tf) {
+            if *tf > 0 {
+                *df += 1;
+                any = true;
+            }
+        }
+        if any {
+            self.matching.push(Scored { seq, doc, len });
+            self.tfs.extend_from_slice(tf);
+        }
+        Ok(())
     }
 
     fn tf(&self, at: usize) -> &[u32] {
@@ -203,36 +257,14 @@ impl<'a> Corpus<'a> {
     /// The `limit` best documents by BM25 over live entries, best first (ties by path), and
     /// how many documents matched at all.
     pub fn rank(&self, limit: usize) -> (Vec<Hit<'a>>, usize) {
-        // One pass over the live entries: their number, total length and each term's document
-        // frequency, and the few that hold a query term.
-        let mut n = 0u64;
-        let mut total_len = 0u64;
-        let mut df = vec![0u64; self.query.len()];
-        let mut matching: Vec<usize> = Vec::new();
-        for (at, e) in self.entries.iter().enumerate() {
-            if e.seq < self.live_from[e.doc as usize] {
-                continue;
-            }
-            n += 1;
-            total_len += u64::from(e.len);
-            let mut any = false;
-            for (df, tf) in df.iter_mut().zip(self.tf(at)) {
-                if *tf > 0 {
-                    *df += 1;
-                    any = true;
-                }
-            }
-            if any {
-                matching.push(at);
-            }
-        }
-        if n == 0 || self.query.is_empty() {
+        if self.live == 0 || self.query.is_empty() {
             return (Vec::new(), 0);
         }
         // Lengths are integers: their sum is exact in any order.
-        let n = n as f64;
-        let avg_len = total_len as f64 / n;
-        let idf: Vec<f64> = df
+        let n = self.live as f64;
+        let avg_len = self.total_len as f64 / n;
+        let idf: Vec<f64> = self
+            .df
             .iter()
             .map(|df| {
                 let df = *df as f64;
@@ -240,9 +272,9 @@ impl<'a> Corpus<'a> {
             })
             .collect();
         let mut best: HashMap<u32, (f64, u64), foldhash::fast::RandomState> = HashMap::default();
-        best.reserve(matching.len());
-        for at in matching {
-            let (e, tf) = (&self.entries[at], self.tf(at));
+        best.reserve(self.matching.len());
+        for (at, e) in self.matching.iter().enumerate() {
+            let tf = self.tf(at);
             let norm = K1 * (1.0 - B + B * f64::from(e.len) / avg_len.max(1.0));
             let score: f64 = tf
                 .iter()
@@ -256,7 +288,7 @@ impl<'a> Corpus<'a> {
             if score <= 0.0 {
                 continue;
             }
-            // Entries arrive in no particular order: a tie goes to the earlier entry.
+            // A tie goes to the earlier entry.
             let slot = best.entry(e.doc).or_insert((score, e.seq));
             if score > slot.0 || (score == slot.0 && e.seq < slot.1) {
                 *slot = (score, e.seq);
@@ -281,6 +313,12 @@ impl<'a> Corpus<'a> {
         hits.sort_unstable_by(order);
         (hits, matched)
     }
+}
+
+/// Whether two short byte strings are equal, compared in place: in wasm, `==` on slices calls
+/// the C library's `memcmp`, a byte loop behind a call, once per term or path compared.
+pub fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// Which entries of one document are live: those from its last overwrite on.
@@ -338,14 +376,16 @@ mod tests {
         limit: usize,
     ) -> (Vec<Hit<'a>>, usize) {
         let mut corpus = Corpus::new(query);
-        for (i, (path, replace, text)) in docs.iter().enumerate() {
+        for (i, (path, replace, text)) in docs.iter().enumerate().rev() {
             let (entry, terms) = Entry::of(path, *replace, text);
             let tf: Vec<u32> = corpus
                 .terms()
                 .iter()
                 .map(|t| terms.get(t).copied().unwrap_or(0))
                 .collect();
-            corpus.add(i as u64 + 1, path.as_bytes(), entry.replace, entry.len, &tf);
+            corpus
+                .add(i as u64 + 1, path.as_bytes(), entry.replace, entry.len, &tf)
+                .expect("newest first");
         }
         corpus.rank(limit)
     }
@@ -391,17 +431,33 @@ mod tests {
     }
 
     #[test]
-    fn ties_go_to_the_earlier_entry_whatever_the_order_read() {
+    fn ties_go_to_the_earlier_entry() {
         let mut corpus = Corpus::new("same");
-        for seq in [9, 3, 5] {
-            corpus.add(seq, b"a.md", false, 4, &[1]);
+        for (seq, path) in [(9, "a.md"), (5, "a.md"), (4, "b.md"), (3, "a.md")] {
+            corpus
+                .add(seq, path.as_bytes(), false, 4, &[1])
+                .expect("newest first");
         }
-        corpus.add(4, b"b.md", false, 4, &[1]);
         let (hits, matched) = corpus.rank(10);
         assert_eq!(matched, 2);
         assert_eq!((hits[0].path, hits[0].seq), (&b"a.md"[..], 3));
         assert_eq!((hits[1].path, hits[1].seq), (&b"b.md"[..], 4));
         assert_eq!(hits[0].score, hits[1].score);
+    }
+
+    #[test]
+    fn an_entry_out_of_order_is_refused() {
+        let mut corpus = Corpus::new("x1");
+        corpus.add(5, b"a.md", true, 1, &[1]).expect("first");
+        assert_eq!(
+            corpus.add(7, b"b.md", true, 1, &[1]),
+            Err(OutOfOrder { seq: 7, after: 5 })
+        );
+        assert_eq!(
+            corpus.add(5, b"a.md", true, 1, &[1]),
+            Err(OutOfOrder { seq: 5, after: 5 })
+        );
+        assert_eq!(corpus.rank(5).1, 1, "the refused entries were not counted");
     }
 
     #[test]

@@ -96,6 +96,7 @@ fn memory_read(args: ReadArgs) -> Result<ReadOutput, ToolError> {
         if l.path == path.as_bytes() {
             entries.push((l.seq, l.replace));
         }
+        Ok(())
     })?;
     entries.sort_unstable();
     let seqs = live_entries(&entries);
@@ -162,6 +163,7 @@ fn memory_tree(args: TreeArgs) -> Result<TreeOutput, ToolError> {
     let mut stored: BTreeSet<&[u8]> = BTreeSet::new();
     fetched.each(|l| {
         stored.insert(l.path);
+        Ok(())
     })?;
     let docs = stored
         .into_iter()
@@ -236,7 +238,11 @@ fn memory_search(args: SearchArgs) -> Result<SearchOutput, ToolError> {
     let mut corpus = Corpus::new(&args.query);
     let fetched = memory.load(corpus.terms())?;
     corpus.reserve(fetched.len());
-    fetched.each(|l| corpus.add(l.seq, l.path, l.replace, l.len, l.tf))?;
+    fetched.each(|l| {
+        corpus
+            .add(l.seq, l.path, l.replace, l.len, l.tf)
+            .map_err(|e| ToolError::execution_failed(format!("memory index is corrupt: {e}")))
+    })?;
     let (hits, matched) = corpus.rank(limit);
     let seqs: Vec<u64> = hits.iter().map(|h| h.seq).collect();
     let texts = memory.texts(&seqs)?;

@@ -17,7 +17,7 @@ use chitin_sdk::{ToolError, log};
 use std::collections::BTreeMap;
 
 use crate::block::{self, GROUP, Span};
-use crate::index::{BLOCK, BlockRecord, Entry, Postings, Terms, block_range, invert};
+use crate::index::{BLOCK, BlockRecord, Entry, Postings, Terms, block_range, invert, same};
 
 mod bindings {
     wit_bindgen::generate!({
@@ -76,8 +76,12 @@ pub struct Fetched {
     terms: usize,
     writes: usize,
     folded: Vec<Folded>,
-    loose: Vec<(u64, Entry, Vec<u32>)>,
+    /// Entries not in a folded span, in order of number.
+    loose: Vec<Loose>,
 }
+
+/// A write not in a folded span: its number, entry and counts of the terms asked for.
+type Loose = (u64, Entry, Vec<u32>);
 
 /// The open memory bucket.
 pub struct Memory {
@@ -265,9 +269,11 @@ impl Memory {
         let mut decoded = Vec::with_capacity(binary.len());
         for (span, record) in &binary {
             let held = block::decode_record(*span, record).map_err(|e| corrupt(*span, &e))?;
-            let seqs: Vec<u64> = held.rows.iter().map(|r| r.seq).collect();
-            fetched.writes += seqs.len();
-            not_held(span.range(), &seqs, &mut loose);
+            fetched.writes += held.rows.len();
+            // Its numbers are checked to ascend within the span: a full span holds them all.
+            if held.rows.len() as u64 != span.len() {
+                not_held(span.range(), held.rows.iter().map(|r| r.seq), &mut loose);
+            }
             decoded.push(held);
         }
         let spans: Vec<Span> = binary.iter().map(|(span, _)| *span).collect();
@@ -285,6 +291,8 @@ impl Memory {
         for page in loose.chunks(PAGE) {
             self.load_loose(page, terms, &mut fetched)?;
         }
+        // In order of number, for [`Fetched::each`].
+        fetched.loose.sort_unstable_by_key(|(seq, ..)| *seq);
         Ok(fetched)
     }
 
@@ -358,7 +366,7 @@ impl Memory {
                     ));
                 }
                 fetched.writes += seqs.len();
-                not_held(block_range(*block), &seqs, loose);
+                not_held(block_range(*block), seqs.iter().copied(), loose);
                 json.push((*block, record));
             }
             let spans: Vec<u64> = json.iter().map(|(b, _)| *b).collect();
@@ -457,13 +465,20 @@ impl Fetched {
         self.writes
     }
 
-    /// Calls `each` for every fetched write; the order is not that of their numbers.
+    /// Calls `each` for every fetched write, newest first; stops at its first error.
     pub fn each<'a>(
         &'a self,
-        mut each: impl for<'t> FnMut(Loaded<'a, 't>),
+        mut each: impl for<'t> FnMut(Loaded<'a, 't>) -> Result<(), ToolError>,
     ) -> Result<(), ToolError> {
+        // Spans cover disjoint ranges of numbers. A loose write may lie inside one (it landed
+        // after the span was folded), so the loose writes are merged in by number.
+        let mut spans: Vec<&Folded> = self.folded.iter().collect();
+        spans.sort_unstable_by_key(|folded| std::cmp::Reverse(folded.first()));
+        let mut loose = self.loose.iter().rev().peekable();
+        // The number of the next loose write (0: none left), checked per entry.
+        let mut next = newer_loose(&mut loose, u64::MAX, &mut each)?;
         let mut tf = vec![0u32; (GROUP * BLOCK) as usize * self.terms];
-        for folded in &self.folded {
+        for folded in spans {
             match folded {
                 Folded::Binary {
                     span,
@@ -482,7 +497,10 @@ impl Fetched {
                         .map_err(|e| corrupt(span, &e))?;
                     }
                     let first = *span.range().start();
-                    for row in &decoded.rows {
+                    for row in decoded.rows.iter().rev() {
+                        if next > row.seq {
+                            next = newer_loose(&mut loose, row.seq, &mut each)?;
+                        }
                         let at = (row.seq - first) as usize * self.terms;
                         each(Loaded {
                             seq: row.seq,
@@ -490,7 +508,7 @@ impl Fetched {
                             replace: row.replace,
                             len: row.len,
                             tf: &tf[at..at + self.terms],
-                        });
+                        })?;
                     }
                 }
                 Folded::Json {
@@ -508,7 +526,10 @@ impl Fetched {
                             }
                         }
                     }
-                    for (seq, entry) in &record.entries {
+                    for (seq, entry) in record.entries.iter().rev() {
+                        if next > *seq {
+                            next = newer_loose(&mut loose, *seq, &mut each)?;
+                        }
                         // Checked when fetched: every entry of a record is in its block.
                         let at = (seq - first) as usize * self.terms;
                         each(Loaded {
@@ -517,22 +538,45 @@ impl Fetched {
                             replace: entry.replace,
                             len: entry.len,
                             tf: &tf[at..at + self.terms],
-                        });
+                        })?;
                     }
                 }
             }
         }
-        for (seq, entry, tf) in &self.loose {
-            each(Loaded {
-                seq: *seq,
-                path: entry.path.as_bytes(),
-                replace: entry.replace,
-                len: entry.len,
-                tf,
-            });
-        }
-        Ok(())
+        newer_loose(&mut loose, 0, &mut each).map(drop)
     }
+}
+
+impl Folded {
+    /// The first number of the span.
+    fn first(&self) -> u64 {
+        match self {
+            Folded::Binary { span, .. } => *span.range().start(),
+            Folded::Json { block, .. } => *block_range(*block).start(),
+        }
+    }
+}
+
+/// Calls `each` for the next `loose` writes (newest first) numbered above `seq`; the number of
+/// the one after them (0: none).
+fn newer_loose<'a, F>(
+    loose: &mut std::iter::Peekable<std::iter::Rev<std::slice::Iter<'a, Loose>>>,
+    seq: u64,
+    each: &mut F,
+) -> Result<u64, ToolError>
+where
+    F: for<'t> FnMut(Loaded<'a, 't>) -> Result<(), ToolError>,
+{
+    while let Some((number, entry, tf)) = loose.next_if(|(number, ..)| *number > seq) {
+        each(Loaded {
+            seq: *number,
+            path: entry.path.as_bytes(),
+            replace: entry.replace,
+            len: entry.len,
+            tf,
+        })?;
+    }
+    Ok(loose.peek().map_or(0, |(number, ..)| *number))
 }
 
 /// The stored term counts of write `seq`, in either form.
@@ -561,7 +605,7 @@ fn term_counts(seq: u64, bytes: &[u8], terms: &[String]) -> Result<Vec<u32>, Too
     if block::is_binary_terms(bytes) {
         let mut counts = vec![0; terms.len()];
         block::each_term(bytes, |term, count| {
-            if let Some(i) = terms.iter().position(|t| t.as_bytes() == term) {
+            if let Some(i) = terms.iter().position(|t| same(t.as_bytes(), term)) {
                 counts[i] = count;
             }
         })
@@ -633,10 +677,14 @@ fn term_counts(seq: u64, bytes: &[u8], terms: &[String]) -> Result<Vec<u32>, Too
 }
 
 /// Adds the numbers of `range` that `held` (ascending) lacks to `loose`.
-fn not_held(range: std::ops::RangeInclusive<u64>, held: &[u64], loose: &mut Vec<u64>) {
-    let mut held = held.iter().peekable();
+fn not_held(
+    range: std::ops::RangeInclusive<u64>,
+    held: impl Iterator<Item = u64>,
+    loose: &mut Vec<u64>,
+) {
+    let mut held = held.peekable();
     for seq in range {
-        if held.next_if_eq(&&seq).is_none() {
+        if held.next_if_eq(&seq).is_none() {
             loose.push(seq);
         }
     }
@@ -719,4 +767,75 @@ fn describe(e: &store::Error) -> String {
 
 fn failed(e: store::Error) -> ToolError {
     ToolError::external_service(format!("memory storage: {}", describe(&e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{BlockRecord, Entry};
+
+    fn entry(seq: u64) -> Entry {
+        Entry {
+            path: format!("doc{}.md", seq % 7),
+            replace: seq.is_multiple_of(3),
+            len: seq as u32,
+        }
+    }
+
+    #[test]
+    fn each_gives_every_write_newest_first_with_loose_ones_merged_in() {
+        // Block 0 folded in binary without 10 and 20 (they landed late), block 1 folded by an
+        // earlier version (JSON) with 65..=70, then 71 not folded yet.
+        let binary = BlockRecord {
+            entries: (1..=64)
+                .filter(|s| *s != 10 && *s != 20)
+                .map(|s| (s, entry(s)))
+                .collect(),
+        };
+        let record = block::encode_record(&binary);
+        let decoded = block::decode_record(Span::Block(0), &record).expect("record");
+        let json = BlockRecord {
+            entries: (65..=70).map(|s| (s, entry(s))).collect(),
+        };
+        let fetched = Fetched {
+            terms: 1,
+            writes: 71,
+            folded: vec![
+                Folded::Binary {
+                    span: Span::Block(0),
+                    record,
+                    decoded,
+                    postings: vec![Some(block::encode_postings(
+                        Span::Block(0),
+                        &vec![(3, 2), (64, 1)],
+                    ))],
+                },
+                Folded::Json {
+                    block: 1,
+                    record: json,
+                    postings: vec![Some(vec![(66, 4)])],
+                },
+            ],
+            loose: [10, 20, 71]
+                .into_iter()
+                .map(|s| (s, entry(s), vec![u32::from(s == 20)]))
+                .collect(),
+        };
+        let mut seen = Vec::new();
+        fetched
+            .each(|l| {
+                let e = entry(l.seq);
+                assert_eq!(
+                    (l.path, l.replace, l.len),
+                    (e.path.as_bytes(), e.replace, e.len)
+                );
+                seen.push((l.seq, l.tf[0]));
+                Ok(())
+            })
+            .expect("each");
+        let order: Vec<u64> = seen.iter().map(|(s, _)| *s).collect();
+        assert_eq!(order, (1..=71).rev().collect::<Vec<u64>>());
+        let counted: Vec<(u64, u32)> = seen.into_iter().filter(|(_, tf)| *tf > 0).collect();
+        assert_eq!(counted, [(66, 4), (64, 1), (20, 1), (3, 2)]);
+    }
 }
