@@ -10,7 +10,14 @@
 //! a `u8` replace flag). Posting list: per entry holding the term, its `u16` offset in the
 //! span and the `u32` count. Integers are little-endian. The encoding is a function of the
 //! entries alone, so two writers folding the same block write the same bytes.
+//!
+//! Beside a group's record, its fold stores what it knew of the writes before the group
+//! ([`encode_before`]): how many had landed, and which of the group's documents one of them
+//! wrote. A search that finds the same count of earlier writes knows that the group's
+//! overwrites of the other documents retire nothing before the group. It is a key of its
+//! own, not part of the record, so that earlier versions still read the record.
 
+use std::collections::HashSet;
 use std::ops::{Range, RangeInclusive};
 
 use crate::index::{BLOCK, BlockRecord, Entry, Postings, Terms, block_range};
@@ -20,6 +27,8 @@ pub const GROUP: u64 = 16;
 
 /// The record format's version (its first byte).
 const VERSION: u8 = 1;
+/// The version of what a group's fold knew of the writes before it (its first byte).
+const BEFORE_VERSION: u8 = 1;
 /// Bytes of one entry row.
 const ROW: usize = 8 + 4 + 4 + 1;
 /// Bytes of one posting.
@@ -96,8 +105,18 @@ impl Record {
     /// The path of `row` in `bytes` (the record this was decoded from), as stored: UTF-8 is
     /// checked where a path is shown, not for each of the thousands a search only groups by.
     pub fn path<'b>(&self, bytes: &'b [u8], row: &Row) -> &'b [u8] {
+        self.document(bytes, row.path)
+    }
+
+    /// How many distinct documents the span holds; [`Row::path`] is below it.
+    pub fn documents(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// The path of document `index` (below [`Record::documents`]) in `bytes`, as stored.
+    pub fn document<'b>(&self, bytes: &'b [u8], index: u32) -> &'b [u8] {
         // Both were checked when the record was decoded from these bytes.
-        &bytes[self.paths[row.path as usize].clone()]
+        &bytes[self.paths[index as usize].clone()]
     }
 }
 
@@ -124,27 +143,37 @@ pub enum CorruptBlock {
     Flag,
 }
 
-/// The record of `block` holding `record`'s entries.
-pub fn encode_record(record: &BlockRecord) -> Vec<u8> {
+/// The distinct documents of `record` in order of first use, and each entry's index among them.
+fn documents(record: &BlockRecord) -> (Vec<&str>, Vec<u32>) {
     let mut paths: Vec<&str> = Vec::new();
-    let mut rows = Vec::with_capacity(record.entries.len());
-    for (seq, entry) in &record.entries {
-        let at = match paths.iter().position(|p| *p == entry.path) {
-            Some(at) => at,
+    let mut at = Vec::with_capacity(record.entries.len());
+    for (_, entry) in &record.entries {
+        at.push(match paths.iter().position(|p| *p == entry.path) {
+            Some(at) => at as u32,
             None => {
                 paths.push(&entry.path);
-                paths.len() - 1
+                paths.len() as u32 - 1
             }
-        };
-        rows.push((*seq, entry.len, at as u32, entry.replace));
+        });
     }
+    (paths, at)
+}
+
+/// The record of `block` holding `record`'s entries.
+pub fn encode_record(record: &BlockRecord) -> Vec<u8> {
+    let (paths, at) = documents(record);
+    let rows = record
+        .entries
+        .iter()
+        .zip(at)
+        .map(|((seq, entry), at)| (*seq, entry.len, at, entry.replace));
     let mut out = vec![VERSION];
     put_u32(&mut out, paths.len());
     for path in paths {
         put_u32(&mut out, path.len());
         out.extend_from_slice(path.as_bytes());
     }
-    put_u32(&mut out, rows.len());
+    put_u32(&mut out, record.entries.len());
     for (seq, len, path, replace) in rows {
         out.extend_from_slice(&seq.to_le_bytes());
         out.extend_from_slice(&len.to_le_bytes());
@@ -152,6 +181,174 @@ pub fn encode_record(record: &BlockRecord) -> Vec<u8> {
         out.push(u8::from(replace));
     }
     out
+}
+
+/// What a group's fold knew of the writes before the group: how many had landed, and the
+/// documents they wrote.
+pub struct Before<'a> {
+    /// Writes landed before the span's first number.
+    pub writes: u64,
+    /// Their documents' paths, as stored.
+    pub paths: &'a HashSet<&'a [u8]>,
+}
+
+/// What a group's fold knew of the writes before it, beside the record of `record`, with an
+/// index of the record's documents: the version byte, the `u64` count of writes landed before
+/// the group, the record's `u32` count of entries, `u64` sum of their numbers and `u32` count
+/// of documents (so that it is never read beside another record); then one bit per document
+/// of the record, in its order, set if one of those writes wrote it (least significant bit
+/// first); then a Bloom filter of the documents' [`path_hash`]es ([`BLOOM_BITS`] bits a
+/// document, rounded up to a power of two, [`BLOOM_PROBES`] probes); then the documents'
+/// indices (`u16`) in the byte order of their paths. A search looks a document up there
+/// rather than hashing every document of the group.
+pub fn encode_before(record: &BlockRecord, before: &Before) -> Vec<u8> {
+    let (paths, _) = documents(record);
+    let mut out = vec![BEFORE_VERSION];
+    out.extend_from_slice(&before.writes.to_le_bytes());
+    put_u32(&mut out, record.entries.len());
+    let sum = record
+        .entries
+        .iter()
+        .fold(0u64, |sum, (seq, _)| sum.wrapping_add(*seq));
+    out.extend_from_slice(&sum.to_le_bytes());
+    put_u32(&mut out, paths.len());
+    let mut bits = vec![0u8; paths.len().div_ceil(8)];
+    for (index, path) in paths.iter().enumerate() {
+        if before.paths.contains(path.as_bytes()) {
+            bits[index / 8] |= 1 << (index % 8);
+        }
+    }
+    out.extend_from_slice(&bits);
+    let mut bloom = vec![0u8; bloom_bytes(paths.len())];
+    for path in &paths {
+        for bit in bloom_bits(path_hash(path.as_bytes()), bloom.len()) {
+            bloom[bit / 8] |= 1 << (bit % 8);
+        }
+    }
+    out.extend_from_slice(&bloom);
+    let mut sorted: Vec<usize> = (0..paths.len()).collect();
+    sorted.sort_unstable_by_key(|index| paths[*index].as_bytes());
+    for index in sorted {
+        // A group holds at most GROUP * BLOCK entries, so fewer documents than a u16 counts.
+        out.extend_from_slice(&(index as u16).to_le_bytes());
+    }
+    out
+}
+
+/// Bits of a group's Bloom filter per document.
+const BLOOM_BITS: usize = 16;
+/// Bits set (and tested) per document.
+const BLOOM_PROBES: u64 = 4;
+
+/// Bytes of the Bloom filter of `documents` documents: a power of two.
+fn bloom_bytes(documents: usize) -> usize {
+    (documents * BLOOM_BITS).div_ceil(8).next_power_of_two()
+}
+
+/// The Bloom filter bits of a path whose [`path_hash`] is `hash`, in a filter of `bytes`
+/// bytes (a power of two): double hashing on its two halves.
+fn bloom_bits(hash: u64, bytes: usize) -> impl Iterator<Item = usize> {
+    let mask = (bytes * 8 - 1) as u64;
+    let (low, high) = (hash & 0xffff_ffff, (hash >> 32) | 1);
+    (0..BLOOM_PROBES).map(move |i| (low.wrapping_add(i.wrapping_mul(high)) & mask) as usize)
+}
+
+/// A document path's hash as stored in Bloom filters: FNV-1a, then MurmurHash3's 64-bit
+/// finaliser. Part of the stored format, so it never changes; a crafted collision only
+/// costs a search a lookup.
+pub fn path_hash(path: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in path {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    hash ^ (hash >> 33)
+}
+
+/// What a group's fold knew of the writes before it, as read beside its record, with the
+/// index of the record's documents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Earlier {
+    /// How many had landed.
+    pub writes: u64,
+    /// Per document of the record, a bit: whether one of them wrote it.
+    wrote: Vec<u8>,
+    /// The Bloom filter of the documents' path hashes.
+    bloom: Vec<u8>,
+    /// The documents' indices in the byte order of their paths.
+    sorted: Vec<u16>,
+}
+
+impl Earlier {
+    /// Whether a write before the span wrote document `index` of its record.
+    pub fn wrote(&self, index: u32) -> bool {
+        let index = index as usize;
+        self.wrote
+            .get(index / 8)
+            .is_none_or(|bits| bits & (1 << (index % 8)) != 0)
+    }
+
+    /// The index of the document at `path` (whose [`path_hash`] is `hash`) in `record` (held
+    /// in `bytes`), the record this was read beside, if it holds that document.
+    pub fn find(&self, record: &Record, bytes: &[u8], path: &[u8], hash: u64) -> Option<u32> {
+        if !bloom_bits(hash, self.bloom.len())
+            .all(|bit| self.bloom[bit / 8] & (1 << (bit % 8)) != 0)
+        {
+            return None;
+        }
+        let at = self
+            .sorted
+            .binary_search_by(|index| record.document(bytes, u32::from(*index)).cmp(path))
+            .ok()?;
+        Some(u32::from(self.sorted[at]))
+    }
+}
+
+/// Reads what a group's fold knew of the writes before it; `None` if it was written beside
+/// another version of `record` (two writers folded the group from different blocks).
+pub fn decode_before(bytes: &[u8], record: &Record) -> Result<Option<Earlier>, CorruptBlock> {
+    let mut r = Reader(bytes);
+    let version = r.take(1)?[0];
+    if version != BEFORE_VERSION {
+        return Err(CorruptBlock::Version(version));
+    }
+    let writes = r.u64()?;
+    let entries = r.u32()? as usize;
+    let sum = r.u64()?;
+    let documents = r.u32()? as usize;
+    if documents > (GROUP * BLOCK) as usize {
+        return Err(CorruptBlock::Entry(documents as u64));
+    }
+    let wrote = r.take(documents.div_ceil(8))?.to_vec();
+    let bloom = r.take(bloom_bytes(documents))?.to_vec();
+    let sorted = r
+        .take(documents * 2)?
+        .chunks_exact(2)
+        .map(|index| u16::from_le_bytes([index[0], index[1]]))
+        .collect::<Vec<u16>>();
+    r.end()?;
+    if let Some(index) = sorted
+        .iter()
+        .find(|index| usize::from(**index) >= documents)
+    {
+        return Err(CorruptBlock::Entry(u64::from(*index)));
+    }
+    let held = record
+        .rows
+        .iter()
+        .fold(0u64, |sum, row| sum.wrapping_add(row.seq));
+    if entries != record.rows.len() || sum != held || documents != record.documents() {
+        return Ok(None);
+    }
+    Ok(Some(Earlier {
+        writes,
+        wrote,
+        bloom,
+        sorted,
+    }))
 }
 
 /// Decodes the record of `span`, checking that its entries are the span's, in order.
@@ -325,6 +522,13 @@ impl<'a> Reader<'a> {
         ))
     }
 
+    fn u64(&mut self) -> Result<u64, CorruptBlock> {
+        let bytes = self.take(8)?;
+        Ok(u64::from_le_bytes(
+            bytes.try_into().map_err(|_| CorruptBlock::Truncated)?,
+        ))
+    }
+
     /// An entry as term counts carry it.
     fn entry(&mut self) -> Result<Entry, CorruptBlock> {
         let len = self.take(2)?;
@@ -417,6 +621,69 @@ mod tests {
         let bytes = encode_record(&group);
         assert!(decode_record(Span::Group(1), &bytes).is_ok());
         assert!(decode_record(Span::Group(0), &bytes).is_err());
+    }
+
+    #[test]
+    fn what_a_group_fold_knew_before_it_is_read_only_beside_its_record() {
+        let entries: Vec<(u64, &str, bool, u32)> = (0..20)
+            .map(|i| (i, ["a.md", "b.md", "c.md"][i as usize % 3], true, 1))
+            .chain((20..30).map(|i| (i, "own", false, 1)))
+            .collect();
+        let rec = record(16, &entries);
+        let earlier: HashSet<&[u8]> = [&b"b.md"[..], b"z.md"].into_iter().collect();
+        let bytes = encode_before(
+            &rec,
+            &Before {
+                writes: 1023,
+                paths: &earlier,
+            },
+        );
+        let bytes_of = |rec: &BlockRecord| encode_record(rec);
+        let decoded = decode_record(Span::Group(1), &bytes_of(&rec)).expect("record");
+        let before = decode_before(&bytes, &decoded)
+            .expect("decodes")
+            .expect("beside its record");
+        assert_eq!(before.writes, 1023);
+        let wrote: Vec<bool> = (0..4).map(|i| before.wrote(i)).collect();
+        assert_eq!(wrote, [false, true, false, false]);
+        for (index, path) in ["a.md", "b.md", "c.md", "own"].iter().enumerate() {
+            let found = before.find(
+                &decoded,
+                &bytes_of(&rec),
+                path.as_bytes(),
+                path_hash(path.as_bytes()),
+            );
+            assert_eq!(found, Some(index as u32), "{path}");
+        }
+        for path in ["z.md", "", "a.m", "own2"] {
+            let found = before.find(
+                &decoded,
+                &bytes_of(&rec),
+                path.as_bytes(),
+                path_hash(path.as_bytes()),
+            );
+            assert_eq!(found, None, "{path}");
+        }
+        // Stored hashes must never change.
+        assert_eq!(path_hash(b""), 0xefd0_1f60_ba99_2926);
+        assert_eq!(path_hash(b"MEMORY.md"), 0xad3e_ac94_6713_6200);
+        for cut in 0..bytes.len() {
+            assert!(
+                decode_before(&bytes[..cut], &decoded).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut version = bytes.clone();
+        version[0] = 9;
+        assert_eq!(
+            decode_before(&version, &decoded),
+            Err(CorruptBlock::Version(9))
+        );
+        // Beside a record of other entries (a late write folded in by another writer).
+        let mut other = rec.clone();
+        other.entries.pop();
+        let other = decode_record(Span::Group(1), &encode_record(&other)).expect("record");
+        assert_eq!(decode_before(&bytes, &other), Ok(None));
     }
 
     #[test]

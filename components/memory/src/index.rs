@@ -17,6 +17,9 @@ use std::hash::BuildHasher;
 
 use serde::{Deserialize, Serialize};
 
+use crate::block;
+use crate::store::SpanRows;
+
 /// Entries per index block.
 pub const BLOCK: u64 = 64;
 /// BM25 term-frequency saturation.
@@ -105,6 +108,9 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
         })
 }
 
+/// No document id yet.
+const NO_DOC: u32 = u32::MAX;
+
 /// What a search keeps of one matching entry (16 bytes): its counts of the query's terms are
 /// at its index times the number of terms in [`Corpus`]'s flat table, so that ranking costs no
 /// allocation per entry.
@@ -129,6 +135,13 @@ pub struct Corpus<'a> {
     /// Per document, the number of its newest overwrite so far (0: none); an entry before it
     /// is retired.
     live_from: Vec<u64>,
+    /// The documents with an overwrite so far, with their paths' [`block::path_hash`]: while
+    /// none has, a span's documents need not be looked up.
+    overwritten: Vec<(u32, u64)>,
+    /// Per document of the span being added: its id (`NO_DOC` until looked up) and the
+    /// number of its newest overwrite so far; kept to reuse their allocations.
+    span_ids: Vec<u32>,
+    span_from: Vec<u64>,
     /// The number of the last entry added, which the next must be below.
     last: Option<u64>,
     /// Live entries so far, their total length, and each term's document frequency.
@@ -173,6 +186,9 @@ impl<'a> Corpus<'a> {
             ids: hashbrown::HashTable::new(),
             hasher: foldhash::fast::RandomState::default(),
             live_from: Vec::new(),
+            overwritten: Vec::new(),
+            span_ids: Vec::new(),
+            span_from: Vec::new(),
             last: None,
             live: 0,
             total_len: 0,
@@ -206,12 +222,115 @@ impl<'a> Corpus<'a> {
         len: u32,
         tf: &[u32],
     ) -> Result<(), OutOfOrder> {
-        if let Some(after) = self.last.filter(|after| seq >= *after) {
-            return Err(OutOfOrder { seq, after });
+        self.after(seq, seq)?;
+        let doc = self.doc(path);
+        let from = &mut self.live_from[doc as usize];
+        if seq < *from {
+            return Ok(());
         }
-        self.last = Some(seq);
+        if replace {
+            // Every entry added before was newer: this is the document's newest overwrite.
+            *from = seq;
+            self.overwritten.push((doc, block::path_hash(path)));
+        }
+        self.count(seq, doc, len, tf);
+        Ok(())
+    }
+
+    /// Adds the entries of a folded span, no other entry falling among them: as
+    /// [`Corpus::add`] for each, newest first, but looking each document of the span up once,
+    /// and only where it matters (it holds a match, or an overwrite older entries must see).
+    pub fn add_span(&mut self, span: &SpanRows<'a, '_>) -> Result<(), OutOfOrder> {
+        let rows = span.rows();
+        let (Some(oldest), Some(newest)) = (rows.first(), rows.last()) else {
+            return Ok(());
+        };
+        self.after(newest.seq, oldest.seq)?;
+        let documents = span.documents();
+        let mut ids = std::mem::take(&mut self.span_ids);
+        let mut from = std::mem::take(&mut self.span_from);
+        ids.clear();
+        ids.resize(documents, NO_DOC);
+        from.clear();
+        from.resize(documents, 0);
+        // A newer overwrite of one of the span's documents retires all its entries here. A
+        // group's index of its documents is asked for each document overwritten so far, while
+        // they are fewer than a few times its own; else each document of the span is looked up.
+        match span.wrote_before() {
+            _ if self.overwritten.is_empty() => {}
+            Some(before) if self.overwritten.len() < 4 * documents => {
+                for (doc, hash) in &self.overwritten {
+                    let path = self.docs[*doc as usize];
+                    if let Some(index) = span.find(before, path, *hash) {
+                        ids[index as usize] = *doc;
+                        from[index as usize] = self.live_from[*doc as usize];
+                    }
+                }
+            }
+            _ => {
+                for (index, (id, from)) in ids.iter_mut().zip(&mut from).enumerate() {
+                    if let Some(doc) = self.find(span.document(index as u32)) {
+                        *id = doc;
+                        *from = self.live_from[doc as usize];
+                    }
+                }
+            }
+        }
+        for row in rows.iter().rev() {
+            let at = row.path as usize;
+            if row.seq < from[at] {
+                continue;
+            }
+            if row.replace {
+                from[at] = row.seq;
+            }
+            let tf = span.tf(row);
+            if tf.iter().any(|tf| *tf > 0) {
+                if ids[at] == NO_DOC {
+                    ids[at] = self.doc(span.document(row.path));
+                }
+                self.count(row.seq, ids[at], row.len, tf);
+            } else {
+                self.live += 1;
+                self.total_len += u64::from(row.len);
+            }
+        }
+        // The span's overwrites, for the older entries still to come: none of a document that
+        // no write before the span wrote.
+        let wrote = span.wrote_before();
+        for (index, (id, from)) in ids.iter().zip(&from).enumerate() {
+            if *from == 0 || wrote.is_some_and(|wrote| !wrote.wrote(index as u32)) {
+                continue;
+            }
+            let path = span.document(index as u32);
+            let doc = match *id {
+                NO_DOC => self.doc(path),
+                doc => doc,
+            };
+            let live_from = &mut self.live_from[doc as usize];
+            if *live_from == 0 {
+                *live_from = *from;
+                self.overwritten.push((doc, block::path_hash(path)));
+            }
+        }
+        self.span_ids = ids;
+        self.span_from = from;
+        Ok(())
+    }
+
+    /// Checks that entries `newest` down to `oldest` come after every entry added before.
+    fn after(&mut self, newest: u64, oldest: u64) -> Result<(), OutOfOrder> {
+        if let Some(after) = self.last.filter(|after| newest >= *after) {
+            return Err(OutOfOrder { seq: newest, after });
+        }
+        self.last = Some(oldest);
+        Ok(())
+    }
+
+    /// The id of the document at `path`, given one if it has none yet.
+    fn doc(&mut self, path: &'a [u8]) -> u32 {
         let (hasher, docs) = (&self.hasher, &self.docs);
-        let doc = match self.ids.entry(
+        match self.ids.entry(
             hasher.hash_one(path),
             |id| same(docs[*id as usize], path),
             |id| hasher.hash_one(docs[*id as usize]),
@@ -224,15 +343,21 @@ impl<'a> Corpus<'a> {
                 self.live_from.push(0);
                 id
             }
-        };
-        let from = &mut self.live_from[doc as usize];
-        if seq < *from {
-            return Ok(());
         }
-        if replace {
-            // Every entry added before was newer: this is the document's newest overwrite.
-            *from = seq;
-        }
+    }
+
+    /// The id of the document at `path`, if it has one.
+    fn find(&self, path: &[u8]) -> Option<u32> {
+        let docs = &self.docs;
+        self.ids
+            .find(self.hasher.hash_one(path), |id| {
+                same(docs[*id as usize], path)
+            })
+            .copied()
+    }
+
+    /// Counts live entry `seq` of `doc`.
+    fn count(&mut self, seq: u64, doc: u32, len: u32, tf: &[u32]) {
         self.live += 1;
         self.total_len += u64::from(len);
         let mut any = false;
@@ -246,7 +371,6 @@ impl<'a> Corpus<'a> {
             self.matching.push(Scored { seq, doc, len });
             self.tfs.extend_from_slice(tf);
         }
-        Ok(())
     }
 
     fn tf(&self, at: usize) -> &[u32] {

@@ -13,7 +13,7 @@ mod store;
 mod target;
 
 use index::{Corpus, Entry, live_entries, snippet};
-use store::Memory;
+use store::{Item, Memory};
 
 /// Largest content one write accepts.
 const MAX_CONTENT_BYTES: usize = 1024 * 1024;
@@ -238,10 +238,12 @@ fn memory_search(args: SearchArgs) -> Result<SearchOutput, ToolError> {
     let mut corpus = Corpus::new(&args.query);
     let fetched = memory.load(corpus.terms())?;
     corpus.reserve(fetched.len());
-    fetched.each(|l| {
-        corpus
-            .add(l.seq, l.path, l.replace, l.len, l.tf)
-            .map_err(|e| ToolError::execution_failed(format!("memory index is corrupt: {e}")))
+    fetched.each_or_span(|item| {
+        match item {
+            Item::Entry(l) => corpus.add(l.seq, l.path, l.replace, l.len, l.tf),
+            Item::Span(rows) => corpus.add_span(&rows),
+        }
+        .map_err(|e| ToolError::execution_failed(format!("memory index is corrupt: {e}")))
     })?;
     let (hits, matched) = corpus.rank(limit);
     let seqs: Vec<u64> = hits.iter().map(|h| h.seq).collect();

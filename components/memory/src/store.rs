@@ -7,16 +7,18 @@
 //! missing. Folded blocks add `k:<block>` (the block's record, in the binary form of
 //! [`crate::block`]) and `y:<block>:<term>` (that term's postings in the block); every
 //! [`GROUP`] folded blocks are folded again into one group, `K:<group>` and
-//! `Y:<group>:<term>`, which a search reads instead of the group's blocks. Blocks folded by
-//! earlier versions hold `b:<block>` and `x:<block>:<term>` in JSON instead; they are read as
-//! they are. No key is ever read, changed and written back, so concurrent writers cannot lose
-//! each other's data; the host commits each call durably before it returns.
+//! `Y:<group>:<term>`, which a search reads instead of the group's blocks; a group's fold
+//! also reads every write before the group, to record under `W:<group>` which of its
+//! documents one of them wrote (see [`crate::block`]). Blocks folded by earlier versions hold `b:<block>` and
+//! `x:<block>:<term>` in JSON instead; they are read as they are. No key is ever read, changed
+//! and written back, so concurrent writers cannot lose each other's data; the host commits
+//! each call durably before it returns.
 
 use chitin_sdk::{ToolError, log};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
-use crate::block::{self, GROUP, Span};
+use crate::block::{self, Before, GROUP, Span};
 use crate::index::{BLOCK, BlockRecord, Entry, Postings, Terms, block_range, invert, same};
 
 mod bindings {
@@ -61,6 +63,8 @@ enum Folded {
         record: Vec<u8>,
         decoded: block::Record,
         postings: Vec<Option<Vec<u8>>>,
+        /// For a group, what its fold knew of the writes before it, if that was recorded.
+        before: Option<block::Earlier>,
     },
     /// JSON record and postings, as earlier versions folded them.
     Json {
@@ -185,6 +189,26 @@ impl Memory {
                 ));
             }
         }
+        // Which of the group's documents a write before it wrote: a search that finds the same
+        // writes before the group need not carry the group's overwrites of the others on.
+        let start = *Span::Group(group).range().start();
+        let fetched = self.load(&[])?;
+        let mut before = HashSet::new();
+        let mut writes = 0;
+        fetched.each(|l| {
+            if l.seq < start {
+                writes += 1;
+                before.insert(l.path);
+            }
+            Ok(())
+        })?;
+        let before = Before {
+            writes,
+            paths: &before,
+        };
+        self.bucket
+            .set(&before_key(group), &block::encode_before(&record, &before))
+            .map_err(failed)?;
         // Built term by term as the counts are read: a group's entries' term maps at once
         // would not fit the call's memory limit.
         let mut postings: BTreeMap<String, Postings> = BTreeMap::new();
@@ -278,12 +302,16 @@ impl Memory {
         }
         let spans: Vec<Span> = binary.iter().map(|(span, _)| *span).collect();
         let lists = self.postings(&spans, terms, |s: &Span, t: &str| s.postings_key(t))?;
-        for (((span, record), decoded), postings) in binary.into_iter().zip(decoded).zip(lists) {
+        let befores = self.befores(&spans, &decoded)?;
+        for ((((span, record), decoded), postings), before) in
+            binary.into_iter().zip(decoded).zip(lists).zip(befores)
+        {
             fetched.folded.push(Folded::Binary {
                 span,
                 record,
                 decoded,
                 postings,
+                before,
             });
         }
         self.load_json(&unfolded, terms, &mut fetched, &mut loose)?;
@@ -386,6 +414,33 @@ impl Memory {
         Ok(())
     }
 
+    /// For each of `spans` (their records `decoded`), what its fold knew of the writes before
+    /// it: recorded for groups folded by this version, `None` for the rest.
+    fn befores(
+        &self,
+        spans: &[Span],
+        decoded: &[block::Record],
+    ) -> Result<Vec<Option<block::Earlier>>, ToolError> {
+        let groups: Vec<(usize, u64)> = spans
+            .iter()
+            .enumerate()
+            .filter_map(|(at, span)| match span {
+                Span::Group(group) => Some((at, *group)),
+                Span::Block(_) => None,
+            })
+            .collect();
+        let mut out = vec![None; spans.len()];
+        for page in groups.chunks(PAGE) {
+            let values = self.get_many(page.iter().map(|(_, group)| before_key(*group)))?;
+            for ((at, group), value) in page.iter().zip(values) {
+                let Some(bytes) = value else { continue };
+                out[*at] = block::decode_before(&bytes, &decoded[*at])
+                    .map_err(|e| corrupt(Span::Group(*group), &e))?;
+            }
+        }
+        Ok(out)
+    }
+
     /// The posting lists of each of `terms` in each of `spans`: one list per span, holding
     /// one value per term.
     fn postings<S>(
@@ -470,10 +525,28 @@ impl Fetched {
         &'a self,
         mut each: impl for<'t> FnMut(Loaded<'a, 't>) -> Result<(), ToolError>,
     ) -> Result<(), ToolError> {
+        self.each_or_span(|item| match item {
+            Item::Entry(loaded) => each(loaded),
+            Item::Span(rows) => rows.each(&mut each),
+        })
+    }
+
+    /// Calls `each` for every fetched write, newest first, giving a folded span's writes at
+    /// once where no other write falls among them; stops at its first error.
+    pub fn each_or_span<'a>(
+        &'a self,
+        mut each: impl for<'t> FnMut(Item<'a, 't>) -> Result<(), ToolError>,
+    ) -> Result<(), ToolError> {
         // Spans cover disjoint ranges of numbers. A loose write may lie inside one (it landed
         // after the span was folded), so the loose writes are merged in by number.
         let mut spans: Vec<&Folded> = self.folded.iter().collect();
         spans.sort_unstable_by_key(|folded| std::cmp::Reverse(folded.first()));
+        // Writes given so far: those left are the ones before.
+        let given = std::cell::Cell::new(0usize);
+        let mut each = |item: Item<'a, '_>| {
+            given.set(given.get() + item.writes());
+            each(item)
+        };
         let mut loose = self.loose.iter().rev().peekable();
         // The number of the next loose write (0: none left), checked per entry.
         let mut next = newer_loose(&mut loose, u64::MAX, &mut each)?;
@@ -485,6 +558,7 @@ impl Fetched {
                     record,
                     decoded,
                     postings,
+                    before,
                 } => {
                     let span = *span;
                     let tf = &mut tf[..span.len() as usize * self.terms];
@@ -497,18 +571,42 @@ impl Fetched {
                         .map_err(|e| corrupt(span, &e))?;
                     }
                     let first = *span.range().start();
+                    let (Some(oldest), Some(newest)) = (decoded.rows.first(), decoded.rows.last())
+                    else {
+                        continue;
+                    };
+                    if next > newest.seq {
+                        next = newer_loose(&mut loose, newest.seq, &mut each)?;
+                    }
+                    if next < oldest.seq {
+                        let older = self.writes - given.get() - decoded.rows.len();
+                        // What the fold knew of the writes before the span holds if they are
+                        // still as many: writes only ever land.
+                        let wrote = before
+                            .as_ref()
+                            .filter(|before| before.writes == older as u64);
+                        each(Item::Span(SpanRows {
+                            record,
+                            decoded,
+                            first,
+                            terms: self.terms,
+                            tf,
+                            wrote,
+                        }))?;
+                        continue;
+                    }
                     for row in decoded.rows.iter().rev() {
                         if next > row.seq {
                             next = newer_loose(&mut loose, row.seq, &mut each)?;
                         }
                         let at = (row.seq - first) as usize * self.terms;
-                        each(Loaded {
+                        each(Item::Entry(Loaded {
                             seq: row.seq,
                             path: decoded.path(record, row),
                             replace: row.replace,
                             len: row.len,
                             tf: &tf[at..at + self.terms],
-                        })?;
+                        }))?;
                     }
                 }
                 Folded::Json {
@@ -532,18 +630,100 @@ impl Fetched {
                         }
                         // Checked when fetched: every entry of a record is in its block.
                         let at = (seq - first) as usize * self.terms;
-                        each(Loaded {
+                        each(Item::Entry(Loaded {
                             seq: *seq,
                             path: entry.path.as_bytes(),
                             replace: entry.replace,
                             len: entry.len,
                             tf: &tf[at..at + self.terms],
-                        })?;
+                        }))?;
                     }
                 }
             }
         }
         newer_loose(&mut loose, 0, &mut each).map(drop)
+    }
+}
+
+/// What [`Fetched::each_or_span`] gives: one write, or every write of a folded span.
+pub enum Item<'a, 't> {
+    /// One write.
+    Entry(Loaded<'a, 't>),
+    /// The writes of a folded span, no other write falling among them.
+    Span(SpanRows<'a, 't>),
+}
+
+impl Item<'_, '_> {
+    /// How many writes it gives.
+    fn writes(&self) -> usize {
+        match self {
+            Item::Entry(_) => 1,
+            Item::Span(rows) => rows.rows().len(),
+        }
+    }
+}
+
+/// The writes of one folded span, given at once so that a search can take each document of
+/// the span once rather than each write.
+pub struct SpanRows<'a, 't> {
+    record: &'a [u8],
+    decoded: &'a block::Record,
+    first: u64,
+    terms: usize,
+    tf: &'t [u32],
+    wrote: Option<&'a block::Earlier>,
+}
+
+impl<'a, 't> SpanRows<'a, 't> {
+    /// Its writes, in order of number.
+    pub fn rows(&self) -> &'a [block::Row] {
+        &self.decoded.rows
+    }
+
+    /// How many distinct documents it holds: each row's `path` is below it.
+    pub fn documents(&self) -> usize {
+        self.decoded.documents()
+    }
+
+    /// The path of document `index`, as stored.
+    pub fn document(&self, index: u32) -> &'a [u8] {
+        self.decoded.document(self.record, index)
+    }
+
+    /// Per document, whether a write before the span wrote it, when that is known: an
+    /// overwrite of a document no earlier write wrote retires nothing before the span.
+    pub fn wrote_before(&self) -> Option<&'a block::Earlier> {
+        self.wrote
+    }
+
+    /// The index of the document at `path` (whose [`block::path_hash`] is `hash`) in the span,
+    /// looked up in `before`, the index read beside its record.
+    pub fn find(&self, before: &block::Earlier, path: &[u8], hash: u64) -> Option<u32> {
+        before.find(self.decoded, self.record, path, hash)
+    }
+
+    /// The counts of the terms asked for in `row`, in their order.
+    pub fn tf(&self, row: &block::Row) -> &'t [u32] {
+        // Checked when decoded: every row's number is in the span.
+        let at = (row.seq - self.first) as usize * self.terms;
+        &self.tf[at..at + self.terms]
+    }
+
+    /// Calls `each` for every write, newest first.
+    fn each<F>(&self, each: &mut F) -> Result<(), ToolError>
+    where
+        F: for<'u> FnMut(Loaded<'a, 'u>) -> Result<(), ToolError>,
+    {
+        for row in self.rows().iter().rev() {
+            each(Loaded {
+                seq: row.seq,
+                path: self.document(row.path),
+                replace: row.replace,
+                len: row.len,
+                tf: self.tf(row),
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -565,16 +745,16 @@ fn newer_loose<'a, F>(
     each: &mut F,
 ) -> Result<u64, ToolError>
 where
-    F: for<'t> FnMut(Loaded<'a, 't>) -> Result<(), ToolError>,
+    F: for<'t> FnMut(Item<'a, 't>) -> Result<(), ToolError>,
 {
     while let Some((number, entry, tf)) = loose.next_if(|(number, ..)| *number > seq) {
-        each(Loaded {
+        each(Item::Entry(Loaded {
             seq: *number,
             path: entry.path.as_bytes(),
             replace: entry.replace,
             len: entry.len,
             tf,
-        })?;
+        }))?;
     }
     Ok(loose.peek().map_or(0, |(number, ..)| *number))
 }
@@ -749,6 +929,11 @@ impl Part {
     }
 }
 
+/// The key of what the fold of `group` knew of the writes before it.
+fn before_key(group: u64) -> String {
+    format!("W:{group:010}")
+}
+
 fn json_record_key(block: u64) -> String {
     format!("b:{block:010}")
 }
@@ -772,13 +957,180 @@ fn failed(e: store::Error) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{BlockRecord, Entry};
+    use crate::index::{BlockRecord, Corpus, Entry, Postings};
+    use std::collections::HashSet;
 
     fn entry(seq: u64) -> Entry {
         Entry {
             path: format!("doc{}.md", seq % 7),
             replace: seq.is_multiple_of(3),
             len: seq as u32,
+        }
+    }
+
+    /// A store of writes to documents, often overwritten and with new ones coming: groups 0
+    /// and 1 and block 32 folded in binary, block 33 by an earlier version (JSON), block 34
+    /// in binary, then 40 writes not folded. The writes in `late` landed after their span was
+    /// folded (and after group 1 was). Write 500 is the only one to `fresh.md` before write
+    /// 1500 overwrites it.
+    fn random_store(seed: u64, late: &[u64]) -> Fetched {
+        let mut state = seed;
+        let mut next = move |n: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % n
+        };
+        let writes: Vec<(u64, Entry, Vec<u32>)> = (1..=35 * BLOCK + 40)
+            .map(|seq| {
+                let mut entry = Entry {
+                    path: format!("d{}.md", next(10 + seq / 20)),
+                    replace: next(5) == 0,
+                    len: 1 + next(60) as u32,
+                };
+                let mut tf: Vec<u32> = (0..2)
+                    .map(|_| if next(8) == 0 { 1 + next(3) as u32 } else { 0 })
+                    .collect();
+                if seq == 500 || seq == 1500 {
+                    entry.path = "fresh.md".to_owned();
+                    entry.replace = seq == 1500;
+                }
+                if seq == 500 {
+                    tf = vec![3, 3];
+                }
+                (seq, entry, tf)
+            })
+            .collect();
+        let landed = |range: std::ops::RangeInclusive<u64>| {
+            writes
+                .iter()
+                .filter(move |(seq, ..)| range.contains(seq) && !late.contains(seq))
+        };
+        let mut folded = Vec::new();
+        for span in [
+            Span::Group(0),
+            Span::Group(1),
+            Span::Block(32),
+            Span::Block(34),
+        ] {
+            let start = *span.range().start();
+            let paths: HashSet<&[u8]> = landed(1..=start - 1)
+                .map(|(_, entry, _)| entry.path.as_bytes())
+                .collect();
+            let before = Before {
+                writes: landed(1..=start - 1).count() as u64,
+                paths: &paths,
+            };
+            let entries = BlockRecord {
+                entries: landed(span.range())
+                    .map(|(seq, entry, _)| (*seq, entry.clone()))
+                    .collect(),
+            };
+            let record = block::encode_record(&entries);
+            let decoded = block::decode_record(span, &record).expect("record");
+            let before = matches!(span, Span::Group(_)).then(|| {
+                block::decode_before(&block::encode_before(&entries, &before), &decoded)
+                    .expect("before")
+                    .expect("beside its record")
+            });
+            let postings = (0..2)
+                .map(|t| {
+                    let list: Postings = landed(span.range())
+                        .filter(|(.., tf)| tf[t] > 0)
+                        .map(|(seq, _, tf)| (*seq, tf[t]))
+                        .collect();
+                    (!list.is_empty()).then(|| block::encode_postings(span, &list))
+                })
+                .collect();
+            folded.push(Folded::Binary {
+                span,
+                record,
+                decoded,
+                postings,
+                before,
+            });
+        }
+        folded.push(Folded::Json {
+            block: 33,
+            record: BlockRecord {
+                entries: landed(block_range(33))
+                    .map(|(seq, entry, _)| (*seq, entry.clone()))
+                    .collect(),
+            },
+            postings: (0..2)
+                .map(|t| {
+                    Some(
+                        landed(block_range(33))
+                            .filter(|(.., tf)| tf[t] > 0)
+                            .map(|(seq, _, tf)| (*seq, tf[t]))
+                            .collect(),
+                    )
+                })
+                .collect(),
+        });
+        Fetched {
+            terms: 2,
+            writes: writes.len(),
+            folded,
+            loose: writes
+                .iter()
+                .filter(|(seq, ..)| *seq > 35 * BLOCK || late.contains(seq))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_span_taken_at_once_ranks_as_its_entries_one_by_one() {
+        let cases: [(u64, &[u64]); 4] =
+            [(1, &[]), (2, &[500]), (3, &[5, 1030, 2100]), (4, &[2200])];
+        for (seed, late) in cases {
+            let fetched = random_store(seed, late);
+            let query = "t1 t2";
+            let mut one_by_one = Corpus::new(query);
+            fetched
+                .each(|l| {
+                    one_by_one
+                        .add(l.seq, l.path, l.replace, l.len, l.tf)
+                        .map_err(|e| ToolError::execution_failed(e.to_string()))
+                })
+                .expect("each");
+            let mut at_once = Corpus::new(query);
+            let mut spans = Vec::new();
+            fetched
+                .each_or_span(|item| {
+                    match item {
+                        Item::Entry(l) => at_once.add(l.seq, l.path, l.replace, l.len, l.tf),
+                        Item::Span(rows) => {
+                            spans.push(rows.wrote_before().is_some());
+                            at_once.add_span(&rows)
+                        }
+                    }
+                    .map_err(|e| ToolError::execution_failed(e.to_string()))
+                })
+                .expect("each_or_span");
+            // Binary spans with no late write among their entries are taken at once, newest
+            // first; a group's flags are used while no write before it landed late.
+            let whole: Vec<bool> = [
+                Span::Block(34),
+                Span::Block(32),
+                Span::Group(1),
+                Span::Group(0),
+            ]
+            .iter()
+            .filter(|span| !late.iter().any(|seq| span.range().contains(seq)))
+            .map(|span| {
+                matches!(span, Span::Group(_)) && !late.iter().any(|seq| seq < span.range().start())
+            })
+            .collect();
+            assert_eq!(spans, whole, "seed {seed}");
+            let (hits, matched) = one_by_one.rank(50);
+            assert!(matched > 10 && hits.len() > 10, "seed {seed}: {matched}");
+            assert!(
+                hits.iter().all(|hit| hit.seq != 500),
+                "seed {seed}: entry 500 was overwritten"
+            );
+            assert_eq!(at_once.rank(50), (hits, matched), "seed {seed}");
         }
     }
 
@@ -809,6 +1161,7 @@ mod tests {
                         Span::Block(0),
                         &vec![(3, 2), (64, 1)],
                     ))],
+                    before: None,
                 },
                 Folded::Json {
                     block: 1,
