@@ -95,6 +95,92 @@ fn comparable(mut value: Value) -> Value {
     value
 }
 
+/// The status and body of a request of `method` to `path`, with the bearer token if `token`
+/// and a qualifying call of echo as its body if `body`.
+async fn send(
+    sender: &mut SendRequest<Full<Bytes>>,
+    server: &common::HttpServer,
+    method: &str,
+    path: &str,
+    token: bool,
+    body: Option<String>,
+) -> (u16, String) {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", &server.addr)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "echo");
+    if token {
+        request = request.header("authorization", format!("Bearer {}", server.token));
+    }
+    let request = request
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .expect("request");
+    sender.ready().await.expect("the connection stays open");
+    let response = sender.send_request(request).await.expect("send");
+    let status = response.status().as_u16();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn only_the_probes_are_open_and_only_the_mcp_path_answers_calls() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let server = common::serve_http(&[common::component("echo")]).await;
+        let stream = TcpStream::connect(&server.addr).await.expect("connect");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("HTTP/1.1 handshake");
+        tokio::spawn(connection);
+        let echo = || Some(call(json!(1), "echo", json!({"message": "hello"})));
+
+        // The probes answer without a token.
+        let (status, body) = send(&mut sender, &server, "GET", "/healthz", false, None).await;
+        assert_eq!((status, body.as_str()), (200, "ok\n"));
+        let (status, body) = send(&mut sender, &server, "GET", "/readyz", false, None).await;
+        assert_eq!(status, 200, "{body}");
+        // Every other path wants the token, whether it is served or not, and before the
+        // request is looked at any further.
+        for (method, path) in [
+            ("POST", "/mcp"),
+            ("POST", "/mcp/"),
+            ("POST", "/healthz/"),
+            ("GET", "/nothing-here"),
+            ("POST", "/.well-known/oauth-protected-resource"),
+        ] {
+            let (status, body) = send(&mut sender, &server, method, path, false, echo()).await;
+            assert_eq!(status, 401, "{method} {path}: {body}");
+            assert!(
+                body.contains("missing bearer token"),
+                "{method} {path}: {body}"
+            );
+        }
+        // With it, a call is answered on the MCP path and nowhere else.
+        let (status, body) = send(&mut sender, &server, "POST", "/mcp", true, echo()).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("hello"), "{body}");
+        for path in ["/mcp/", "/MCP", "/mcp/x", "/healthz"] {
+            let (status, body) = send(&mut sender, &server, "POST", path, true, echo()).await;
+            assert!(
+                status == 404 || status == 405,
+                "POST {path} with a call: {status} {body}"
+            );
+            assert!(!body.contains("hello"), "POST {path} ran the call: {body}");
+        }
+    })
+    .await
+    .expect("the test finishes within 60 s");
+}
+
 #[tokio::test]
 async fn a_direct_answer_is_the_answer_rmcp_gives() {
     tokio::time::timeout(Duration::from_secs(90), run())

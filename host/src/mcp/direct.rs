@@ -10,13 +10,10 @@
 //! - a Base64 `Mcp-Name`;
 //! - media types with parameters.
 
-use std::sync::Arc;
-
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header::AsHeaderName;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -28,7 +25,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::McpServer;
-use crate::mcp::access;
+use crate::mcp::access::{Access, ClientId};
 use crate::mcp::plain_call::{PlainCall, TOOLS_CALL};
 use crate::mcp::server::CallOrigin;
 
@@ -88,8 +85,7 @@ impl Direct {
     }
 
     /// Run a qualified call and answer it as one JSON-RPC message.
-    async fn answer(&self, call: Qualified, parts: &axum::http::request::Parts) -> Response {
-        let (access, client) = access::of_http(parts);
+    async fn answer(&self, call: Qualified, access: Access, client: ClientId) -> Response {
         let declared_tasks = call.capabilities.supports_tasks();
         let cancelled = self.stopping.child_token();
         let origin = CallOrigin {
@@ -159,38 +155,60 @@ impl Drop for ClientGone<'_> {
     }
 }
 
-/// The MCP route's first stop: a qualifying call is answered here, anything else goes on to
-/// rmcp's service with its body as it came.
-pub async fn route(State(direct): State<Arc<Direct>>, request: Request, next: Next) -> Response {
-    if !headers_qualify(&direct.hosts, request.method(), request.headers()) {
-        return next.run(request).await;
+impl Direct {
+    /// Answer `request` here when it is a plain stateless call made with `access` by `client`;
+    /// otherwise give it back, with its body as it came, for rmcp's service.
+    pub async fn take(
+        &self,
+        request: Request,
+        access: Access,
+        client: ClientId,
+    ) -> Result<Response, Passed> {
+        if !headers_qualify(&self.hosts, request.method(), request.headers()) {
+            return Err(Passed {
+                request,
+                access,
+                client,
+            });
+        }
+        let (parts, body) = request.into_parts();
+        let bytes = match axum::body::to_bytes(body, self.max_body).await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                return Ok((
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "cannot read the request body (at most {} bytes): {e}",
+                        self.max_body
+                    ),
+                )
+                    .into_response());
+            }
+        };
+        match qualify(&parts.headers, &bytes) {
+            Some(call) if !self.names_param_headers(&call.params.name) => {
+                tracing::trace!(tool = %call.params.name, "a plain stateless call, answered directly");
+                // Boxed: the call's future is some 3.7 KB, and would otherwise be moved with
+                // the front's future that holds it.
+                Ok(Box::pin(self.answer(call, access, client)).await)
+            }
+            _ => Err(Passed {
+                request: Request::from_parts(parts, Body::from(bytes)),
+                access,
+                client,
+            }),
+        }
     }
-    let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, direct.max_body).await {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            return (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "cannot read the request body (at most {} bytes): {e}",
-                    direct.max_body
-                ),
-            )
-                .into_response();
-        }
-    };
-    match qualify(&parts.headers, &bytes) {
-        Some(call) if !direct.names_param_headers(&call.params.name) => {
-            tracing::trace!(tool = %call.params.name, "a plain stateless call, answered directly");
-            // Boxed: the call's future is some 3.7 KB, and axum's middleware moves this one
-            // (twice, as it boxes it) for every request that reaches it.
-            Box::pin(direct.answer(call, &parts)).await
-        }
-        _ => {
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await
-        }
-    }
+}
+
+/// A request the direct path gave back, with what the front decided about its sender.
+pub struct Passed {
+    /// The request, its body as it came.
+    pub request: Request,
+    /// What its credentials reach.
+    pub access: Access,
+    /// Who sent it.
+    pub client: ClientId,
 }
 
 /// Whether the request line and headers alone allow the direct path, on a server accepting

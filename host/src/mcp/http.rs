@@ -4,18 +4,20 @@
 //! against DNS rebinding and a cap on request bodies. `/healthz` and `/readyz` answer probes
 //! without a token.
 
+use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use axum::serve::ListenerExt;
+use axum::serve::{IncomingStream, Listener, ListenerExt};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -23,9 +25,10 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower_service::Service;
 
 use crate::mcp::access::{Access, ClientId};
-use crate::mcp::direct::{self, Direct};
+use crate::mcp::direct::{Direct, Passed};
 use crate::mcp::oauth::{ResourceServer, metadata};
 use crate::mcp::token::BearerToken;
 use crate::mcp::{McpServer, Served};
@@ -86,6 +89,8 @@ struct Guard {
     auth: Auth,
     served: Arc<Served>,
     limiter: DefaultKeyedRateLimiter<IpAddr>,
+    /// The paths served without a token: the probes and the protected-resource metadata.
+    public: Vec<String>,
 }
 
 /// When the server stops: `accepting` cancelled stops taking connections and lets requests in
@@ -140,31 +145,27 @@ pub async fn serve(
         .as_ref()
         .map(|oauth| metadata::paths(oauth.resource_url()))
         .unwrap_or_default();
+    let mut public = vec![HEALTH_PATH.to_owned(), READY_PATH.to_owned()];
+    public.extend(metadata_paths.iter().cloned());
     let guard = Arc::new(Guard {
         auth,
         served,
         limiter: RateLimiter::keyed(
             Quota::per_second(options.rate_per_second).allow_burst(options.burst),
         ),
+        public,
     });
-    let mut app = Router::new()
-        .route(
-            MCP_PATH,
-            any(move |request: Request| async move { rmcp.handle(request).await }),
-        )
-        // A plain stateless `tools/call` is answered without rmcp's per-request service.
-        .route_layer(middleware::from_fn_with_state(direct, direct::route))
-        .layer(middleware::from_fn_with_state(guard.clone(), authenticate));
+    let mut router = Router::new().route(
+        MCP_PATH,
+        any(move |request: Request| async move { rmcp.handle(request).await }),
+    );
     // The protected-resource metadata is what a client reads before it has a token.
     for path in metadata_paths {
-        app = app.route(&path, get(resource_metadata).with_state(guard.clone()));
+        router = router.route(&path, get(resource_metadata).with_state(guard.clone()));
     }
-    // Probes come from the orchestrator, without a token; they are added after the
-    // authentication layer, which therefore does not cover them.
-    let app = app
+    let router = router
         .route(HEALTH_PATH, get(|| async { "ok\n" }))
-        .route(READY_PATH, get(ready).with_state(probed))
-        .layer(middleware::from_fn_with_state(guard, rate_limit));
+        .route(READY_PATH, get(ready).with_state(probed));
     // Without TCP_NODELAY a response written in more than one segment waits for the client's
     // delayed ACK (~40 ms) on every call after the first on a kept-alive connection.
     let listener = listener.tap_io(|stream| {
@@ -174,10 +175,128 @@ pub async fn serve(
     });
     axum::serve(
         listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
+        Fronts {
+            guard,
+            direct,
+            router,
+        },
     )
     .with_graceful_shutdown(shutdown.accepting.cancelled_owned())
     .await
+}
+
+/// Makes each accepted connection its [`Front`].
+#[derive(Clone)]
+struct Fronts {
+    guard: Arc<Guard>,
+    direct: Arc<Direct>,
+    router: Router,
+}
+
+impl<L> Service<IncomingStream<'_, L>> for Fronts
+where
+    L: Listener<Addr = SocketAddr>,
+{
+    type Response = Front;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Front, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, stream: IncomingStream<'_, L>) -> Self::Future {
+        let peer = stream.remote_addr().ip();
+        std::future::ready(Ok(Front {
+            guard: self.guard.clone(),
+            direct: self.direct.clone(),
+            router: self.router.clone(),
+            peer,
+            by_peer: Arc::from(format!("peer:{peer}")),
+        }))
+    }
+}
+
+/// One connection's requests, each taken in turn through the rate limit, then (off the public
+/// paths) the credentials, then, on the MCP path, the direct path; what is left goes to the
+/// router. One service where there were three middleware layers: each layer boxed the rest of
+/// the stack and its own future again for every request.
+#[derive(Clone)]
+struct Front {
+    guard: Arc<Guard>,
+    direct: Arc<Direct>,
+    router: Router,
+    /// The connection's peer address.
+    peer: IpAddr,
+    /// The client a request without an OAuth token is counted as.
+    by_peer: Arc<str>,
+}
+
+impl Service<Request> for Front {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let front = self.clone();
+        Box::pin(async move { Ok(front.serve(request).await) })
+    }
+}
+
+impl Front {
+    async fn serve(mut self, request: Request) -> Response {
+        // Every request is rate limited first, so guessing tokens is throttled too.
+        if let Some(refused) = self.guard.over_rate(self.peer) {
+            return refused;
+        }
+        // Probes and the metadata a client reads before it has a token are all that is open.
+        if self.guard.public.iter().any(|p| p == request.uri().path()) {
+            return self.route(request).await;
+        }
+        // The header is taken out: a borrowed request cannot be held across the token check.
+        let presented = request.headers().get(header::AUTHORIZATION).cloned();
+        let (access, client) = match self.guard.credentials(presented, &self.by_peer).await {
+            Ok(found) => found,
+            Err(refused) => return refused,
+        };
+        let mut request = request;
+        if let Access::Scopes(_) = &access {
+            request = match self.guard.within_scopes(request, &access).await {
+                Ok(request) => request,
+                Err(refused) => return refused,
+            };
+        }
+        let Passed {
+            mut request,
+            access,
+            client,
+        } = if request.uri().path() == MCP_PATH {
+            match self.direct.take(request, access, client).await {
+                Ok(answered) => return answered,
+                Err(passed) => passed,
+            }
+        } else {
+            Passed {
+                request,
+                access,
+                client,
+            }
+        };
+        request.extensions_mut().insert(access);
+        request.extensions_mut().insert(client);
+        self.route(request).await
+    }
+
+    async fn route(&mut self, request: Request) -> Response {
+        match self.router.call(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
 }
 
 /// `/readyz`: components loaded and the state database reachable.
@@ -202,36 +321,6 @@ async fn ready(State(served): State<Arc<Served>>) -> Response {
     }
 }
 
-/// Every request is rate limited first, so guessing tokens is throttled too.
-async fn rate_limit(
-    State(guard): State<Arc<Guard>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if guard.limiter.len() > RATE_KEYS_PRUNE_AT {
-        guard.limiter.retain_recent();
-    }
-    if let Err(not_until) = guard.limiter.check_key(&peer.ip()) {
-        let wait = not_until.wait_time_from(DefaultClock::default().now());
-        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        let mut response = refusal(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!(
-                "rate limited: {} sent more requests than this server allows per client; retry \
-                 in {} ms",
-                peer.ip(),
-                wait.as_millis()
-            ),
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-        return response;
-    }
-    next.run(request).await
-}
-
 /// The RFC 9728 protected-resource metadata, naming the scopes the policy defines.
 async fn resource_metadata(State(guard): State<Arc<Guard>>) -> Response {
     let Some(oauth) = &guard.auth.oauth else {
@@ -253,39 +342,38 @@ async fn resource_metadata(State(guard): State<Arc<Guard>>) -> Response {
         .into_response()
 }
 
-/// The request's credentials decide its access (the static token: everything offered; an OAuth
-/// token: what its scopes reach); a tool call beyond the access is refused here with a scope
-/// challenge.
-async fn authenticate(
-    State(guard): State<Arc<Guard>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    // The header is taken out: a borrowed request cannot be held across the token check.
-    let presented = request.headers().get(header::AUTHORIZATION).cloned();
-    let (access, client) = match guard.credentials(presented, peer).await {
-        Ok(found) => found,
-        Err(refused) => return refused,
-    };
-    if let Access::Scopes(_) = &access {
-        request = match guard.within_scopes(request, &access).await {
-            Ok(request) => request,
-            Err(refused) => return refused,
-        };
-    }
-    request.extensions_mut().insert(access);
-    request.extensions_mut().insert(client);
-    next.run(request).await
-}
-
 impl Guard {
+    /// A 429 naming when to retry, if `peer` sent more requests than the server allows.
+    fn over_rate(&self, peer: IpAddr) -> Option<Response> {
+        if self.limiter.len() > RATE_KEYS_PRUNE_AT {
+            self.limiter.retain_recent();
+        }
+        let not_until = self.limiter.check_key(&peer).err()?;
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let mut response = refusal(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "rate limited: {peer} sent more requests than this server allows per client; \
+                 retry in {} ms",
+                wait.as_millis()
+            ),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        Some(response)
+    }
+
+    /// The request's credentials decide its access (the static token: everything offered; an
+    /// OAuth token: what its scopes reach) and who it counts as (the OAuth client, else
+    /// `by_peer`).
     async fn credentials(
         &self,
         presented: Option<HeaderValue>,
-        peer: SocketAddr,
+        by_peer: &str,
     ) -> Result<(Access, ClientId), Response> {
-        let by_peer = ClientId(format!("peer:{}", peer.ip()));
+        let by_peer = ClientId(by_peer.to_owned());
         let Auth { token, oauth } = &self.auth;
         if token.is_none() && oauth.is_none() {
             return Ok((Access::All, by_peer));
