@@ -149,13 +149,16 @@ impl HttpCall {
             tool.clone(),
             config.rate,
         );
-        tokio::task::spawn_blocking(move || {
-            rate.check(&user, &counted, limits, std::time::SystemTime::now())
-        })
-        .await
-        .map_err(|e| HttpRefusal::RateStore {
-            reason: format!("the rate check did not finish: {e}"),
-        })??;
+        // A slot this process reserved earlier is taken here, without a commit.
+        if !rate.take_reserved(&user, &counted, std::time::SystemTime::now()) {
+            tokio::task::spawn_blocking(move || {
+                rate.check(&user, &counted, limits, std::time::SystemTime::now())
+            })
+            .await
+            .map_err(|e| HttpRefusal::RateStore {
+                reason: format!("the rate check did not finish: {e}"),
+            })??;
+        }
 
         let (mut parts, body) = request.into_parts();
         let target = config
