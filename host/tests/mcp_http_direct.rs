@@ -44,15 +44,19 @@ enum Sent<'a> {
     Anonymous,
 }
 
-/// The status, content type and JSON body of one POST of `body` naming `tool`, sent as `sent`.
-async fn post(
+/// The status, content type and body of one request of `method` to `path` with `body`, its
+/// headers those of a call of `tool`, sent as `sent`.
+async fn exchange(
     sender: &mut SendRequest<Full<Bytes>>,
     server: &common::HttpServer,
+    (method, path): (&str, &str),
     tool: &str,
     body: String,
     sent: Sent<'_>,
-) -> (u16, String, Value) {
-    let mut request = Request::post("/mcp")
+) -> (u16, String, Bytes) {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
         .header("host", &server.addr)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -81,6 +85,19 @@ async fn post(
         .await
         .expect("body")
         .to_bytes();
+    (status, content_type, bytes)
+}
+
+/// The status, content type and JSON body of one POST of `body` naming `tool`, sent as `sent`.
+async fn post(
+    sender: &mut SendRequest<Full<Bytes>>,
+    server: &common::HttpServer,
+    tool: &str,
+    body: String,
+    sent: Sent<'_>,
+) -> (u16, String, Value) {
+    let (status, content_type, bytes) =
+        exchange(sender, server, ("POST", "/mcp"), tool, body, sent).await;
     let json = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     (status, content_type, json)
@@ -105,30 +122,9 @@ async fn send(
     token: bool,
     body: Option<String>,
 ) -> (u16, String) {
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", &server.addr)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "echo");
-    if token {
-        request = request.header("authorization", format!("Bearer {}", server.token));
-    }
-    let request = request
-        .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .expect("request");
-    sender.ready().await.expect("the connection stays open");
-    let response = sender.send_request(request).await.expect("send");
-    let status = response.status().as_u16();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
+    let sent = if token { Sent::Plain } else { Sent::Anonymous };
+    let body = body.unwrap_or_default();
+    let (status, _, bytes) = exchange(sender, server, (method, path), "echo", body, sent).await;
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
