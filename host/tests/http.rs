@@ -296,62 +296,70 @@ async fn the_rate_limit_answers_with_when_to_retry() {
     assert_eq!(server.hits.load(Ordering::SeqCst), before);
 }
 
+/// A data directory, a test server, and a host on both whose policy admits the server's
+/// address with the rate limit `rate`.
+async fn rated_host(rate: Option<&str>) -> (tempfile::TempDir, TestServer, Host) {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let policy = policy_for(&server, true, rate);
+    let h = host(data.path(), &server, policy, None, &[]).await;
+    (data, server, h)
+}
+
+/// Another chitin process on the data directory `data`: `chitin call --yes http` with a GET
+/// of `url` under `rate`; whether it passed, and what it printed.
+fn call_elsewhere(
+    data: &Path,
+    server: &TestServer,
+    rate: Option<&str>,
+    url: &str,
+) -> (bool, String) {
+    let policy_file = data.join("policy.toml");
+    std::fs::write(&policy_file, policy_text(server, true, rate)).expect("policy");
+    let trust_file = data.join("trusted_keys");
+    common::test_trust().save(&trust_file).expect("trust file");
+    let http = data.join(format!("http-{}.wasm", server.addr.port()));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chitin"))
+        .env_remove("CHITIN_COMPONENTS")
+        .env_remove("CHITIN_POLICY")
+        .env("CHITIN_DATA_DIR", data)
+        .env("CHITIN_TRUSTED_KEYS", &trust_file)
+        .arg("--policy")
+        .arg(&policy_file)
+        .arg("--components")
+        .arg(&http)
+        .arg("--workspace")
+        .arg(data.join("workspace"))
+        .args(["call", "--yes", "http"])
+        .arg(get(url).to_string())
+        .output()
+        .expect("run chitin call");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
 /// The windows live in the data directory's database: requests sent by this process and by a
 /// separate `chitin call` process on the same data directory count against one limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rate_limit_is_shared_with_other_processes() {
-    let data = tempfile::tempdir().expect("tempdir");
-    let server = https_server::start(data.path()).await;
     let rate = Some("{ per_minute = 3, per_hour = 100 }");
-    let h = host(
-        data.path(),
-        &server,
-        policy_for(&server, true, rate),
-        None,
-        &[],
-    )
-    .await;
-    let policy_file = data.path().join("policy.toml");
-    std::fs::write(&policy_file, policy_text(&server, true, rate)).expect("policy");
-    let trust_file = data.path().join("trusted_keys");
-    common::test_trust().save(&trust_file).expect("trust file");
-    let http = data
-        .path()
-        .join(format!("http-{}.wasm", server.addr.port()));
-    let call_elsewhere = || {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_chitin"))
-            .env_remove("CHITIN_COMPONENTS")
-            .env_remove("CHITIN_POLICY")
-            .env("CHITIN_DATA_DIR", data.path())
-            .env("CHITIN_TRUSTED_KEYS", &trust_file)
-            .arg("--policy")
-            .arg(&policy_file)
-            .arg("--components")
-            .arg(&http)
-            .arg("--workspace")
-            .arg(data.path().join("workspace"))
-            .args(["call", "--yes", "http"])
-            .arg(get(&server.url("/echo")).to_string())
-            .output()
-            .expect("run chitin call");
-        (
-            out.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
-    };
-    ok(&h, "http", get(&server.url("/echo"))).await;
-    let (passed, text) = call_elsewhere();
+    let (data, server, h) = rated_host(rate).await;
+    let echo = server.url("/echo");
+    ok(&h, "http", get(&echo)).await;
+    let (passed, text) = call_elsewhere(data.path(), &server, rate, &echo);
     assert!(
         passed,
         "the other process's first request is within the limit: {text}"
     );
-    ok(&h, "http", get(&server.url("/echo"))).await;
+    ok(&h, "http", get(&echo)).await;
     let before = server.hits.load(Ordering::SeqCst);
-    let (passed, text) = call_elsewhere();
+    let (passed, text) = call_elsewhere(data.path(), &server, rate, &echo);
     assert!(
         !passed,
         "the fourth request, from the other process, is over: {text}"
@@ -360,9 +368,44 @@ async fn the_rate_limit_is_shared_with_other_processes() {
         text.contains("rate limit of 3 requests per minute"),
         "{text}"
     );
-    let e = err(&h, "http", get(&server.url("/echo"))).await;
+    let e = err(&h, "http", get(&echo)).await;
     assert!(matches!(e, ToolError::RateLimited(_)), "{e:?}");
     assert_eq!(server.hits.load(Ordering::SeqCst), before);
+}
+
+/// A slot one process reserved and did not use counts for every other process until it comes
+/// back; across processes the minute still lets exactly its limit through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slots_one_process_reserved_count_for_the_others_and_come_back_unused() {
+    // 16 a minute is the least that reserves: 2 slots a commit at most.
+    let rate = Some("{ per_minute = 16, per_hour = 1000 }");
+    let (data, server, h) = rated_host(rate).await;
+    let echo = server.url("/echo");
+    // Two requests back to back: the second commit reserves a slot it does not use.
+    ok(&h, "http", get(&echo)).await;
+    ok(&h, "http", get(&echo)).await;
+    // Another process gets the rest of the minute and no more: 16 less this host's two and
+    // its reserved slot.
+    for i in 0..13 {
+        let (passed, text) = call_elsewhere(data.path(), &server, rate, &echo);
+        assert!(passed, "request {i} of the other process: {text}");
+    }
+    let (passed, text) = call_elsewhere(data.path(), &server, rate, &echo);
+    assert!(!passed, "the minute is full with the reserved slot: {text}");
+    assert!(
+        text.contains("rate limit of 16 requests per minute"),
+        "{text}"
+    );
+    // The lease has ended: this host's next request gives the unused slot back and takes it.
+    ok(&h, "http", get(&echo)).await;
+    let before = server.hits.load(Ordering::SeqCst);
+    let e = err(&h, "http", get(&echo)).await;
+    assert!(matches!(e, ToolError::RateLimited(_)), "{e:?}");
+    assert_eq!(
+        server.hits.load(Ordering::SeqCst),
+        before,
+        "16 in the minute"
+    );
 }
 
 #[tokio::test]

@@ -14,8 +14,8 @@ pub mod pool;
 pub mod rate;
 pub mod tls;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use chitin_registry::manifest::CredentialMapping;
 use chitin_registry::manifest::HttpGrant;
@@ -150,4 +150,10 @@ impl HttpCtx {
             hooks: &mut self.hooks,
         }
     }
+}
+
+/// A lock, through poisoning: another caller's panic leaves the names, counts and times it
+/// guards whole.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }

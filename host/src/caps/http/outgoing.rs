@@ -22,9 +22,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use wasmtime_wasi_http::{RequestOptions, WasiHttpHooks};
 
-use super::HttpConfig;
 use super::error::HttpRefusal;
 use super::pool::{Lease, PoolKey};
+use super::{HttpConfig, lock};
 use crate::call_log::{LogLevel, LogSource, SharedLog};
 use crate::fault::Faults;
 use crate::leak::LeakScanner;
@@ -493,10 +493,6 @@ fn content_length(headers: &http::HeaderMap) -> Option<u64> {
 /// The URL for the call's log, without its query (which may carry injected parameters).
 fn redacted_url(url: &url::Url) -> String {
     url[..url::Position::AfterPath].to_owned()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A response body that fails once it has passed `max` bytes (whatever Content-Length said),

@@ -17,12 +17,13 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chitin_registry::manifest::http::RateLimitRequest;
 
 use super::error::HttpRefusal;
+use super::lock;
 use crate::services::Services;
 use crate::state_db::{StateDb, StateError};
 
@@ -292,11 +293,6 @@ fn room(stamps: &[u64], now: u64, limits: RateLimits) -> Result<u32, HttpRefusal
         room = room.min(limit - in_window);
     }
     Ok(room)
-}
-
-/// A lock, through poisoning: another caller's panic leaves times and counts still whole.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Whole milliseconds of `d`.
