@@ -1,6 +1,6 @@
 //! Per-call resource limits and the memory limiter that enforces the memory cap.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chitin_registry::manifest::Limit;
 use serde::Deserialize;
@@ -11,6 +11,10 @@ pub const MIB: usize = 1024 * 1024;
 /// The most linear memory any call can be given: a 32-bit linear memory cannot grow past 4 GiB,
 /// and the engine's pool reserves that much per memory (see `engine.rs`).
 pub const MAX_MEMORY_BYTES: usize = 4096 * MIB;
+
+/// The longest wall-clock timeout any call can be given: one day. A deadline is an `Instant`,
+/// which cannot hold an arbitrarily distant time, so the policy refuses a larger ceiling.
+pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// The policy's `[limits]`: what a component gets when its manifest asks nothing, and the most it
 /// may ask for.
@@ -124,6 +128,12 @@ impl Limits {
         Duration::from_millis(self.timeout_ms)
     }
 
+    /// When a call started at `start` must end: its timeout later, at most [`MAX_TIMEOUT_MS`]
+    /// (the policy refuses more; the bound keeps the sum within what an `Instant` holds).
+    pub fn deadline(&self, start: Instant) -> Instant {
+        start + Duration::from_millis(self.timeout_ms.min(MAX_TIMEOUT_MS))
+    }
+
     /// Its value of `limit`.
     pub fn get(&self, limit: Limit) -> u64 {
         match limit {
@@ -209,6 +219,18 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deadline_is_the_timeout_later_and_never_past_a_day() {
+        let start = Instant::now();
+        let limits = Limits::default();
+        assert_eq!(limits.deadline(start), start + Duration::from_secs(30));
+        let endless = Limits {
+            timeout_ms: u64::MAX,
+            ..Limits::default()
+        };
+        assert_eq!(endless.deadline(start), start + Duration::from_secs(86_400));
+    }
 
     #[test]
     fn each_limit_reads_and_sets_the_field_its_key_names() {

@@ -17,7 +17,7 @@ use chitin_registry::manifest::{ApprovalHint, Capabilities, Limit};
 use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
 
-use crate::limits::{MAX_MEMORY_BYTES, PolicyLimits};
+use crate::limits::{MAX_MEMORY_BYTES, MAX_TIMEOUT_MS, PolicyLimits};
 
 /// The policy schema version this host reads.
 pub const POLICY_SCHEMA: u32 = 1;
@@ -308,6 +308,13 @@ impl Policy {
                 "limits.ceiling.memory_bytes ({}) is above {MAX_MEMORY_BYTES}: a 32-bit linear \
                  memory cannot grow past 4 GiB",
                 c.memory_bytes
+            ));
+        }
+        if c.timeout_ms > MAX_TIMEOUT_MS {
+            return Err(format!(
+                "limits.ceiling.timeout_ms ({}) is above {MAX_TIMEOUT_MS} (one day), the longest \
+                 a call can be given",
+                c.timeout_ms
             ));
         }
         if let Some(c) = self
@@ -729,7 +736,7 @@ mod tests {
     }
 
     #[test]
-    fn a_default_above_its_ceiling_or_memory_past_4_gib_is_refused() {
+    fn a_default_above_its_ceiling_memory_past_4_gib_or_a_timeout_past_a_day_is_refused() {
         let text = DEFAULT_POLICY.replace("timeout_ms = 30000\n", "timeout_ms = 900000\n");
         let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
         assert!(
@@ -740,5 +747,14 @@ mod tests {
         let text = DEFAULT_POLICY.replace("memory_bytes = 268435456", "memory_bytes = 8589934592");
         let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
         assert!(err.to_string().contains("4 GiB"), "{err}");
+        // A timeout whose deadline an `Instant` cannot hold would panic every call.
+        let text =
+            DEFAULT_POLICY.replace("timeout_ms = 300000", "timeout_ms = 18446744073709551615");
+        let err = Policy::parse(&text, Path::new("p.toml")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("limits.ceiling.timeout_ms (18446744073709551615) is above 86400000"),
+            "{err}"
+        );
     }
 }

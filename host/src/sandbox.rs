@@ -43,7 +43,7 @@ fn new_store(
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_fuel(limits.fuel)?;
-    let deadline = Instant::now() + limits.timeout();
+    let deadline = limits.deadline(Instant::now());
     // Every tick: stop at the deadline, otherwise yield so timers and cancellation get to run
     // even while the guest computes without calling the host. tokio's `yield_now` defers the
     // wake-up until the runtime has polled its I/O driver: on the one-thread runtime of stdio

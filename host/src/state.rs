@@ -74,7 +74,7 @@ impl HostState {
             log: &log,
             scanner: &scanner,
             faults: &faults,
-            deadline: std::time::Instant::now() + limits.timeout(),
+            deadline: limits.deadline(std::time::Instant::now()),
         };
         let caps = granted.contexts(&call);
         let mut wasi = wasi::builder(&log);
