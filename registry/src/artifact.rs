@@ -135,7 +135,7 @@ impl WitWorld {
         world
             .imports
             .iter()
-            .filter(|(_, item)| !matches!(item, WorldItem::Type(_)))
+            .filter(|(_, item)| !matches!(item, WorldItem::Type { .. }))
             .map(|(key, _)| self.key_name(key))
             .collect()
     }
