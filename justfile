@@ -14,6 +14,11 @@ native := prepend("--exclude chitin-", replace_regex(components, '\b(fs|memory) 
 # then runs the other recipes with `chitin_build=true`: a plain `cargo build --bin chitin` resolves
 # fewer dependency features than the test build, so it would compile much of the tree twice.
 chitin_build := "cargo build --quiet --bin chitin"
+# The compile cache `chitin manifest embed` compiles into (it runs each component for its specs).
+# Empty: the data directory's, so `just run` then starts on warm entries. `just test` names the
+# cache its tests share (target/tmp/compile-cache), so they find every component compiled.
+embed_cache := ""
+embed := '"${CARGO_TARGET_DIR:-target}/debug/chitin"' + (if embed_cache == "" { "" } else { " --cache-dir " + embed_cache }) + " manifest embed"
 
 # Build every first-party component for wasm32-wasip2, release, size-optimised, and embed its
 # manifest (components/NAME/manifest.toml), into build/components; sign them with the development
@@ -22,7 +27,7 @@ build-components: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }}
     {{ chitin_build }}
     mkdir -p build/components
-    for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/components/$c.wasm"; done
+    for c in {{ components }}; do {{ embed }} "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/components/$c.wasm"; done
     # Sign with the local development key (created in the data directory on first use and
     # trusted there for the `chitin` namespace); build/trusted_keys holds its line for tests.
     "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
@@ -41,7 +46,7 @@ build-fixtures: wasm-target
     {{ chitin_build }}
     mkdir -p build/fixtures
     # A fixture of typed WIT exports has its WIT beside it, whose doc comments describe its tools.
-    for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" $(test -d "components/$c/wit" && echo --wit "components/$c/wit") -o "build/fixtures/$c.wasm"; done
+    for c in {{ fixtures }}; do {{ embed }} "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" $(test -d "components/$c/wit" && echo --wit "components/$c/wit") -o "build/fixtures/$c.wasm"; done
     "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
     for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/fixtures/$c.wasm" --key dev; done
 
@@ -64,15 +69,15 @@ build-thirdparty: wasm-target
     # the lock when the registry lacks other platforms' optional binaries); the stamp is the lock.
     js="${CARGO_TARGET_DIR:-target}/thirdparty-js"; if ! cmp -s thirdparty/wordcount-js/package-lock.json "$js/installed.lock"; then mkdir -p "$js" && cp thirdparty/wordcount-js/package.json thirdparty/wordcount-js/package-lock.json "$js/" && npm install --prefix "$js" --no-audit --no-fund --loglevel=error && cp thirdparty/wordcount-js/package-lock.json "$js/installed.lock"; fi
     js="${CARGO_TARGET_DIR:-target}/thirdparty-js"; sum="$(cat thirdparty/wordcount-js/wordcount.js thirdparty/wordcount-js/package-lock.json $(find wit -name '*.wit' | sort) | sha256sum)"; if [ "$sum" != "$(cat "$js/built.sum" 2>/dev/null)" ] || [ ! -e "$js/wordcount-js.wasm" ]; then "$js/node_modules/.bin/jco" componentize "$PWD/thirdparty/wordcount-js/wordcount.js" --wit "$PWD/wit" --world-name tool-component -o "$js/wordcount-js.wasm" && echo "$sum" > "$js/built.sum"; fi
-    "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/thirdparty-js/wordcount-js.wasm" thirdparty/wordcount-js/manifest.toml -o build/thirdparty/wordcount-js.wasm
+    {{ embed }} "${CARGO_TARGET_DIR:-target}/thirdparty-js/wordcount-js.wasm" thirdparty/wordcount-js/manifest.toml -o build/thirdparty/wordcount-js.wasm
     # componentize-py is one pip wheel (its own CPython inside): a venv, reinstalled when the pin changes.
     py="${CARGO_TARGET_DIR:-target}/thirdparty-py"; if ! cmp -s thirdparty/textstats-py/requirements.txt "$py/installed.txt"; then rm -rf "$py/venv" && mkdir -p "$py" && python3 -m venv "$py/venv" && "$py/venv/bin/pip" install --quiet --disable-pip-version-check -r thirdparty/textstats-py/requirements.txt && cp thirdparty/textstats-py/requirements.txt "$py/installed.txt"; fi
     py="${CARGO_TARGET_DIR:-target}/thirdparty-py"; sum="$(cat thirdparty/textstats-py/app.py thirdparty/textstats-py/requirements.txt $(find wit -name '*.wit' | sort) | sha256sum)"; if [ "$sum" != "$(cat "$py/built.sum" 2>/dev/null)" ] || [ ! -e "$py/textstats-py.wasm" ]; then "$py/venv/bin/componentize-py" -d wit -w tool-component componentize -p thirdparty/textstats-py app -o "$py/textstats-py.wasm" && echo "$sum" > "$py/built.sum"; fi
-    "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/thirdparty-py/textstats-py.wasm" thirdparty/textstats-py/manifest.toml -o build/thirdparty/textstats-py.wasm
+    {{ embed }} "${CARGO_TARGET_DIR:-target}/thirdparty-py/textstats-py.wasm" thirdparty/textstats-py/manifest.toml -o build/thirdparty/textstats-py.wasm
     # Its own target directory: the workspace's dependency features never mix with its own.
     cargo build --quiet --locked --release --target wasm32-wasip2 --manifest-path thirdparty/measure-rs/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}/thirdparty-rs"
     # The built component keeps no doc comments: `--wit` reads them from its WIT sources.
-    "${CARGO_TARGET_DIR:-target}/debug/chitin" manifest embed "${CARGO_TARGET_DIR:-target}/thirdparty-rs/wasm32-wasip2/release/measure_rs.wasm" thirdparty/measure-rs/manifest.toml --wit thirdparty/measure-rs/wit -o build/thirdparty/measure-rs.wasm
+    {{ embed }} "${CARGO_TARGET_DIR:-target}/thirdparty-rs/wasm32-wasip2/release/measure_rs.wasm" thirdparty/measure-rs/manifest.toml --wit thirdparty/measure-rs/wit -o build/thirdparty/measure-rs.wasm
     @ls -l build/thirdparty
 
 # Build what is needed and run chitin's main job: serve the built-in components over MCP on
@@ -84,7 +89,7 @@ run: build-components
 # Run every test: unit, host integration, end-to-end, the guest SDK's own, and MCP clients.
 test:
     cargo test --quiet --workspace {{ native }} --no-run
-    "{{ just_executable() }}" chitin_build=true test-built
+    "{{ just_executable() }}" chitin_build=true embed_cache="${CARGO_TARGET_DIR:-target}/tmp/compile-cache" test-built
 
 # The tests, once the test build (with the `chitin` binary) is there.
 [private]

@@ -1,6 +1,7 @@
-//! The compile cache: precompiled components on disk, keyed by the component's content hash and
-//! the engine's settings, loaded by mmap. An entry is trusted only if its own BLAKE3 hash, kept
-//! beside it, matches; a missing, corrupt or truncated entry is recompiled and rewritten.
+//! The compile cache: precompiled components on disk, keyed by the hash of the component's code
+//! (the file without chitin's manifest and signature sections) and the engine's settings, loaded
+//! by mmap. An entry is trusted only if its own BLAKE3 hash, kept beside it, matches; a missing,
+//! corrupt or truncated entry is recompiled and rewritten.
 //!
 //! Deserialising a precompiled artifact runs whatever machine code it holds, so the cache
 //! directory must be as private as the data directory it lives in (created 0700).
@@ -10,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use chitin_registry::artifact::ContentHash;
+use chitin_registry::artifact::{self, ContentHash};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -86,6 +87,9 @@ pub struct CompileCache {
 impl CompileCache {
     /// Open (creating) the cache under `root` for `engine`'s settings.
     pub fn open(root: &Path, engine: &Engine) -> Result<Self, CacheError> {
+        // The root too: it may be a `--cache-dir` of its own, not inside the private data
+        // directory.
+        create_private_dir(root)?;
         let dir = root.join(engine_key(engine));
         create_private_dir(&dir)?;
         Ok(Self {
@@ -104,24 +108,35 @@ impl CompileCache {
         self.stats.snapshot()
     }
 
-    /// Paths of the precompiled artifact and its hash file for a component.
-    pub fn entry_paths(&self, hash: &ContentHash) -> (PathBuf, PathBuf) {
-        let hex = hash.to_hex();
+    /// Paths of the precompiled artifact and its hash file for the code with hash `key` (see
+    /// [`CompileCache::key`]).
+    pub fn entry_paths(&self, key: &ContentHash) -> (PathBuf, PathBuf) {
+        let hex = key.to_hex();
         (
             self.dir.join(format!("{hex}.cwasm")),
             self.dir.join(format!("{hex}.cwasm.b3")),
         )
     }
 
-    /// Load the component with content hash `hash` from the cache, or compile `bytes` and store
-    /// the result. `compile` errors are returned as-is (the component is bad, not the cache).
+    /// The key of the component in `bytes`: the hash of its code, which leaves out the
+    /// manifest and signature sections ([`artifact::code_ranges`]). A re-signed component, or
+    /// one whose manifest changed, is the same entry.
+    pub fn key(bytes: &[u8]) -> Result<ContentHash, LoadOrCompileError> {
+        let mut hasher = blake3::Hasher::new();
+        for part in code(bytes)? {
+            hasher.update(part);
+        }
+        Ok(ContentHash(*hasher.finalize().as_bytes()))
+    }
+
+    /// Load the component in `bytes` from the cache, or compile its code and store the result.
+    /// `compile` errors are returned as-is (the component is bad, not the cache).
     pub fn load_or_compile(
         &self,
         engine: &Engine,
-        hash: &ContentHash,
         bytes: &[u8],
     ) -> Result<(Component, CacheOutcome), LoadOrCompileError> {
-        let (artifact, checksum) = self.entry_paths(hash);
+        let (artifact, checksum) = self.entry_paths(&Self::key(bytes)?);
         let existed = artifact.exists() || checksum.exists();
         if existed {
             match self.load_verified(engine, &artifact, &checksum) {
@@ -134,7 +149,9 @@ impl CompileCache {
                 }
             }
         }
-        let component = Component::new(engine, bytes)
+        // What is compiled is exactly what the key hashes, so an entry never holds code
+        // compiled from bytes other than those its name stands for.
+        let component = Component::new(engine, code(bytes)?.concat())
             .map_err(|e| LoadOrCompileError::Compile(format!("{e:#}")))?;
         let outcome = if existed {
             CacheOutcome::Rebuilt
@@ -189,6 +206,21 @@ pub enum LoadOrCompileError {
     /// wasmtime refused the component.
     #[error("{0}")]
     Compile(String),
+}
+
+/// The code of the component in `bytes`, as slices of it ([`artifact::code_ranges`]).
+fn code(bytes: &[u8]) -> Result<Vec<&[u8]>, LoadOrCompileError> {
+    let unreadable =
+        |reason: String| LoadOrCompileError::Compile(format!("cannot read its sections: {reason}"));
+    artifact::code_ranges(bytes)
+        .map_err(|e| unreadable(e.to_string()))?
+        .into_iter()
+        .map(|range| {
+            bytes
+                .get(range)
+                .ok_or_else(|| unreadable("a section ends past the file".into()))
+        })
+        .collect()
 }
 
 /// A directory name unique to the engine's compilation settings (wasmtime's version included), so

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use chitin_registry::artifact::ContentHash;
 use chitin_registry::capability::SECTIONS;
+use chitin_registry::compose::ComposeError;
 use chitin_registry::manifest::{Dependency, Manifest};
 use wasmtime::Engine;
 use wasmtime::component::types::ComponentItem;
@@ -397,13 +398,30 @@ pub fn compose(
     root: &[u8],
     resolution: &Resolution,
 ) -> Result<Vec<u8>, DependencyError> {
+    // The parts' manifests and signatures (checked already) stay out of the composite, so its
+    // compile-cache key is its code's alone: re-signing a part does not recompile it.
+    let code = |name: &str, bytes: &[u8]| {
+        chitin_registry::artifact::code(bytes).map_err(|e| ComposeError::Part {
+            name: name.to_owned(),
+            reason: e.to_string(),
+        })
+    };
     let names: Vec<String> = resolution.composed.iter().map(|l| l.id()).collect();
-    let parts: Vec<(&str, &[u8])> = names
+    let codes = names
         .iter()
         .zip(&resolution.composed)
-        .map(|(n, l)| (n.as_str(), &l.bytes[..]))
+        .map(|(n, l)| code(n, &l.bytes))
+        .collect::<Result<Vec<_>, _>>()?;
+    let parts: Vec<(&str, &[u8])> = names
+        .iter()
+        .map(String::as_str)
+        .zip(codes.iter().map(Vec::as_slice))
         .collect();
-    Ok(chitin_registry::compose::plug(root_name, root, &parts)?)
+    Ok(chitin_registry::compose::plug(
+        root_name,
+        &code(root_name, root)?,
+        &parts,
+    )?)
 }
 
 /// Define `import` in `linker` as calls into `library`, each in a fresh store of the

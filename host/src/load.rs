@@ -215,12 +215,8 @@ impl Loader<'_> {
     }
 
     /// Compile: the compiled component, from the cache when it holds it.
-    pub fn compile(
-        &self,
-        hash: &ContentHash,
-        bytes: &[u8],
-    ) -> Result<(Component, CacheOutcome), LoadOrCompileError> {
-        self.cache.load_or_compile(self.engine, hash, bytes)
+    pub fn compile(&self, bytes: &[u8]) -> Result<(Component, CacheOutcome), LoadOrCompileError> {
+        self.cache.load_or_compile(self.engine, bytes)
     }
 
     /// Imports: every import is one the manifest covers; returns their names. Checked before
@@ -301,7 +297,7 @@ impl Loader<'_> {
             component
         } else {
             let composite = library::compose(&m.id(), bytes, &resolution)?;
-            self.compile(&ContentHash::of(&composite), &composite)?.0
+            self.compile(&composite)?.0
         };
         let mut linker = self.linker.clone();
         for (import, library) in &resolution.linked {

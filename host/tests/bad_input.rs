@@ -12,7 +12,7 @@ use serde_json::json;
 
 async fn runtime() -> (tempfile::TempDir, Runtime) {
     let data = tempfile::tempdir().expect("tempdir");
-    let rt = Runtime::new(&data.path().join("cache"), &test_engine()).expect("runtime");
+    let rt = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     (data, rt)
 }
 
@@ -128,7 +128,7 @@ async fn a_contract_version_the_host_does_not_accept_is_refused() {
 async fn two_components_carrying_the_same_tool_name_are_refused() {
     let data = tempfile::tempdir().expect("tempdir");
     let rt = Runtime::new(
-        &data.path().join("cache"),
+        common::shared_cache(),
         &EngineOptions {
             max_live_instances: 8,
             ..test_engine()

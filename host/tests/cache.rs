@@ -3,8 +3,8 @@
 mod common;
 
 use chitin_host::Limits;
-use chitin_host::cache::CacheOutcome;
-use common::{TestEnv, component};
+use chitin_host::cache::{CacheOutcome, CompileCache};
+use common::{TestEnv, component, repo, resign};
 use serde_json::json;
 
 #[tokio::test]
@@ -38,10 +38,8 @@ async fn corrupt_and_truncated_cache_entries_are_rebuilt_not_trusted() {
     let data = tempfile::tempdir().expect("tempdir");
     let paths = [component("echo")];
     let first = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
-    let (artifact, _) = first
-        .runtime()
-        .cache()
-        .entry_paths(&first.components()[0].hash);
+    let key = CompileCache::key(&std::fs::read(&paths[0]).expect("echo")).expect("key");
+    let (artifact, _) = first.runtime().cache().entry_paths(&key);
     drop(first);
 
     // Flip bytes in the middle of the precompiled code.
@@ -81,4 +79,33 @@ async fn a_changed_component_is_recompiled() {
     drop(first);
     let second = TestEnv::host_in(data.path(), &[component("json")], Limits::default()).await;
     assert_eq!(second.runtime().cache_stats().compiled, 1);
+}
+
+#[tokio::test]
+async fn a_resigned_component_with_another_manifest_reuses_its_compiled_code() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let echo = component("echo");
+    let first = TestEnv::host_in(data.path(), std::slice::from_ref(&echo), Limits::default()).await;
+    assert_eq!(first.runtime().cache_stats().compiled, 1);
+    let first_hash = first.components()[0].hash;
+    drop(first);
+
+    let manifest = std::fs::read_to_string(repo().join("components/echo/manifest.toml"))
+        .expect("manifest")
+        .replace("the smallest tool", "re-signed with another description");
+    let resigned = data.path().join("echo-resigned.wasm");
+    std::fs::write(
+        &resigned,
+        resign(&std::fs::read(&echo).expect("echo"), &manifest),
+    )
+    .expect("write");
+    let second = TestEnv::host_in(data.path(), &[resigned], Limits::default()).await;
+    let stats = second.runtime().cache_stats();
+    assert_eq!((stats.hits, stats.compiled, stats.rebuilt), (1, 0, 0));
+    assert_ne!(second.components()[0].hash, first_hash);
+    let report = second.call("echo", r#"{"message":"same code"}"#).await;
+    assert_eq!(
+        report.result.expect("echo").json(),
+        Some(json!({"message": "same code"}))
+    );
 }

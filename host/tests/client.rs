@@ -59,7 +59,7 @@ impl ClientAsker for Recorder {
 async fn host(data: &Path, policy: Policy) -> Host {
     let ws = data.join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");
-    let runtime = Runtime::new(&data.join("cache"), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut host = Host::new(runtime, policy, services(data, &ws));
     host.load_path(&fixture("test-conformance"))
         .await

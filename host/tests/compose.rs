@@ -13,13 +13,6 @@ use chitin_host::{Host, Limits, Runtime, ToolError};
 use common::{fixture, policy, resign, services, test_engine};
 use serde_json::{Value, json};
 
-/// One compile cache for the whole test binary.
-fn cache() -> &'static Path {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
-        .path()
-}
-
 const TEXT_MANIFEST: &str = "schema = 1\n[component]\nname = \"test-lib-text\"\n\
     namespace = \"chitin\"\nversion = \"VERSION\"\npublisher = \"chitin\"\nkind = \"library\"\n";
 
@@ -31,7 +24,7 @@ fn host(data: &Path) -> Host {
         std::fs::create_dir_all(ws.join(dir)).expect("dir");
         std::fs::write(ws.join(dir).join("f.txt"), dir).expect("file");
     }
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     Host::new(runtime, policy(Limits::default()), services(data, &ws))
 }
 

@@ -52,7 +52,7 @@ impl Setup {
             Some(files) => fs_granting(root.path(), files),
             None => component("fs"),
         };
-        let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+        let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
         let services = services(&root.path().join("data"), &ws);
         // The tools themselves are under test here, not the policy's approval rules.
         let mut policy = policy(roomy());
@@ -96,13 +96,6 @@ impl Setup {
             "TOP SECRET\n"
         );
     }
-}
-
-/// One compile cache for the whole test binary: each variant compiles once.
-fn cache() -> &'static Path {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
-        .path()
 }
 
 /// Limits with room for the tool's own caps: a 5 MiB write needs more than the default 10 MiB
@@ -320,7 +313,7 @@ async fn no_files_grant_reaches_nothing() {
         .into_iter()
         .enumerate()
     {
-        let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+        let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
         let data = root.path().join(format!("data-{i}"));
         let mut host = Host::new(runtime, policy, services(&data, &ws));
         host.load_path(&path).await.expect("load");

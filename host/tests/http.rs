@@ -55,12 +55,6 @@ fn lab_policy(server: &TestServer) -> Policy {
     policy_for(server, true, None)
 }
 
-fn cache() -> &'static Path {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
-        .path()
-}
-
 /// Approves every request, as a person at a terminal would.
 struct Yes;
 
@@ -104,7 +98,7 @@ async fn host(
     let ws = data.join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");
     let port = server.addr.port();
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut host = Host::new(runtime, policy, services(data, &ws));
     for c in [
         component("markdown"),
@@ -523,7 +517,7 @@ async fn a_secret_store_failing_at_injection_is_a_host_fault_and_nothing_is_sent
     );
     let ws = data.path().join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut h = Host::new(runtime, lab_policy(&server), services(data.path(), &ws));
     h.load_path(&comp).await.expect("load");
     let before = server.hits.load(Ordering::SeqCst);
@@ -559,7 +553,7 @@ async fn credentials_are_injected_by_the_host_and_never_reach_the_agent() {
     let policy = lab_policy(&server);
     let ws = data.path().join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut h = Host::new(runtime, policy, services(data.path(), &ws));
     h.services()
         .secrets()
@@ -699,7 +693,7 @@ async fn credentials_injected_into_the_query_reach_the_server() {
     );
     let ws = data.path().join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut h = Host::new(runtime, lab_policy(&server), services(data.path(), &ws));
     h.services()
         .secrets()

@@ -12,13 +12,6 @@ use chitin_registry::manifest::ApprovalHint;
 use common::{component, fixture, policy, services, test_engine};
 use serde_json::{Value, json};
 
-/// One compile cache for the whole test binary.
-fn cache() -> &'static Path {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
-        .path()
-}
-
 /// A workspace with `mine/` (the invoke fixture's grant), `theirs/` (the reader fixture's) and
 /// `other/` (neither's), and a host over it under `policy` with echo, fs and both fixtures.
 async fn host(data: &Path, policy: Policy) -> Host {
@@ -27,7 +20,7 @@ async fn host(data: &Path, policy: Policy) -> Host {
         std::fs::create_dir_all(ws.join(dir)).expect("dir");
         std::fs::write(ws.join(dir).join("f.txt"), text).expect("file");
     }
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut host = Host::new(runtime, policy, services(data, &ws));
     for c in [
         component("echo"),

@@ -11,13 +11,6 @@ use common::{component, policy, resign, services, test_engine};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-/// One compile cache for the whole test binary.
-fn cache() -> &'static Path {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
-        .path()
-}
-
 /// A host over `data` (its own workspace inside) with `components` loaded; enough pool slots
 /// for 100 calls in flight.
 async fn host(data: &Path, components: &[PathBuf]) -> Host {
@@ -25,7 +18,7 @@ async fn host(data: &Path, components: &[PathBuf]) -> Host {
         max_live_instances: 128,
         ..test_engine()
     };
-    let runtime = Runtime::new(cache(), &options).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &options).expect("runtime");
     let ws = data.join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");
     // Variants under the `test` namespace carry the built-in tool names: isolation, not name
@@ -268,7 +261,7 @@ async fn a_bucket_outside_the_grant_is_refused_by_name() {
     drop(h);
     // Without a kv section the component does not load at all: its keyvalue imports are not
     // covered by its manifest.
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let ws = data.path().join("workspace");
     let mut h = Host::new(
         runtime,
@@ -319,7 +312,7 @@ async fn search_reads_folded_blocks_and_recent_entries_alike() {
     let ws = data.path().join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");
     let services = services(data.path(), &ws);
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut h = Host::new(runtime, policy(Limits::default()), services.clone());
     h.load_path(&component("memory")).await.expect("load");
     let h = std::sync::Arc::new(h);
@@ -653,7 +646,7 @@ async fn memory_host(
     let ws = data.join("workspace");
     std::fs::create_dir_all(&ws).expect("workspace");
     let services = services(data, &ws);
-    let runtime = Runtime::new(cache(), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut h = Host::new(runtime, policy(Limits::default()), services.clone());
     h.load_path(&component("memory")).await.expect("load");
     (std::sync::Arc::new(h), services.kv().expect("kv"))

@@ -25,7 +25,7 @@ async fn load(bytes: &[u8]) -> Result<(), LoadError> {
     let workspace = tempfile::tempdir().expect("tempdir");
     let path = data.path().join("under-test.wasm");
     std::fs::write(&path, bytes).expect("write");
-    let runtime = Runtime::new(&data.path().join("cache"), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut host = chitin_host::Host::new(
         runtime,
         policy(Limits::default()),

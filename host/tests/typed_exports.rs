@@ -292,7 +292,7 @@ async fn load_signed(signed: &[u8]) -> Result<(), LoadError> {
     let workspace = tempfile::tempdir().expect("tempdir");
     let path = data.path().join("under-test.wasm");
     std::fs::write(&path, signed).expect("write");
-    let runtime = Runtime::new(&data.path().join("cache"), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut host = chitin_host::Host::new(
         runtime,
         policy(Limits::default()),

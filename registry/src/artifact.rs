@@ -220,7 +220,13 @@ pub fn custom_sections(bytes: &[u8]) -> Result<Vec<CustomSection<'_>>, ArtifactE
                 // Nested modules and components are skipped whole (the parser has already moved
                 // past them; only the header was consumed): their custom sections are not the
                 // artifact's.
-                pos += unchecked_range.len();
+                let len = unchecked_range.end.saturating_sub(unchecked_range.start);
+                pos = usize::try_from(len)
+                    .ok()
+                    .and_then(|len| pos.checked_add(len))
+                    .ok_or_else(|| {
+                        ArtifactError::Malformed("a nested section is too large".into())
+                    })?;
             }
             Payload::End(_) => return Ok(out),
             _ => {}
@@ -293,6 +299,45 @@ pub fn embed_manifest(bytes: &[u8], manifest: &str) -> Result<Vec<u8>, ArtifactE
     }
     out.extend_from_slice(&bytes[pos..]);
     out.extend_from_slice(&custom_section(MANIFEST_SECTION, manifest.as_bytes()));
+    Ok(out)
+}
+
+/// The parts of a component that are its code: every byte but the top-level sections chitin adds
+/// (its manifest and signatures), in order. No compiler reads those sections, so two files that
+/// differ only in them compile to the same machine code: re-signing a component, or changing its
+/// manifest, needs no new compile.
+pub fn code_ranges(bytes: &[u8]) -> Result<Vec<Range<usize>>, ArtifactError> {
+    let added = [
+        MANIFEST_SECTION,
+        crate::signature::SIGNATURE_SECTION,
+        crate::signature::DELIMITER_SECTION,
+    ];
+    let mut ranges = Vec::new();
+    let mut pos = 0;
+    for section in custom_sections(bytes)? {
+        if added.contains(&section.name) {
+            if section.span.start > pos {
+                ranges.push(pos..section.span.start);
+            }
+            pos = section.span.end;
+        }
+    }
+    if pos < bytes.len() {
+        ranges.push(pos..bytes.len());
+    }
+    Ok(ranges)
+}
+
+/// The code of a component ([`code_ranges`]) as one component: the bytes without chitin's
+/// manifest and signature sections.
+pub fn code(bytes: &[u8]) -> Result<Vec<u8>, ArtifactError> {
+    let mut out = Vec::with_capacity(bytes.len());
+    for range in code_ranges(bytes)? {
+        let part = bytes
+            .get(range)
+            .ok_or_else(|| ArtifactError::Malformed("a section ends past the file".into()))?;
+        out.extend_from_slice(part);
+    }
     Ok(out)
 }
 
@@ -404,6 +449,24 @@ mod tests {
             Manifest::from_artifact(&twice),
             Err(EmbeddedManifestError::Artifact(ArtifactError::Malformed(_)))
         ));
+    }
+
+    #[test]
+    fn code_ranges_leave_out_the_manifest_and_signature_sections_only() {
+        let bare = [EMPTY, &custom_section("name", b"kept")[..]].concat();
+        let mut wasm = bare.clone();
+        wasm.extend(custom_section(crate::signature::SIGNATURE_SECTION, b"sig"));
+        wasm.extend(custom_section(MANIFEST_SECTION, b"schema = 1"));
+        wasm.extend(custom_section(crate::signature::DELIMITER_SECTION, b"d"));
+        wasm.extend(custom_section("producers", b"also kept"));
+        let kept = code(&wasm).expect("parses");
+        assert_eq!(
+            kept,
+            [bare, custom_section("producers", b"also kept")].concat()
+        );
+        let resigned = embed_manifest(&wasm, "schema = 2").expect("embeds");
+        assert_eq!(code(&resigned).expect("parses"), kept);
+        assert!(code_ranges(b"\0asm\x0d\0\x01\0\x00\xff").is_err());
     }
 
     #[test]

@@ -21,8 +21,10 @@ use crate::keys::{KeyId, SigningKey};
 use crate::trust_store::{TrustStore, TrustedKey};
 
 use crate::artifact::MANIFEST_SECTION;
-const SIGNATURE_SECTION: &str = "signature";
-const DELIMITER_SECTION: &str = "signature_delimiter";
+/// The custom section holding the signatures.
+pub const SIGNATURE_SECTION: &str = "signature";
+/// The custom section that ends a signed part.
+pub const DELIMITER_SECTION: &str = "signature_delimiter";
 
 /// Why a file could not be signed.
 #[derive(Debug, thiserror::Error)]

@@ -18,6 +18,10 @@ COMPONENTS = REPO / "build" / "components"
 FIXTURES = REPO / "build" / "fixtures"
 HOSTILE = FIXTURES / "test-hostile.wasm"
 CONFORMANCE = FIXTURES / "test-conformance.wasm"
+# The compile cache every chitin of a test run shares (the Rust tests' too): each component
+# compiles once in a run, not once per data directory. Entries are keyed by code and engine
+# settings, so sharing never changes what a server loads.
+CACHE = str(TARGET / "tmp" / "compile-cache")
 
 
 @pytest.fixture
@@ -42,6 +46,7 @@ class HttpServer:
             "CHITIN_WORKSPACE": str(workspace),
             # The development key that signed the built components (`just build-components`).
             "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
+            "CHITIN_CACHE_DIR": CACHE,
             "PATH": os.environ.get("PATH", ""),
         }
         self.process = subprocess.Popen(

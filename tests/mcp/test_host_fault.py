@@ -11,7 +11,7 @@ import tempfile
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
-from conftest import CHITIN, COMPONENTS, FIXTURES, REPO
+from conftest import CACHE, CHITIN, COMPONENTS, FIXTURES, REPO
 
 
 def server(data: pathlib.Path, secrets_key: str | None = None) -> StdioServerParameters:
@@ -23,6 +23,7 @@ def server(data: pathlib.Path, secrets_key: str | None = None) -> StdioServerPar
         "CHITIN_WORKSPACE": str(workspace),
         # The development key that signed the built components (`just build-components`).
         "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
+        "CHITIN_CACHE_DIR": CACHE,
         "PATH": os.environ.get("PATH", ""),
     }
     if secrets_key is not None:
@@ -71,6 +72,7 @@ async def test_a_secret_store_under_another_key_is_a_json_rpc_error(data):
         "CHITIN_DATA_DIR": str(data),
         "CHITIN_WORKSPACE": str(workspace),
         "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
+        "CHITIN_CACHE_DIR": CACHE,
         "PATH": os.environ.get("PATH", ""),
     }
     subprocess.run(

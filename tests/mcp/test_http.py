@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import CHITIN, COMPONENTS, REPO, HttpServer
+from conftest import CACHE, CHITIN, COMPONENTS, REPO, HttpServer
 
 MODES = ["legacy", "auto"]
 
@@ -252,6 +252,7 @@ def chitin_cli(data, *args):
         "CHITIN_DATA_DIR": str(data),
         "CHITIN_WORKSPACE": str(workspace),
         "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
+        "CHITIN_CACHE_DIR": CACHE,
         "PATH": os.environ.get("PATH", ""),
     }
     done = subprocess.run(

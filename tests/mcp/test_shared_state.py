@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import CHITIN, COMPONENTS, FIXTURES, REPO, HttpServer
+from conftest import CACHE, CHITIN, COMPONENTS, FIXTURES, REPO, HttpServer
 
 ROUNDS = 4
 
@@ -30,6 +30,7 @@ def env_for(data) -> dict:
         "CHITIN_WORKSPACE": str(workspace),
         # The development key that signed the built components (`just build-components`).
         "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
+        "CHITIN_CACHE_DIR": CACHE,
         "PATH": os.environ.get("PATH", ""),
     }
 

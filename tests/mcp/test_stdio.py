@@ -11,7 +11,7 @@ import tempfile
 import pytest
 from mcp import Client, StdioServerParameters, types
 
-from conftest import CHITIN, COMPONENTS, HOSTILE, REPO
+from conftest import CACHE, CHITIN, COMPONENTS, HOSTILE, REPO
 
 DATA = tempfile.mkdtemp(prefix="chitin-mcp-test-")
 # Every folder the tests make is inside DATA, removed when the run ends.
@@ -32,6 +32,7 @@ def server(*extra: str) -> StdioServerParameters:
         "CHITIN_WORKSPACE": str(workspace),
         # The development key that signed the built components (`just build-components`).
         "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
+        "CHITIN_CACHE_DIR": CACHE,
         "PATH": os.environ.get("PATH", ""),
     }
     return StdioServerParameters(command=str(CHITIN), args=args, env=env)

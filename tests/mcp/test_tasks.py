@@ -16,7 +16,7 @@ import time
 import httpx2
 import pytest
 
-from conftest import CHITIN, COMPONENTS, REPO, HttpServer
+from conftest import CACHE, CHITIN, COMPONENTS, REPO, HttpServer
 
 VERSION = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -206,6 +206,7 @@ class StdioSession:
             "CHITIN_DATA_DIR": str(data),
             "CHITIN_WORKSPACE": str(workspace),
             "CHITIN_TRUSTED_KEYS": str(REPO / "build" / "trusted_keys"),
+            "CHITIN_CACHE_DIR": CACHE,
             "PATH": os.environ.get("PATH", ""),
         }
         self.process = subprocess.Popen(

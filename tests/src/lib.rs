@@ -28,6 +28,20 @@ pub fn chitin_bin() -> PathBuf {
     bin
 }
 
+/// The compile cache every [`chitin`] command of a test run shares, and the host's own tests
+/// too (`target/tmp/compile-cache`): each component compiles once in a run, not once per data
+/// directory. Entries are keyed by code and engine settings, so sharing never changes what a
+/// command loads; a test of the data directory's own cache removes `CHITIN_CACHE_DIR`.
+pub fn shared_cache() -> PathBuf {
+    let bin = chitin_bin();
+    // target/<profile>/chitin → target/tmp/compile-cache
+    let target = bin
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    target.join("tmp").join("compile-cache")
+}
+
 /// A directory of built components (`build/components`, `build/fixtures`).
 pub fn built_dir(name: &str) -> PathBuf {
     let dir = repo().join("build").join(name);
@@ -71,6 +85,7 @@ pub fn chitin(data_dir: &Path, components: &[PathBuf]) -> Command {
         .env_remove("CHITIN_POLICY")
         .env_remove("RUST_LOG")
         .env("CHITIN_DATA_DIR", data_dir)
+        .env("CHITIN_CACHE_DIR", shared_cache())
         .env("CHITIN_WORKSPACE", workspace(data_dir))
         // The development key that signed the built components (`just build-components`).
         .env("CHITIN_TRUSTED_KEYS", repo().join("build/trusted_keys"))

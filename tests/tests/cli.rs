@@ -260,11 +260,85 @@ fn a_directory_holding_a_refused_component_fails_to_load_naming_it() {
 }
 
 #[test]
+fn a_cache_dir_holds_the_compiled_code_and_a_workspace_holding_it_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tempfile::tempdir().expect("tempdir");
+    let cache = data.path().join("shared-cache");
+    let echo = [built_dir("components").join("echo.wasm")];
+    let out = chitin(data.path(), &echo)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .arg("list")
+        .output()
+        .expect("run");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let compiled: Vec<_> = std::fs::read_dir(&cache)
+        .expect("the cache directory")
+        .flatten()
+        .flat_map(|engine| std::fs::read_dir(engine.path()).expect("engine folder"))
+        .flatten()
+        .filter(|entry| entry.path().extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    assert_eq!(compiled.len(), 1, "{compiled:?}");
+    assert!(
+        cached_files(data.path()).is_empty(),
+        "the data directory's cache was used"
+    );
+    let mode = std::fs::metadata(&cache)
+        .expect("cache")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+
+    // A tool that could write the cache would write machine code the host runs.
+    let workspace = data.path().join("project");
+    let inside = workspace.join(".cache");
+    std::fs::create_dir_all(&inside).expect("workspace");
+    let out = chitin(data.path(), &echo)
+        .arg("--cache-dir")
+        .arg(&inside)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("list")
+        .output()
+        .expect("run");
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    let inside = inside.canonicalize().expect("canonical");
+    assert!(
+        err.contains(&format!("compile cache {}", inside.display())),
+        "{err}"
+    );
+    assert!(err.contains("--cache-dir DIR"), "{err}");
+
+    // Embedding a manifest grants the component nothing, so no workspace is resolved for it;
+    // it compiles into the cache named.
+    let unsigned = data.path().join("echo-unsigned.wasm");
+    let out = chitin(data.path(), &[])
+        .arg("--cache-dir")
+        .arg(&inside)
+        .arg("--workspace")
+        .arg(&workspace)
+        .args(["manifest", "embed"])
+        .arg(&echo[0])
+        .arg(chitin_e2e::repo().join("components/echo/manifest.toml"))
+        .arg("-o")
+        .arg(&unsigned)
+        .output()
+        .expect("run");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(unsigned.is_file());
+    let entries = std::fs::read_dir(&inside).expect("the cache").count();
+    assert_eq!(entries, 1, "one engine folder");
+}
+
+#[test]
 fn data_dir_flag_holds_the_compile_cache_and_is_private() {
     let data = tempfile::tempdir().expect("tempdir");
     let dir = data.path().join("chitin-data");
     let out = chitin(data.path(), &[built_dir("components").join("echo.wasm")])
         .env_remove("CHITIN_DATA_DIR")
+        .env_remove("CHITIN_CACHE_DIR")
         .arg("--data-dir")
         .arg(&dir)
         .arg("list")

@@ -13,12 +13,14 @@ use chitin_e2e::{built_dir, cached_files, chitin, run_with_stdin, stderr, stdout
 use container_registry::auth::{AuthProvider, Permissions, Unverified, ValidCredentials};
 use container_registry::storage::ImageLocation;
 use container_registry::{ContainerRegistry, ImageDigest};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A data directory with its own trust store: the publisher's machine or the operator's.
 struct Party {
     data: PathBuf,
     trust: PathBuf,
+    /// Compile into the data directory's own cache, not the run's shared one.
+    own_cache: bool,
 }
 
 impl Party {
@@ -27,21 +29,30 @@ impl Party {
         std::fs::create_dir_all(&data).expect("data dir");
         let trust = data.join("trusted_keys");
         std::fs::write(&trust, "").expect("trust store");
-        Self { data, trust }
+        Self {
+            data,
+            trust,
+            own_cache: false,
+        }
     }
 
     fn run(&self, args: &[&str]) -> Output {
         self.run_with(args, None)
     }
 
+    /// A `chitin` command as this party.
+    fn command(&self) -> std::process::Command {
+        let mut cmd = chitin(&self.data, &[]);
+        if self.own_cache {
+            cmd.env_remove("CHITIN_CACHE_DIR");
+        }
+        cmd.env("CHITIN_TRUSTED_KEYS", &self.trust)
+            .env_remove("CHITIN_SECRETS_KEY");
+        cmd
+    }
+
     fn run_with(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        run_with_stdin(
-            chitin(&self.data, &[])
-                .env("CHITIN_TRUSTED_KEYS", &self.trust)
-                .env_remove("CHITIN_SECRETS_KEY")
-                .args(args),
-            stdin,
-        )
+        run_with_stdin(self.command().args(args), stdin)
     }
 
     /// Run and require success.
@@ -182,6 +193,31 @@ impl AuthProvider for ReadAnyoneWriteOne {
     }
 }
 
+/// `path` from the OCI registry at `addr`, read anonymously as any other client would, as JSON.
+/// HTTP/1.0, so the body comes whole and unchunked, ending when the server closes.
+fn oci_get(addr: std::net::SocketAddr, path: &str) -> Value {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the registry");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\
+         Accept: application/vnd.oci.image.manifest.v1+json, */*\r\n\r\n"
+    )
+    .expect("send");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("read");
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
 const WIDER: &str = "[capabilities.env]\nkeys = [\"LANG\"]\n";
 
 /// A loopback TCP proxy to `upstream` that cuts each connection once more than `limit` bytes
@@ -276,6 +312,42 @@ fn oci_registry_publish_search_install_update_and_refusals() {
     assert!(err.contains("refused access"), "anonymous write: {err}");
     let out = publisher.ok(&["publish", v1.to_str().unwrap()]);
     assert!(out.contains("published acme/echo@1.0.0 to lab"), "{out}");
+
+    // On the wire it is the CNCF wasm artifact other OCI wasm tools read: one `application/wasm`
+    // layer under a wasm config that describes the component.
+    let manifest = oci_get(addr, "/v2/acme/echo/manifests/1.0.0");
+    assert_eq!(
+        manifest["mediaType"], "application/vnd.oci.image.manifest.v1+json",
+        "{manifest}"
+    );
+    assert_eq!(
+        manifest["config"]["mediaType"], "application/vnd.wasm.config.v0+json",
+        "{manifest}"
+    );
+    let layers = manifest["layers"].as_array().expect("layers");
+    assert_eq!(layers.len(), 1, "{manifest}");
+    assert_eq!(layers[0]["mediaType"], "application/wasm", "{manifest}");
+    let config_digest = manifest["config"]["digest"]
+        .as_str()
+        .expect("config digest");
+    let config = oci_get(addr, &format!("/v2/acme/echo/blobs/{config_digest}"));
+    assert_eq!(
+        (&config["architecture"], &config["os"]),
+        (&json!("wasm"), &json!("wasip2")),
+        "{config}"
+    );
+    assert_eq!(
+        config["layerDigests"],
+        json!([layers[0]["digest"]]),
+        "{config}"
+    );
+    let exports = config["component"]["exports"].as_array().expect("exports");
+    assert!(
+        exports.iter().any(|e| e
+            .as_str()
+            .is_some_and(|e| e.starts_with("chitin:tool/tool@"))),
+        "{config}"
+    );
 
     // Search by tool name, description and publisher.
     for query in ["echo", "by acme", "ACME"] {
@@ -521,9 +593,11 @@ fn thirdparty(name: &str) -> PathBuf {
 
 /// acme signs `example` with its own key and publishes it into a local registry under `root`,
 /// and the operator installs `id` from there under the default policy; returns the operator and
-/// what the install printed (the audit).
-fn publish_and_install(root: &Path, example: &str, id: &str) -> (Party, String) {
-    let (publisher, operator) = parties(root);
+/// what the install printed (the audit). With `own_cache` the operator compiles into its data
+/// directory's cache rather than the run's shared one.
+fn publish_and_install(root: &Path, example: &str, id: &str, own_cache: bool) -> (Party, String) {
+    let (publisher, mut operator) = parties(root);
+    operator.own_cache = own_cache;
     let registry = root.join("registry");
     let reg = registry.to_str().expect("utf-8");
     let file = publisher.data.join(format!("{example}.wasm"));
@@ -540,7 +614,8 @@ fn publish_and_install(root: &Path, example: &str, id: &str) -> (Party, String) 
 #[test]
 fn a_python_third_party_tool_runs_under_the_default_policy_and_reaches_nothing() {
     let root = tempfile::tempdir().expect("tempdir");
-    let (operator, audit) = publish_and_install(root.path(), "textstats-py", "acme/textstats");
+    let (operator, audit) =
+        publish_and_install(root.path(), "textstats-py", "acme/textstats", false);
     // The install approval shows the memory asked (above the default, within the ceiling) and
     // the standard WASI imports linked with every use refused.
     assert!(
@@ -552,12 +627,6 @@ fn a_python_third_party_tool_runs_under_the_default_policy_and_reaches_nothing()
             && audit.contains("linked, every use refused (no grant"),
         "{audit}"
     );
-    // Compiled at install, before any call, so the first call finds it in the cache.
-    let cache = cached_files(&operator.data)
-        .iter()
-        .filter(|path| path.extension().is_some_and(|e| e == "cwasm"))
-        .count();
-    assert!(cache >= 1, "nothing compiled at install");
     let over_mcp = call_over_mcp(
         &operator,
         "acme__describe_numbers",
@@ -665,9 +734,8 @@ fn a_javascript_third_party_tool_is_published_trusted_installed_audited_and_call
 /// the server and its response lines.
 fn serve_mcp(party: &Party) -> (std::process::Child, std::sync::mpsc::Receiver<Value>) {
     use std::io::BufRead;
-    let mut child = chitin(&party.data, &[])
-        .env("CHITIN_TRUSTED_KEYS", &party.trust)
-        .env_remove("CHITIN_SECRETS_KEY")
+    let mut child = party
+        .command()
         .arg("serve")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -747,7 +815,13 @@ fn call_over_mcp(party: &Party, tool: &str, args: Value) -> Value {
 #[test]
 fn a_rust_component_of_typed_wit_exports_is_installed_and_called_over_mcp() {
     let root = tempfile::tempdir().expect("tempdir");
-    let (operator, audit) = publish_and_install(root.path(), "measure-rs", "acme/measure");
+    let (operator, audit) = publish_and_install(root.path(), "measure-rs", "acme/measure", true);
+    // Compiled at install, before any call, so the first call finds it in the cache.
+    let cache = cached_files(&operator.data)
+        .iter()
+        .filter(|path| path.extension().is_some_and(|e| e == "cwasm"))
+        .count();
+    assert!(cache >= 1, "nothing compiled at install");
     // One tool per exported function: world-level ones by their name, interface ones prefixed.
     for tool in [
         "acme__greet",

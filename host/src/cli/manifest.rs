@@ -7,7 +7,7 @@ use anyhow::Context;
 use chitin_registry::artifact;
 use chitin_registry::manifest::{ComponentKind, Manifest};
 
-use super::{Cli, Exit, open_runtime};
+use super::{Cli, Exit, open_ungranted_runtime};
 use crate::error::LoadError;
 
 /// Manifest subcommands.
@@ -80,7 +80,7 @@ pub(super) async fn run(cli: &Cli, cmd: &Command) -> anyhow::Result<Exit> {
                         .with_context(|| format!("{}: cannot read the WIT", dir.display()))?,
                     None => crate::typed_exports::Docs::default(),
                 };
-                let (runtime, policy, services) = open_runtime(cli)?;
+                let (runtime, policy, services, _workspace) = open_ungranted_runtime(cli)?;
                 match runtime
                     .unprivileged_specs(component, &wasm, &policy, &services, &docs)
                     .await

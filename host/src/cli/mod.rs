@@ -130,6 +130,12 @@ pub struct Cli {
     #[arg(long, global = true, env = DATA_DIR_ENV, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 
+    /// Compile cache: components compiled to machine code, derived from the component files
+    /// and safe to delete; several data directories may share one. Default: the data
+    /// directory's `cache` folder.
+    #[arg(long, global = true, env = "CHITIN_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+
     /// Component file or directory of `*.wasm` to load; repeatable. Default: ./build/components
     /// if it exists, else the data directory's components folder.
     #[arg(
@@ -301,13 +307,35 @@ fn init_tracing(verbose: u8) {
 pub(crate) fn open_runtime(cli: &Cli) -> anyhow::Result<(Runtime, Policy, Arc<Services>)> {
     let data = DataDir::resolve(cli.data_dir.as_deref())?;
     let policy = load_policy(cli)?;
-    let runtime = Runtime::new(&data.cache(), &EngineOptions::default())?;
+    let runtime = Runtime::new(&cache_root(cli, &data), &EngineOptions::default())?;
     let trust_path = trust_file(cli, &data);
     let workspace = workspace(cli, &data, &trust_path)?;
     let trust = chitin_registry::trust_store::TrustStore::load(&trust_path)?;
     let state = open_state(cli, &data)?;
     let services = Arc::new(Services::with_state(&workspace, data, state)?.with_trust(trust));
     Ok((runtime, policy, services))
+}
+
+/// A runtime for running a component with no capability at all (`chitin manifest embed`
+/// recording its specs): the operator's compile cache and policy, and an empty workspace of its
+/// own, since nothing is granted. The operator's workspace is not resolved, so a workspace that
+/// would be refused for serving tools does not stop an author embedding a manifest. The
+/// directory lives as long as the returned guard.
+pub(crate) fn open_ungranted_runtime(
+    cli: &Cli,
+) -> anyhow::Result<(Runtime, Policy, Arc<Services>, tempfile::TempDir)> {
+    let data = DataDir::resolve(cli.data_dir.as_deref())?;
+    let policy = load_policy(cli)?;
+    let runtime = Runtime::new(&cache_root(cli, &data), &EngineOptions::default())?;
+    let empty = tempfile::tempdir().context("cannot create an empty workspace")?;
+    let state = open_state(cli, &data)?;
+    let services = Arc::new(Services::with_state(empty.path(), data, state)?);
+    Ok((runtime, policy, services, empty))
+}
+
+/// The compile cache this invocation uses: `--cache-dir`, else the data directory's.
+fn cache_root(cli: &Cli, data: &DataDir) -> PathBuf {
+    cli.cache_dir.clone().unwrap_or_else(|| data.cache())
 }
 
 /// The state database this invocation uses: PostgreSQL when `--state-url` (or
@@ -353,6 +381,14 @@ fn workspace(cli: &Cli, data: &DataDir, trust: &Path) -> anyhow::Result<PathBuf>
             fix: "--data-dir DIR",
         },
     ];
+    // Its entries are machine code the host runs: a tool that could write one would escape
+    // the sandbox.
+    let cache = cache_root(cli, data);
+    state.push(StatePath {
+        what: "compile cache",
+        path: &cache,
+        fix: "--cache-dir DIR (or --data-dir DIR)",
+    });
     if let Some(policy) = &cli.policy {
         state.push(StatePath {
             what: "policy file",
@@ -395,7 +431,7 @@ pub(crate) async fn open_host_with(
         }
         Some(services) => {
             let data = services.data_dir().clone();
-            let runtime = Runtime::new(&data.cache(), &EngineOptions::default())?;
+            let runtime = Runtime::new(&cache_root(cli, &data), &EngineOptions::default())?;
             (runtime, load_policy(cli)?, services)
         }
     };

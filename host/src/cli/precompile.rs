@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use chitin_registry::artifact::ContentHash;
-
-use crate::cache::{CacheOutcome, LoadOrCompileError};
+use crate::cache::{CacheOutcome, CompileCache, LoadOrCompileError};
 use crate::runtime::Runtime;
 
 /// How often the elapsed time is redrawn on a terminal.
@@ -23,8 +21,7 @@ pub fn precompile(
     bytes: &[u8],
     label: &str,
 ) -> Result<CacheOutcome, LoadOrCompileError> {
-    let hash = ContentHash::of(bytes);
-    let (artifact, _) = runtime.cache().entry_paths(&hash);
+    let (artifact, _) = runtime.cache().entry_paths(&CompileCache::key(bytes)?);
     if artifact.exists() {
         return Ok(CacheOutcome::Hit);
     }
@@ -52,7 +49,7 @@ pub fn precompile(
     }
     let result = runtime
         .cache()
-        .load_or_compile(runtime.engine(), &hash, bytes)
+        .load_or_compile(runtime.engine(), bytes)
         .map(|(_, outcome)| outcome);
     done.store(true, Ordering::Relaxed);
     if let Some(ticker) = ticker {

@@ -270,6 +270,7 @@ fn banner(cli: &Cli, host: &Host) -> String {
 fn reload_setup(cli: &Cli, args: &Args) -> Arc<Cli> {
     Arc::new(Cli {
         data_dir: cli.data_dir.clone(),
+        cache_dir: cli.cache_dir.clone(),
         components: cli.components.clone(),
         workspace: cli.workspace.clone(),
         policy: cli.policy.clone(),

@@ -45,11 +45,12 @@ pub fn test_engine() -> EngineOptions {
     }
 }
 
-/// One compile cache per test process, so each component compiles once, not once per test.
-fn shared_cache() -> &'static Path {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
-        .path()
+/// One compile cache for every test process (`target/tmp/compile-cache`, which the end-to-end
+/// tests' `chitin` commands share too), so each component compiles once in a run, not once per
+/// test binary. Entries are keyed by code and engine settings, so sharing never changes what a
+/// test loads; tests of the cache itself use a cache of their own.
+pub fn shared_cache() -> &'static Path {
+    Path::new(concat!(env!("CARGO_TARGET_TMPDIR"), "/compile-cache"))
 }
 
 /// The built-in policy with its limits replaced by `limits`.

@@ -1,7 +1,7 @@
-//! OCI registries, with the CNCF wasm artifact layout (`oci-wasm`): each version is the
-//! repository `[<prefix>/]<namespace>/<name>` tagged with the version, one `application/wasm`
-//! layer. The index is an artifact of its own at `[<prefix>/]chitin-index/index:latest`, since
-//! OCI has no search.
+//! OCI registries, with the CNCF wasm artifact layout (the one `oci-wasm` and `wkg` write):
+//! each version is the repository `[<prefix>/]<namespace>/<name>` tagged with the version, one
+//! `application/wasm` layer under an `application/vnd.wasm.config.v0+json` config. The index is
+//! an artifact of its own at `[<prefix>/]chitin-index/index:latest`, since OCI has no search.
 
 use std::time::Duration;
 
@@ -10,10 +10,16 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
-use oci_wasm::{WASM_LAYER_MEDIA_TYPE, WasmClient, WasmConfig};
+use sha2::{Digest, Sha256};
 
 use super::{Auth, Entry, Index, Location, StoreError, check_overwrite};
+use crate::artifact::{ArtifactError, WitWorld};
 use crate::compose::chain;
+
+/// The media type of a component's layer.
+pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The media type of a component artifact's config.
+pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 
 /// The repository (under the prefix) that holds the index.
 pub const INDEX_REPOSITORY: &str = "chitin-index/index";
@@ -28,7 +34,7 @@ pub struct OciRegistry {
     registry: String,
     prefix: Option<String>,
     auth: RegistryAuth,
-    client: WasmClient,
+    client: Client,
 }
 
 impl OciRegistry {
@@ -63,7 +69,7 @@ impl OciRegistry {
                 Auth::Basic { username, password } => RegistryAuth::Basic(username, password),
                 Auth::Bearer(token) => RegistryAuth::Bearer(token),
             },
-            client: WasmClient::new(Client::new(config)),
+            client: Client::new(config),
         })
     }
 
@@ -85,7 +91,6 @@ impl OciRegistry {
         let reference = self.reference(INDEX_REPOSITORY, "latest");
         match self
             .client
-            .as_ref()
             .pull(&reference, &self.auth, vec![INDEX_MEDIA_TYPE])
             .await
         {
@@ -115,40 +120,46 @@ impl OciRegistry {
     ) -> Result<(), StoreError> {
         let mut index = self.index().await?;
         check_overwrite(&self.name, &index, &entry, replace)?;
-        let (config, layer) =
-            WasmConfig::from_raw_component(bytes.to_vec(), None).map_err(|e| {
-                StoreError::Other {
-                    registry: self.name.clone(),
-                    reason: format!(
-                        "cannot describe {} as a wasm artifact: {e:#}",
-                        entry.label()
-                    ),
-                }
-            })?;
+        let config = wasm_config(bytes).map_err(|e| StoreError::Other {
+            registry: self.name.clone(),
+            reason: format!("cannot describe {} as a wasm artifact: {e}", entry.label()),
+        })?;
+        let layers = [ImageLayer::new(
+            bytes.to_vec(),
+            WASM_LAYER_MEDIA_TYPE.to_owned(),
+            None,
+        )];
         let reference = self.reference(&entry.name, &entry.version.to_string());
-        self.client
-            .push(&reference, &self.auth, layer, config, None)
+        self.push(&reference, &layers, config)
             .await
-            .map_err(|e| self.anyhow_error(e, &entry.label()))?;
+            .map_err(|e| self.error(e, &entry.label()))?;
         index.upsert(entry);
         let layer = ImageLayer::new(index.to_json(), INDEX_MEDIA_TYPE.to_owned(), None);
         let config = Config::new(b"{}".to_vec(), INDEX_CONFIG_MEDIA_TYPE.to_owned(), None);
-        let layers = [layer];
-        // Registries may require the manifest to name its media type.
-        let mut manifest = OciImageManifest::build(&layers, &config, None);
+        self.push(
+            &self.reference(INDEX_REPOSITORY, "latest"),
+            &[layer],
+            config,
+        )
+        .await
+        .map_err(|e| self.error(e, "the index"))?;
+        Ok(())
+    }
+
+    /// Push one artifact: `layers` under `config`, with a manifest that names its media type
+    /// (registries may require it).
+    async fn push(
+        &self,
+        reference: &Reference,
+        layers: &[ImageLayer],
+        config: Config,
+    ) -> Result<(), OciDistributionError> {
+        let mut manifest = OciImageManifest::build(layers, &config, None);
         manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_owned());
         self.client
-            .as_ref()
-            .push(
-                &self.reference(INDEX_REPOSITORY, "latest"),
-                &layers,
-                config,
-                &self.auth,
-                Some(manifest),
-            )
+            .push(reference, layers, config, &self.auth, Some(manifest))
             .await
-            .map_err(|e| self.error(e, "the index"))?;
-        Ok(())
+            .map(|_| ())
     }
 
     /// The artifact's bytes; the layer's digest is checked while it downloads.
@@ -156,9 +167,19 @@ impl OciRegistry {
         let reference = self.reference(&entry.name, &entry.version.to_string());
         let image = self
             .client
-            .pull(&reference, &self.auth)
+            .pull(&reference, &self.auth, vec![WASM_LAYER_MEDIA_TYPE])
             .await
-            .map_err(|e| self.anyhow_error(e, &entry.label()))?;
+            .map_err(|e| self.error(e, &entry.label()))?;
+        if image.config.media_type != WASM_CONFIG_MEDIA_TYPE {
+            return Err(StoreError::Malformed {
+                registry: self.name.clone(),
+                reason: format!(
+                    "{} has a `{}` config, not `{WASM_CONFIG_MEDIA_TYPE}`",
+                    entry.label(),
+                    image.config.media_type
+                ),
+            });
+        }
         let mut layers = image.layers.into_iter();
         match (layers.next(), layers.next()) {
             (Some(layer), None) if layer.media_type == WASM_LAYER_MEDIA_TYPE => {
@@ -171,17 +192,6 @@ impl OciRegistry {
                     entry.label()
                 ),
             }),
-        }
-    }
-
-    /// Classify an error `oci-wasm` wrapped in `anyhow`.
-    fn anyhow_error(&self, e: anyhow::Error, what: &str) -> StoreError {
-        match e.downcast::<OciDistributionError>() {
-            Ok(e) => self.error(e, what),
-            Err(e) => StoreError::Malformed {
-                registry: self.name.clone(),
-                reason: format!("{what}: {e:#}"),
-            },
         }
     }
 
@@ -259,4 +269,27 @@ impl OciRegistry {
             },
         }
     }
+}
+
+/// The config of a component's artifact in the CNCF wasm layout: what it imports and exports
+/// (from its WIT world) and the digest of its one layer, which makes each config unique.
+fn wasm_config(bytes: &[u8]) -> Result<Config, ArtifactError> {
+    let world = WitWorld::decode(bytes)?;
+    let config = serde_json::json!({
+        "created": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "author": null,
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [format!("sha256:{:x}", Sha256::digest(bytes))],
+        "component": {
+            "exports": world.exports(),
+            "imports": world.imports(),
+            "target": null,
+        },
+    });
+    Ok(Config::new(
+        config.to_string().into_bytes(),
+        WASM_CONFIG_MEDIA_TYPE.to_owned(),
+        None,
+    ))
 }
