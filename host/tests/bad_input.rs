@@ -1,6 +1,6 @@
 //! Bad input: each a clear, typed error, never a panic.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

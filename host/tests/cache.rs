@@ -1,6 +1,6 @@
 //! The compile cache: a second start loads from it; a corrupt entry is detected and rebuilt.
 
-mod common;
+use crate::common;
 
 use chitin_host::Limits;
 use chitin_host::cache::{CacheOutcome, CompileCache};

@@ -2,7 +2,7 @@
 //! asker within the grant, the answers come back to the component, the policy's cut and a call
 //! with no MCP client fail closed.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

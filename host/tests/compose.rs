@@ -3,7 +3,7 @@
 //! Each part keeps its own rights; a tampered, untrusted, wrongly signed or incompatible
 //! library is refused by name.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

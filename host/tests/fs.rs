@@ -2,7 +2,7 @@
 //! is refused (by the component's lexical checks or by the host's preopen), and nothing outside
 //! the grant is read or changed.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

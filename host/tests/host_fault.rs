@@ -3,7 +3,7 @@
 //! handed: key-value buckets, HTTP rate windows, the secrets capability, and a fault under an
 //! invoked tool. Other tools keep working.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

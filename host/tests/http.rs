@@ -4,9 +4,8 @@
 //! deadlines, the per-call request cap, rate limits, leak scanning, credential injection (and the
 //! secret store failing under it), and a certificate from a CA the policy does not trust.
 
-mod common;
-#[path = "https_server/mod.rs"]
-mod https_server;
+use crate::common;
+use crate::https_server;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Tools calling tools through `chitin:host/invoke`: aliases from the caller's manifest, the
 //! policy applied to the callee, each side under its own grant, and the depth and count caps.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! service (`mcp/direct.rs`). The same requests with an allowed `Origin` header go through
 //! rmcp instead: both answers must be the same. Real server process, real loopback connection.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! response written in more than one segment on a socket without `TCP_NODELAY` stalls ~40 ms on
 //! every call after the first. Real server process, one real loopback connection.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

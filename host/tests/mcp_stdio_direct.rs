@@ -3,7 +3,7 @@
 //! result, a cancellation still stops the call, and the session carries on. Real server
 //! process, real pipes.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

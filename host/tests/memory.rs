@@ -1,7 +1,7 @@
 //! The `memory` component over the kv capability: durable across host restarts, isolated per
 //! component and per grant, BM25 order on a fixed corpus, and no lost writes under concurrency.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

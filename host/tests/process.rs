@@ -1,7 +1,7 @@
 //! The process capability (what a granted program can and cannot do under confinement) and the
 //! shell component on top of it (screening layers, approvals, timeouts), through the host.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! puts the value of a secret it can reach into one channel at a time (result, error, log,
 //! stdout, progress, approval reason), and the value reaches no caller, event sink or person.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -8,15 +8,11 @@
 //! get `tools/list_changed`; a moved tag is refused by its pinned digest. Real processes, real
 //! PostgreSQL, loopback only, bounded in time.
 
-mod common;
+use crate::common;
 // The test HTTPS server, shared with the outbound HTTP tests.
 #[allow(dead_code)]
-#[path = "https_server/mod.rs"]
-mod https_server;
-// The one throwaway-server helper, shared with the end-to-end tests.
-#[allow(dead_code)]
-#[path = "../../tests/src/postgres.rs"]
-mod postgres;
+use crate::https_server;
+use crate::postgres;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

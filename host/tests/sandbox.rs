@@ -1,6 +1,6 @@
 //! Isolation and hostile components: every attack ends in a typed error, and the next call works.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

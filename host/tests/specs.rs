@@ -2,7 +2,7 @@
 //! all, and what it says must match what its signature covers, or the load is refused naming
 //! the tool.
 
-mod common;
+use crate::common;
 
 use chitin_host::{Limits, LoadError, Runtime};
 use chitin_registry::artifact;

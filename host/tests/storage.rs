@@ -4,10 +4,7 @@
 //! committed), per-component namespaces and quotas, approvals, secrets (ciphertext only) and
 //! shared rate limits.
 
-// The one throwaway-server helper, shared with the end-to-end tests (which use all of it).
-#[allow(dead_code)]
-#[path = "../../tests/src/postgres.rs"]
-mod postgres;
+use crate::postgres;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

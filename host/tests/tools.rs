@@ -1,6 +1,6 @@
 //! Every first-party tool's normal path and invalid-args path, through the host.
 
-mod common;
+use crate::common;
 
 use chitin_host::ToolError;
 use common::{TestEnv, component};

@@ -1,7 +1,7 @@
 //! Trust at load: the tamper matrix (each refusal with its own error), policy cuts and clamps,
 //! tool profiles, protected names, and remembered approvals.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -69,7 +69,7 @@ fn env(trust: TrustStore) -> Env {
             .expect("services")
             .with_trust(trust),
     );
-    let runtime = Runtime::new(&data.path().join("cache"), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     Env {
         data,
         services,
@@ -219,7 +219,7 @@ async fn a_third_party_tool_named_like_a_built_in_is_namespaced_beside_it() {
     let path = env.data.path().join("acme-echo.wasm");
     std::fs::write(&path, echo_with(&manifest, &key)).expect("write");
     let mut host = Host::new(
-        Runtime::new(&env.data.path().join("cache2"), &test_engine()).expect("runtime"),
+        Runtime::new(common::shared_cache(), &test_engine()).expect("runtime"),
         builtin(),
         env.services.clone(),
     );
@@ -281,7 +281,7 @@ async fn a_denied_capability_is_cut_and_limits_are_clamped() {
 
 async fn host_with(policy: Policy) -> (tempfile::TempDir, Host) {
     let data = tempfile::tempdir().expect("tempdir");
-    let runtime = Runtime::new(&data.path().join("cache"), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut host = Host::new(runtime, policy, common::services(data.path(), data.path()));
     for name in ["echo", "time", "json"] {
         host.load_file(&component(name)).await.expect("load");
@@ -381,7 +381,7 @@ async fn load_in(env: &Env, dir: &Path, bytes: Vec<u8>) -> Result<(), LoadError>
     std::fs::create_dir_all(dir).expect("dir");
     let path = dir.join("echo.wasm");
     std::fs::write(&path, bytes).expect("write");
-    let runtime = Runtime::new(&env.data.path().join("cache"), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
     let mut host = Host::new(runtime, builtin(), env.services.clone());
     host.load_file(&path).await
 }

@@ -2,7 +2,7 @@
 //! types (golden JSON per type kind, in `tests/golden/typed/`), arguments converted with errors
 //! naming the field, a `result` error as execution-failed, and resources refused by name.
 
-mod common;
+use crate::common;
 
 use std::sync::OnceLock;
 

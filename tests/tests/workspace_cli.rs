@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use chitin_e2e::{chitin_bin, repo, run_with_stdin, stderr};
+use chitin_e2e::{chitin_bin, repo, run_with_stdin, shared_cache, stderr};
 use serde_json::Value;
 
 /// The command and arguments of the README's `mcpServers` config.
@@ -29,7 +29,8 @@ fn readme_config() -> (String, Vec<String>) {
 }
 
 /// Start the README config as a desktop client would: from `cwd`, with only `HOME` and `PATH`
-/// (and the data directory when given) in its environment, `/path/to/project` standing for
+/// (and the data directory when given) in its environment, besides the test run's shared compile
+/// cache (which spares only compiling the built-ins again), `/path/to/project` standing for
 /// `workspace` (or the `--workspace` pair left out when `None`), stdin closed at once.
 fn start(cwd: &Path, home: &Path, data: Option<&Path>, workspace: Option<&Path>) -> Output {
     let (command, args) = readme_config();
@@ -56,7 +57,8 @@ fn start(cwd: &Path, home: &Path, data: Option<&Path>, workspace: Option<&Path>)
         .env("HOME", home)
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         // The development key that signed the built components, so the accepted case loads.
-        .env("CHITIN_TRUSTED_KEYS", repo().join("build/trusted_keys"));
+        .env("CHITIN_TRUSTED_KEYS", repo().join("build/trusted_keys"))
+        .env("CHITIN_CACHE_DIR", shared_cache());
     if let Some(data) = data {
         cmd.env("CHITIN_DATA_DIR", data);
     }

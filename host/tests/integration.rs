@@ -1,0 +1,34 @@
+//! The host's integration tests, one module per file, built as one test binary: each binary links
+//! all of chitin, wasmtime and Cranelift, so one binary instead of one per file saves a link per
+//! file in every test build (`cargo test --test integration http::` runs one file's tests).
+//! The test-only probe capability is a binary of its own (`tests/probe.rs`): it needs a feature.
+
+mod common;
+mod https_server;
+// The one throwaway-server helper, shared with the end-to-end tests (which use all of it).
+#[allow(dead_code)]
+#[path = "../../tests/src/postgres.rs"]
+mod postgres;
+
+mod bad_input;
+mod cache;
+mod client;
+mod compose;
+mod fs;
+mod host_fault;
+mod http;
+mod invoke;
+mod layering;
+mod mcp_http_direct;
+mod mcp_http_keepalive;
+mod mcp_stdio_direct;
+mod memory;
+mod process;
+mod redaction;
+mod replicas;
+mod sandbox;
+mod specs;
+mod storage;
+mod tools;
+mod trust;
+mod typed_exports;

@@ -1,0 +1,13 @@
+//! The end-to-end tests, one module per file, built as one test binary: one link instead of one
+//! per file in every test build (`cargo test --test e2e cli::` runs one file's tests).
+
+mod cli;
+mod compose_cli;
+mod crash;
+mod registry_cli;
+mod secret_cli;
+mod shared_state;
+mod specs_cli;
+mod third_party_cli;
+mod trust_cli;
+mod workspace_cli;
