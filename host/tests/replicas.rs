@@ -9,8 +9,6 @@
 //! PostgreSQL, loopback only, bounded in time.
 
 use crate::common;
-// The test HTTPS server, shared with the outbound HTTP tests.
-#[allow(dead_code)]
 use crate::https_server;
 use crate::postgres;
 
