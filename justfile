@@ -10,9 +10,8 @@ fixtures := "test-counter test-hostile test-future-contract test-minimal test-co
 # except fs and memory, whose pure logic has native unit tests. One run builds them all with one
 # set of dependency features.
 native := prepend("--exclude chitin-", replace_regex(components, '\b(fs|memory) ', '')) + " " + prepend("--exclude chitin-", fixtures)
-# How recipes build the `chitin` binary. `just test` first builds it together with the tests and
-# then runs the other recipes with `chitin_build=true`: a plain `cargo build --bin chitin` resolves
-# fewer dependency features than the test build, so it would compile much of the tree twice.
+# How recipes build the `chitin` binary. After `just test` it compiles nothing: host/Cargo.toml
+# names the features the test build turns on, and `just test` checks that it still does.
 chitin_build := "cargo build --quiet --bin chitin"
 # The compile cache `chitin manifest embed` compiles into (it runs each component for its specs).
 # Empty: the data directory's, so `just run` then starts on warm entries. `just test` names the
@@ -89,7 +88,8 @@ run: build-components
 # Run every test: unit, host integration, end-to-end, the guest SDK's own, and MCP clients.
 test:
     cargo test --quiet --workspace {{ native }} --no-run
-    "{{ just_executable() }}" chitin_build=true embed_cache="${CARGO_TARGET_DIR:-target}/tmp/compile-cache" test-built
+    "{{ just_executable() }}" test-shared-build
+    "{{ just_executable() }}" embed_cache="${CARGO_TARGET_DIR:-target}/tmp/compile-cache" test-built
 
 # The tests, once the test build (with the `chitin` binary) is there.
 [private]
@@ -147,3 +147,16 @@ lint:
 [private]
 test-probe:
     cargo test --workspace {{ native }} --features chitin-host/test-capability --test probe
+    # Put the binary without the probe back (its build is still there; nothing compiles).
+    {{ chitin_build }}
+
+# `just run` after `just test` must not compile the tree again: right after the test build, a plain
+# `cargo build --bin chitin` must find every unit it needs already built.
+[private]
+test-shared-build:
+    @stale="$(cargo build --bin chitin --message-format=json-render-diagnostics | sed -n 's/^{"reason":"compiler-artifact","package_id":"[^"#]*#\([^"]*\)".*"fresh":false.*/\1/p' | sort -u)"; \
+    if [ -n "$stale" ]; then \
+        echo "a plain \`cargo build --bin chitin\` (what \`just run\` does) compiled these again after the test build:" >&2; echo "$stale" >&2; \
+        echo "a test dependency turns on features of theirs that chitin's own dependencies do not; name them in host/Cargo.toml under \"Features the test build turns on\" (\`cargo tree -e features -i <package>\` shows who turns them on)" >&2; \
+        exit 1; \
+    fi
