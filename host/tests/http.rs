@@ -316,6 +316,7 @@ fn call_elsewhere(
         .env_remove("CHITIN_COMPONENTS")
         .env_remove("CHITIN_POLICY")
         .env("CHITIN_DATA_DIR", data)
+        .env("CHITIN_CACHE_DIR", common::shared_cache())
         .env("CHITIN_TRUSTED_KEYS", &trust_file)
         .arg("--policy")
         .arg(&policy_file)

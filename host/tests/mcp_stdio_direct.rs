@@ -81,6 +81,7 @@ async fn run() {
         .arg("--components")
         .arg(common::fixture("test-conformance"))
         .env("CHITIN_DATA_DIR", data.path())
+        .env("CHITIN_CACHE_DIR", common::shared_cache())
         .env("CHITIN_WORKSPACE", &workspace)
         .env(
             "CHITIN_TRUSTED_KEYS",

@@ -75,6 +75,8 @@ impl Replica {
         }
         let mut child = command
             .env("CHITIN_DATA_DIR", data)
+            // Compiled code comes from the run's cache; what replicas share is under test, not it.
+            .env("CHITIN_CACHE_DIR", common::shared_cache())
             .env("CHITIN_WORKSPACE", &workspace)
             .env("CHITIN_STATE_URL", pg.url())
             .env("CHITIN_TRUSTED_KEYS", &setup.trust)
@@ -309,6 +311,7 @@ fn cli(data: &Path, trust: &Path, args: &[&str]) -> std::process::Output {
     std::fs::create_dir_all(&workspace).expect("workspace");
     std::process::Command::new(env!("CARGO_BIN_EXE_chitin"))
         .env("CHITIN_DATA_DIR", data)
+        .env("CHITIN_CACHE_DIR", common::shared_cache())
         .env("CHITIN_WORKSPACE", &workspace)
         .env("CHITIN_TRUSTED_KEYS", trust)
         .env_remove("CHITIN_COMPONENTS")

@@ -41,7 +41,8 @@ work="${CONFORMANCE_OUT:-$(mktemp -d)}"
 mkdir -p "$work" "$work/workspace"
 trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; [ -n "${CONFORMANCE_OUT:-}" ] || rm -rf "$work"' EXIT
 "$target/debug/chitin" serve --http 127.0.0.1:0 --insecure-no-token --no-watch \
-    --data-dir "$work/data" --trusted-keys "$repo/build/trusted_keys" --workspace "$work/workspace" \
+    --data-dir "$work/data" --cache-dir "$target/tmp/compile-cache" \
+    --trusted-keys "$repo/build/trusted_keys" --workspace "$work/workspace" \
     --components "$repo/build/fixtures/test-conformance.wasm" \
     --components "$repo/build/fixtures/test-conformance-tasks.wasm" \
     2>"$work/serve.log" &

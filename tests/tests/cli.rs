@@ -407,7 +407,8 @@ fn shell_line(workspace: &std::path::Path, args: &str) -> String {
 }
 
 /// Run `line` under a pseudo-terminal (`script`), typing `typed` at it; returns the exit code
-/// and everything the terminal showed.
+/// and everything the terminal showed. The run's shared compile cache is named, as `chitin()`
+/// does: else each of these commands compiled every built-in into the data directory's cache.
 fn on_terminal(line: &str, typed: &str) -> (i32, String) {
     use std::io::Write;
     let mut child = std::process::Command::new("script")
@@ -416,6 +417,7 @@ fn on_terminal(line: &str, typed: &str) -> (i32, String) {
             "CHITIN_TRUSTED_KEYS",
             chitin_e2e::repo().join("build/trusted_keys"),
         )
+        .env("CHITIN_CACHE_DIR", chitin_e2e::shared_cache())
         .env_remove("CHITIN_COMPONENTS")
         .env_remove("CHITIN_POLICY")
         .env_remove("RUST_LOG")

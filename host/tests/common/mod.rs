@@ -217,6 +217,7 @@ pub async fn serve_http(components: &[PathBuf]) -> HttpServer {
     }
     let mut process = command
         .env("CHITIN_DATA_DIR", data.path())
+        .env("CHITIN_CACHE_DIR", shared_cache())
         .env("CHITIN_WORKSPACE", &workspace)
         .env("CHITIN_TRUSTED_KEYS", repo().join("build/trusted_keys"))
         .stdin(std::process::Stdio::null())
