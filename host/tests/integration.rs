@@ -9,6 +9,8 @@ mod https_server;
 #[allow(dead_code)]
 #[path = "../../tests/src/postgres.rs"]
 mod postgres;
+#[path = "../../tests/src/test_binary.rs"]
+mod test_binary;
 
 mod bad_input;
 mod cache;
@@ -33,23 +35,14 @@ mod tools;
 mod trust;
 mod typed_exports;
 
-/// With `autotests = false`, a file in `tests/` that is not a module above would never build or
-/// run: every one must be declared here (`probe.rs` is its own binary).
+/// Every file in `tests/` is one of the modules above (`probe.rs` is its own binary).
 #[test]
 fn every_test_file_is_a_module_of_this_binary() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    let this = include_str!("integration.rs");
-    for entry in std::fs::read_dir(&dir).expect("host/tests") {
-        let path = entry.expect("entry").path();
-        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
-            continue;
-        };
-        if path.extension().is_some_and(|e| e == "rs") && !["integration", "probe"].contains(&stem)
-        {
-            assert!(
-                this.contains(&format!("\nmod {stem};\n")),
-                "tests/{stem}.rs is not a module of tests/integration.rs"
-            );
-        }
-    }
+    test_binary::assert_every_file_is_a_module(
+        &dir,
+        "integration",
+        include_str!("integration.rs"),
+        &["probe"],
+    );
 }

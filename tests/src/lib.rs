@@ -1,6 +1,7 @@
 //! Helpers for end-to-end tests: find the `chitin` binary and the built components, run the CLI.
 
 pub mod postgres;
+pub mod test_binary;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
