@@ -245,33 +245,52 @@ async fn run() {
         println!("| {name} | {} | {} |", ms(m50), ms(m99));
     }
 
+    // The leak scan alone, on a mebibyte of each kind of text a tool hands back.
     let paragraph = "The operator rotated the API token on Tuesday; the password policy is in the \
                      runbook, section 4. Deploys go out at 10:00 UTC after the tests pass. ";
-    let text: String = paragraph.repeat((1 << 20) / paragraph.len() + 1);
-    let text = &text[..1 << 20];
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("the README");
+    let mebibyte = |text: &str| -> String {
+        let mut whole = text.repeat((1 << 20) / text.len() + 1);
+        whole.truncate(whole.floor_char_boundary(1 << 20));
+        whole
+    };
+    // Anchors whose trials each walk the letters after them looking for a JWT's `.`.
+    let crafted = format!("{}{}", "eyJ-".repeat(1000), "a".repeat((1 << 20) - 4000));
+    let texts = [
+        (
+            "prose dense with anchor words (`API`, `token`, `password`)",
+            mebibyte(paragraph),
+        ),
+        ("the README, repeated", mebibyte(&readme)),
+        ("1,000 `eyJ-` anchors, then letters to the end", crafted),
+    ];
     let scanner = LeakScanner::new([("bench_secret", "bench-VALUE-0a1b2c3d4e5f")]);
-    let mut scrub = Vec::new();
-    let mut outbound = Vec::new();
-    for _ in 0..20 {
-        let started = Instant::now();
-        std::hint::black_box(scanner.scrub(text));
-        scrub.push(started.elapsed());
-        let started = Instant::now();
-        let _ = std::hint::black_box(scanner.scan_outbound(text));
-        outbound.push(started.elapsed());
-    }
-    let (s50, o50) = (p(&mut scrub, 0.5), p(&mut outbound, 0.5));
-    println!("\n## leak scan of 1 MiB of prose (built-in patterns + one secret value, p50 of 20)");
-    println!("| scan | p50 | throughput |");
-    println!("|---|---|---|");
-    for (name, d) in [
-        ("scrub (tool output)", s50),
-        ("scan_outbound (request)", o50),
-    ] {
-        println!(
-            "| {name} | {} | {:.0} MiB/s |",
-            ms(d),
-            1.0 / d.as_secs_f64()
-        );
+    println!("\n## leak scan of 1 MiB (built-in patterns + one secret value, p50 of 20)");
+    println!("| text | scan | p50 | throughput |");
+    println!("|---|---|---|---|");
+    for (which, text) in &texts {
+        let mut scrub = Vec::new();
+        let mut outbound = Vec::new();
+        for _ in 0..20 {
+            let started = Instant::now();
+            std::hint::black_box(scanner.scrub(text));
+            scrub.push(started.elapsed());
+            let started = Instant::now();
+            let _ = std::hint::black_box(scanner.scan_outbound(text));
+            outbound.push(started.elapsed());
+        }
+        for (name, series) in [
+            ("scrub (tool output)", &mut scrub),
+            ("scan_outbound (request)", &mut outbound),
+        ] {
+            let d = p(series, 0.5);
+            let mib = text.len() as f64 / f64::from(1 << 20);
+            println!(
+                "| {which} | {name} | {} | {:.1} MiB/s |",
+                ms(d),
+                mib / d.as_secs_f64()
+            );
+        }
     }
 }

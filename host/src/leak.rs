@@ -24,8 +24,9 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use regex::bytes::{Regex, RegexSet};
+use regex_automata::util::pool::Pool;
 use regex_automata::util::syntax;
-use regex_automata::{Anchored, Input, meta};
+use regex_automata::{Anchored, Input, PatternID, hybrid, meta};
 
 use crate::secrets::{decode_hex, is_hex};
 
@@ -48,6 +49,19 @@ pub const MIN_SECRET_LEN: usize = 8;
 /// Shortest base64/hex run that is decoded and scanned: the shortest credential worth finding
 /// (8 bytes) encodes to at least 11 base64 characters; 16 keeps ordinary words out.
 const MIN_ENCODED_RUN: usize = 16;
+
+/// Text with more pattern anchors than one per this many bytes takes the whole-set pass: past
+/// that, trying each anchor costs more than the pass (prose about APIs and tokens has a few per
+/// KiB, and is faster tried at each).
+const ANCHOR_SPACING: usize = 64;
+
+/// Bytes the anchored pass may walk, per byte scanned, before it gives way to the whole-set
+/// pass. A trial that fails can walk far (`eyJ-` followed by a megabyte of letters walks to the
+/// end looking for the `.`), and a thousand such anchors in one text would cost a thousand walks:
+/// the budget keeps a scan linear in its text whatever the text holds.
+const TRIAL_STEPS_PER_BYTE: usize = 2;
+/// Steps every text may take besides [`TRIAL_STEPS_PER_BYTE`], so short texts never switch.
+const TRIAL_STEPS_BASE: usize = 64 * 1024;
 
 /// A built-in credential pattern.
 struct Pattern {
@@ -223,6 +237,11 @@ struct Compiled {
     anchors: Vec<(&'static [u8], usize)>,
     /// The patterns, tried anchored where one of their anchors occurs.
     anchored: Vec<meta::Regex>,
+    /// The patterns as one lazy DFA with a start state each: a trial walks it first, counting
+    /// its steps, and only a trial that reaches a match runs `anchored` for the captures.
+    trial: hybrid::dfa::DFA,
+    /// The lazy DFA's caches, one per scan in flight, kept warm between scans.
+    trial_caches: Pool<hybrid::dfa::Cache, TrialCacheFn>,
     /// All patterns at once, for text dense with anchors (see [`LeakScanner::find_patterns`]).
     set: RegexSet,
     /// The patterns for unanchored iteration, with the set.
@@ -230,6 +249,18 @@ struct Compiled {
     /// Percent-escapes and invisible characters ([`OBFUSCATION`]).
     obfuscation: Regex,
 }
+
+/// Makes a cache for [`Compiled::trial`].
+type TrialCacheFn = Box<
+    dyn Fn() -> hybrid::dfa::Cache
+        + Send
+        + Sync
+        + std::panic::UnwindSafe
+        + std::panic::RefUnwindSafe,
+>;
+
+/// The trial walk ran out of steps: the text goes to the whole-set pass.
+struct OverBudget;
 
 /// The search for anchors: Teddy (SIMD) where the CPU has it, else an Aho-Corasick automaton.
 enum AnchorSearch {
@@ -276,6 +307,13 @@ static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
         .map(|p| format!("(?-u){}", p.regex))
         .collect();
     // The patterns are constants covered by the tests: compiling them cannot fail.
+    let trial = hybrid::dfa::DFA::builder()
+        .configure(hybrid::dfa::Config::new().starts_for_each_pattern(true))
+        .syntax(syntax::Config::new().utf8(false))
+        .thompson(regex_automata::nfa::thompson::Config::new().utf8(false))
+        .build_many(&sources)
+        .expect("built-in leak patterns compile to a lazy DFA");
+    let for_caches = trial.clone();
     Compiled {
         anchor_search,
         anchors,
@@ -291,6 +329,8 @@ static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
                     .expect("built-in leak pattern compiles")
             })
             .collect(),
+        trial,
+        trial_caches: Pool::new(Box::new(move || for_caches.create_cache())),
         set: RegexSet::new(&sources).expect("built-in leak patterns compile"),
         regexes: sources
             .iter()
@@ -299,6 +339,46 @@ static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
         obfuscation: Regex::new(OBFUSCATION).expect("obfuscation pattern compiles"),
     }
 });
+
+impl Compiled {
+    /// Whether pattern `i` matches at `start`, by a walk of the lazy DFA that takes one step of
+    /// `budget` per byte; a DFA that gives up counts as the budget running out.
+    fn trial_matches(
+        &self,
+        cache: &mut hybrid::dfa::Cache,
+        i: usize,
+        bytes: &[u8],
+        start: usize,
+        budget: &mut usize,
+    ) -> Result<bool, OverBudget> {
+        let pattern = PatternID::new(i).map_err(|_| OverBudget)?;
+        let input = Input::new(bytes)
+            .range(start..)
+            .anchored(Anchored::Pattern(pattern));
+        let dfa = &self.trial;
+        let mut state = dfa
+            .start_state_forward(cache, &input)
+            .map_err(|_| OverBudget)?;
+        for &byte in &bytes[start..] {
+            *budget = budget.checked_sub(1).ok_or(OverBudget)?;
+            state = dfa.next_state(cache, state, byte).map_err(|_| OverBudget)?;
+            if state.is_tagged() {
+                // Matches show one byte late; any match means the full search finds one.
+                if state.is_match() {
+                    return Ok(true);
+                }
+                if state.is_dead() {
+                    return Ok(false);
+                }
+                if state.is_quit() {
+                    return Err(OverBudget);
+                }
+            }
+        }
+        let state = dfa.next_eoi_state(cache, state).map_err(|_| OverBudget)?;
+        Ok(state.is_match())
+    }
+}
 
 impl fmt::Debug for LeakScanner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -437,13 +517,20 @@ impl LeakScanner {
     /// what each pattern's leftmost-first iteration over the whole text finds. A pattern is only
     /// tried, anchored, where one of its anchors occurs, so a megabyte without anchors costs one
     /// lower-casing copy and one SIMD multi-literal search instead of a DFA pass. Text dense with
-    /// anchors (more than one per KiB) takes the whole-set pass instead, whose cost does not grow
-    /// with them: the search stops at the bound, so such text costs little more than that pass.
+    /// anchors (more than one per [`ANCHOR_SPACING`] bytes) takes the whole-set pass instead,
+    /// whose cost does not grow with them: the search stops at the bound, so such text costs
+    /// little more than that pass. So does text whose trials walk more than
+    /// [`TRIAL_STEPS_PER_BYTE`] steps a byte.
     fn find_patterns(&self, bytes: &[u8], out: &mut Vec<Hit>) {
-        match self.candidates(bytes, 64 + bytes.len() / 1024) {
-            Some(candidates) => self.find_anchored(bytes, candidates, out),
-            None => self.find_patterns_everywhere(bytes, out),
+        if let Some(candidates) = self.candidates(bytes, 64 + bytes.len() / ANCHOR_SPACING) {
+            let found = out.len();
+            let budget = TRIAL_STEPS_BASE + TRIAL_STEPS_PER_BYTE * bytes.len();
+            match self.find_anchored(bytes, candidates, budget, out) {
+                Ok(()) => return,
+                Err(OverBudget) => out.truncate(found),
+            }
         }
+        self.find_patterns_everywhere(bytes, out);
     }
 
     /// Where each pattern could match (pattern, start), sorted; `None` beyond `most` of them.
@@ -475,12 +562,20 @@ impl LeakScanner {
     }
 
     /// Hits of the patterns tried anchored at `candidates`: each pattern's leftmost-first
-    /// iteration, which only ever finds a match at one of them.
-    fn find_anchored(&self, bytes: &[u8], candidates: Vec<(usize, usize)>, out: &mut Vec<Hit>) {
+    /// iteration, which only ever finds a match at one of them. The trials walk at most `budget`
+    /// bytes in all; beyond that the hits pushed so far are incomplete.
+    fn find_anchored(
+        &self,
+        bytes: &[u8],
+        candidates: Vec<(usize, usize)>,
+        mut budget: usize,
+        out: &mut Vec<Hit>,
+    ) -> Result<(), OverBudget> {
         let compiled = self.compiled;
         let Some(&(first, _)) = candidates.first() else {
-            return;
+            return Ok(());
         };
+        let mut cache = compiled.trial_caches.get();
         // Where the current pattern's iteration stands: its last match ended at `resume`.
         let mut pattern = first;
         let mut caps = compiled.anchored[pattern].create_captures();
@@ -491,7 +586,9 @@ impl LeakScanner {
                 caps = compiled.anchored[i].create_captures();
                 resume = 0;
             }
-            if start < resume {
+            if start < resume
+                || !compiled.trial_matches(&mut cache, i, bytes, start, &mut budget)?
+            {
                 continue;
             }
             let input = Input::new(bytes).range(start..).anchored(Anchored::Yes);
@@ -503,6 +600,7 @@ impl LeakScanner {
             let span = caps.get_group_by_name("s").unwrap_or(whole.span());
             self.push_pattern_hit(i, bytes, span.range(), out);
         }
+        Ok(())
     }
 
     /// Hits of the built-in patterns by one pass of the whole set, then each matched pattern's
@@ -894,7 +992,7 @@ mod tests {
         [
             pattern_hits(|s, out| {
                 let candidates = s.candidates(bytes, usize::MAX).expect("no bound");
-                s.find_anchored(bytes, candidates, out);
+                assert!(s.find_anchored(bytes, candidates, usize::MAX, out).is_ok());
             }),
             pattern_hits(|s, out| s.find_patterns_everywhere(bytes, out)),
             pattern_hits(|s, out| s.find_patterns(bytes, out)),
@@ -1066,6 +1164,70 @@ mod tests {
         for (i, n) in matched.iter().enumerate() {
             assert!(*n > 0, "no case matched {}", PATTERNS[i].name);
         }
+    }
+
+    #[test]
+    fn trials_that_walk_far_give_way_to_the_whole_set_pass() {
+        // A thousand `eyJ` anchors, each walking the megabyte of letters after them looking for
+        // the `.` a JWT needs: a thousand megabyte walks without the budget. Credentials after
+        // them and between them must still be found.
+        let mut text = "eyJ-".repeat(500);
+        text.push_str(&samples()[0].1);
+        text.push(' ');
+        text.push_str(&"eyJ-".repeat(500));
+        text.push_str(&"a".repeat(1 << 20));
+        for (_, sample) in samples() {
+            text.push(' ');
+            text.push_str(&sample);
+        }
+        let bytes = text.as_bytes();
+        let s = scanner();
+        let candidates = s.candidates(bytes, usize::MAX).expect("no bound");
+        assert!(
+            candidates.len() < 64 + bytes.len() / ANCHOR_SPACING,
+            "the anchored pass takes it"
+        );
+        let budget = TRIAL_STEPS_BASE + TRIAL_STEPS_PER_BYTE * bytes.len();
+        assert!(
+            s.find_anchored(bytes, candidates, budget, &mut Vec::new())
+                .is_err(),
+            "the walks run over the budget"
+        );
+        let expected = reference_patterns(bytes);
+        assert!(expected.len() > 10);
+        for found in every_pass(bytes) {
+            assert_eq!(found, expected);
+        }
+    }
+
+    #[test]
+    fn ordinary_text_stays_within_the_trial_budget() {
+        let samples = samples();
+        // A credential and two anchor words every KiB, as in prose about APIs.
+        let filler = "The quick brown fox jumps over the lazy dog; see the docs.\n".repeat(16);
+        let mut text = String::new();
+        while text.len() < 1 << 20 {
+            for (_, sample) in &samples {
+                text.push_str(&filler);
+                text.push_str(sample);
+                text.push_str(" (the api key, as the auth docs say)\n");
+            }
+        }
+        let bytes = text.as_bytes();
+        let s = scanner();
+        let candidates = s
+            .candidates(bytes, 64 + bytes.len() / ANCHOR_SPACING)
+            .expect("under the density bound");
+        let budget = TRIAL_STEPS_BASE + TRIAL_STEPS_PER_BYTE * bytes.len();
+        let mut found = Vec::new();
+        assert!(
+            s.find_anchored(bytes, candidates, budget, &mut found)
+                .is_ok()
+        );
+        assert_eq!(
+            pattern_hits(|_, out| out.extend(found)),
+            reference_patterns(bytes)
+        );
     }
 
     #[test]
