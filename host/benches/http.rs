@@ -1,8 +1,9 @@
 //! Outbound HTTP benchmark, printed as a table: a GET through the `http` component (fresh
 //! sandbox, wasi:http, the host's enforced send path, TLS, the capability's kept-alive
 //! connection) versus the same GET with reqwest from the host (a new connection each, and its
-//! default pool), against one HTTPS server on 127.0.0.1; and the leak scanner's throughput on
-//! 1 MiB of text. Run with `cargo bench -p chitin-host --bench http` after
+//! default pool), against one HTTPS server on 127.0.0.1; and the leak scanner on a mebibyte of
+//! each of three texts (prose dense with anchor words, the README, anchors crafted to make the
+//! scan's trials walk far). Run with `cargo bench -p chitin-host --bench http` after
 //! `just build-components` (`just bench` does both). Figures are reported, never asserted.
 
 // The tests' server; the bench reads none of its hit counters.
