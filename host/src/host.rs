@@ -222,6 +222,15 @@ impl Host {
         self.served.tool(name)
     }
 
+    /// Whether tool `name`'s input schema asks for `Mcp-Param-*` headers (`x-mcp-header`);
+    /// false when no such tool is served.
+    pub fn names_param_headers(&self, name: &str) -> bool {
+        self.served
+            .index
+            .get(name)
+            .is_some_and(|&(c, t)| self.served.components[c].tools[t].names_param_headers)
+    }
+
     /// The wall-clock limit of a call to tool `name` when its component's manifest asks for a
     /// time limit of its own (the grant's, so as the policy clamps it); `None` when it does not,
     /// or no such tool is served.

@@ -70,6 +70,9 @@ pub struct CheckedSpec {
     pub spec: ToolSpec,
     /// The name the component itself gives the tool (what its manifest and `call` use).
     pub own_name: String,
+    /// Whether the input schema names `x-mcp-header` anywhere, so the MCP HTTP transport
+    /// checks `Mcp-Param-*` headers against it; found once here rather than on every request.
+    pub names_param_headers: bool,
     validator: jsonschema::Validator,
 }
 
@@ -93,6 +96,18 @@ pub fn exposed_name(namespace: &str, tool: &str) -> String {
 }
 
 pub use chitin_registry::manifest::MAX_TOOL_NAME;
+
+/// The schema keyword that asks for an argument to be repeated in an `Mcp-Param-*` header.
+const PARAM_HEADER_KEYWORD: &str = "x-mcp-header";
+
+/// Whether `key` is a member name of any object in `value`, at any depth.
+fn names_key(value: &Value, key: &str) -> bool {
+    match value {
+        Value::Object(map) => map.contains_key(key) || map.values().any(|v| names_key(v, key)),
+        Value::Array(items) => items.iter().any(|v| names_key(v, key)),
+        _ => false,
+    }
+}
 
 /// A spec as the component returned it, in the form the signed manifest records.
 pub fn recorded(wit: &WitToolSpec) -> chitin_registry::manifest::ToolSpec {
@@ -146,6 +161,7 @@ impl CheckedSpec {
         let a = spec.annotations;
         Ok(Self {
             own_name: name.clone(),
+            names_param_headers: names_key(&input_schema, PARAM_HEADER_KEYWORD),
             spec: ToolSpec {
                 name: name.clone(),
                 description: spec.description,
@@ -209,5 +225,32 @@ impl CheckedSpec {
                 problems.join("; ")
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checked(input_schema: &str) -> CheckedSpec {
+        CheckedSpec::from_recorded(chitin_registry::manifest::ToolSpec {
+            name: "t".into(),
+            description: String::new(),
+            input_schema: input_schema.into(),
+            output_schema: None,
+            annotations: Default::default(),
+        })
+        .expect("a valid spec")
+    }
+
+    #[test]
+    fn a_header_keyword_is_found_at_any_depth_once_at_load() {
+        let nested = r#"{"type": "object", "properties": {"a": {"type": "object",
+            "properties": {"b": {"type": "string", "x-mcp-header": "B"}}}}}"#;
+        assert!(checked(nested).names_param_headers);
+        let listed = r#"{"type": "object", "anyOf": [{"x-mcp-header": "B"}]}"#;
+        assert!(checked(listed).names_param_headers);
+        let plain = r#"{"type": "object", "properties": {"a": {"type": "string"}}}"#;
+        assert!(!checked(plain).names_param_headers);
     }
 }

@@ -21,7 +21,6 @@ use rmcp::model::{
     RequestId, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::transport::common::http_header::BASE64_HEADER_PREFIX;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::McpServer;
@@ -41,8 +40,6 @@ const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 /// The `Mcp-Param-*` headers, as `http` spells header names (lower case).
 const PARAM_HEADER_PREFIX: &str = "mcp-param-";
-/// The schema keyword that asks for an argument to be repeated in an `Mcp-Param-*` header.
-const HEADER_ANNOTATION: &str = "x-mcp-header";
 
 /// What the direct path needs: the handler, the accepted `Host` authorities, the largest
 /// body read, and the token that ends calls in flight when the server stops.
@@ -79,9 +76,7 @@ impl Direct {
 
     /// Whether a tool's schema asks for `Mcp-Param-*` headers, which rmcp checks.
     fn names_param_headers(&self, tool: &str) -> bool {
-        let host = self.server.served().host();
-        host.tool(tool)
-            .is_some_and(|tool| names_key(&tool.input_schema, HEADER_ANNOTATION))
+        self.server.served().host().names_param_headers(tool)
     }
 
     /// Run a qualified call and answer it as one JSON-RPC message.
@@ -307,18 +302,10 @@ fn accepts_json_and_events(headers: &HeaderMap) -> bool {
     json && events
 }
 
-/// Whether `key` is an object key anywhere in `value`.
-fn names_key(value: &Value, key: &str) -> bool {
-    match value {
-        Value::Object(map) => map.contains_key(key) || map.values().any(|v| names_key(v, key)),
-        Value::Array(items) => items.iter().any(|v| names_key(v, key)),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn only_bare_accept_entries_naming_both_types_qualify() {
@@ -356,15 +343,6 @@ mod tests {
         ] {
             assert_eq!(ours, &HeaderName::try_from(theirs).expect("a header name"));
         }
-    }
-
-    #[test]
-    fn a_header_annotation_is_found_at_any_depth() {
-        let nested =
-            serde_json::json!({"properties": {"a": {"properties": {"b": {"x-mcp-header": "B"}}}}});
-        assert!(names_key(&nested, HEADER_ANNOTATION));
-        let plain = serde_json::json!({"properties": {"a": {"type": "string"}}});
-        assert!(!names_key(&plain, HEADER_ANNOTATION));
     }
 
     /// The headers a 2026-07-28 client sends with a `tools/call` of `echo`.
