@@ -233,7 +233,8 @@ pub struct LeakScanner {
 struct Compiled {
     /// Finds where any anchor occurs in lower-cased text.
     anchor_search: AnchorSearch,
-    /// Every pattern's anchors (lower case) with the pattern each belongs to.
+    /// Every pattern's anchors (lower case) with the pattern each belongs to, sorted by anchor,
+    /// so those that can begin where the search found one are a range (see [`lead`]).
     anchors: Vec<(&'static [u8], usize)>,
     /// The patterns, tried anchored where one of their anchors occurs.
     anchored: Vec<meta::Regex>,
@@ -282,12 +283,19 @@ impl AnchorSearch {
     }
 }
 
+/// The first two bytes of `text` (fewer if it is shorter): every anchor that begins where
+/// another was found shares that one's, and every anchor is longer.
+fn lead(text: &[u8]) -> &[u8] {
+    &text[..text.len().min(2)]
+}
+
 static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
-    let anchors: Vec<(&'static [u8], usize)> = PATTERNS
+    let mut anchors: Vec<(&'static [u8], usize)> = PATTERNS
         .iter()
         .enumerate()
         .flat_map(|(i, p)| p.anchors.iter().map(move |a| (a.as_bytes(), i)))
         .collect();
+    anchors.sort_unstable();
     let literals = anchors.iter().map(|(a, _)| *a);
     let anchor_search = match aho_corasick::packed::Config::new()
         .builder()
@@ -543,11 +551,17 @@ impl LeakScanner {
             // Every anchor beginning here, not just the one the search reported: they overlap
             // (`sk-` and `sk-ant-`), and one may begin inside another (`sk-----BEGIN`), hence
             // the search goes on from the next byte.
+            // Only the anchors sharing the text's first two bytes here can begin here: a range
+            // of the sorted list, not every anchor (prose dense with anchor words finds one
+            // every few dozen bytes).
             let here = &lowered[start..];
+            let from = compiled
+                .anchors
+                .partition_point(|(anchor, _)| lead(anchor) < lead(here));
             candidates.extend(
-                compiled
-                    .anchors
+                compiled.anchors[from..]
                     .iter()
+                    .take_while(|(anchor, _)| lead(anchor) == lead(here))
                     .filter(|(anchor, _)| here.starts_with(anchor))
                     .map(|&(_, i)| (i, start)),
             );
@@ -1114,6 +1128,8 @@ mod tests {
             assert!(!pattern.anchors.is_empty(), "{}", pattern.name);
             for anchor in pattern.anchors {
                 assert!(anchor.is_ascii(), "{anchor}");
+                // `candidates` finds the anchors beginning at a place by their first two bytes.
+                assert!(anchor.len() > 2, "{anchor}");
                 assert_eq!(*anchor, anchor.to_ascii_lowercase(), "{}", pattern.name);
             }
         }
