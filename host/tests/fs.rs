@@ -467,15 +467,17 @@ async fn secrets_anywhere_in_a_mebibyte_read_are_redacted() {
 #[tokio::test]
 async fn read_file_hands_back_every_byte_as_written() {
     // Every byte that JSON escapes, and multi-byte characters, at every offset of the
-    // component's sixteen-byte (SIMD) steps, between clean runs of every length up to 40.
+    // component's SIMD steps (sixty-four bytes, then sixteen, then the tail), between clean runs
+    // of every length up to 150.
     let specials: Vec<String> = (0u8..0x20)
         .map(|b| char::from(b).to_string())
         .chain(["\"", "\\", "\u{7f}", "é", "✓", "🦀", "\u{2028}"].map(str::to_owned))
         .collect();
+    let clean = "abcdefghijklmnopqrstuvwxyz0123456789ABCD".repeat(4);
     let mut text = String::new();
     for (i, special) in specials.iter().enumerate() {
-        for run in 0..40 {
-            text.push_str(&"abcdefghijklmnopqrstuvwxyz0123456789ABCD"[..run]);
+        for run in 0..150 {
+            text.push_str(&clean[..run]);
             text.push_str(special);
             text.push_str(&specials[(i + run) % specials.len()]);
         }
