@@ -8,9 +8,10 @@
 //! for fsync, whose cost depends on the disk.
 //!
 //! With `CHITIN_BENCH_READS=N` set, the bench only makes N `read_file` calls of the 1 MiB file
-//! (after one more that warms up) and prints nothing: run it under callgrind for N and for 3 N
-//! calls, and the difference of the two totals over 2 N is one read's instructions without the
-//! start and the compile, the same figure on a busy machine as on a quiet one
+//! (after one more that warms up) and prints only their p50, to stderr: run it under callgrind
+//! for N and for 3 N calls, and the difference of the two totals over 2 N is one read's
+//! instructions without the start and the compile, the same figure on a busy machine as on a
+//! quiet one; or run it in turn with two builds of `fs.wasm` to compare their wall clock
 //! (`docs/performance.md`, "How to measure"). `CHITIN_BENCH_READ_LINE` sets the file's line
 //! length in bytes (1024 unless set; 10 for text where the JSON escaper stops at every line).
 
@@ -103,8 +104,14 @@ async fn run() {
     let args = r#"{"path": "big.txt"}"#;
     call(&fs, "read_file", args).await;
     if let Some(reads) = env_count("CHITIN_BENCH_READS") {
+        let mut times = Vec::with_capacity(reads);
         for _ in 0..reads {
+            let t = Instant::now();
             assert!(call(&fs, "read_file", args).await.len() > 1 << 19);
+            times.push(t.elapsed());
+        }
+        if reads > 0 {
+            eprintln!("read_file of 1 MiB: p50 {} of {reads}", ms(p50(times)));
         }
         return;
     }

@@ -493,6 +493,65 @@ async fn read_file_hands_back_every_byte_as_written() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn read_file_checks_utf8_in_its_escaping_pass_wherever_ascii_ends() {
+    // The component's escaper checks ASCII text in its own pass and hands what follows the
+    // first other byte to a UTF-8 check: that byte at every offset of its SIMD steps, after
+    // escapes or a clean run, as a valid character, an invalid byte, or a character cut off at
+    // the end of the file.
+    let prefix = |at: usize| -> Vec<u8> {
+        (0..at)
+            .map(|i| match i % 23 {
+                7 => b'"',
+                19 => b'\n',
+                _ => b'a' + (i % 26) as u8,
+            })
+            .collect()
+    };
+    let s = Setup::granting(None, |ws| {
+        for at in 0..140 {
+            let mut good = prefix(at);
+            good.extend_from_slice("é and 🦀 \" after\n".as_bytes());
+            std::fs::write(ws.join(format!("good{at}.txt")), good).expect("good");
+            let mut bad = prefix(at);
+            bad.extend_from_slice(b"\xff then ASCII\n");
+            std::fs::write(ws.join(format!("bad{at}.txt")), bad).expect("bad");
+            let mut cut = prefix(at);
+            cut.extend_from_slice(&"🦀".as_bytes()[..3]);
+            std::fs::write(ws.join(format!("cut{at}.txt")), cut).expect("cut");
+        }
+    })
+    .await;
+    for at in 0..140 {
+        let mut good = prefix(at);
+        good.extend_from_slice("é and 🦀 \" after\n".as_bytes());
+        let out = s
+            .ok("read_file", json!({"path": format!("good{at}.txt")}))
+            .await;
+        assert_eq!(
+            out["content"].as_str().map(str::as_bytes),
+            Some(good.as_slice()),
+            "good{at}.txt"
+        );
+        let err = s
+            .err("read_file", json!({"path": format!("bad{at}.txt")}))
+            .await;
+        assert!(
+            matches!(&err, ToolError::InvalidArgs(m) if m.contains("is not UTF-8 text")),
+            "bad{at}.txt: {err}"
+        );
+        // A file that ends inside a character reads as the text before it.
+        let out = s
+            .ok("read_file", json!({"path": format!("cut{at}.txt")}))
+            .await;
+        assert_eq!(
+            out["content"].as_str().map(str::as_bytes),
+            Some(prefix(at).as_slice()),
+            "cut{at}.txt"
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn a_fifo_without_a_writer_holds_up_only_its_own_call() {
     // Opens and stats the kernel can do from its caches run on the calling thread; a FIFO's
     // open waits for a writer, so it must still go to the blocking pool: on this one-thread

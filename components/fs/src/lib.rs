@@ -35,7 +35,7 @@ pub fn tools_at(root: impl Into<PathBuf>) -> Vec<Tool> {
             "read_file",
             "Read a text file in the workspace. `offset` skips lines, `limit` caps them; at most \
              1 MiB of content per call (`truncated` and `next_offset` say where to continue).",
-            move |args| read::read_file(&w1, args).map(|out| out.to_json()),
+            move |args| read::read_file(&w1, args),
         )
         .read_only()
         .idempotent()

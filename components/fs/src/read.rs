@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io::{self, Read};
+use std::os::fd::AsRawFd;
 
 use chitin_sdk::json;
 use chitin_sdk::prelude::*;
@@ -24,6 +25,7 @@ pub struct ReadArgs {
     pub limit: Option<u64>,
 }
 
+/// What `read_file` returns: its output schema ([`to_json`] writes it by hand).
 #[derive(Serialize, JsonSchema, Debug)]
 pub struct ReadOutput {
     /// The path read, normalised
@@ -40,71 +42,104 @@ pub struct ReadOutput {
     pub next_offset: Option<u64>,
 }
 
-impl ReadOutput {
-    /// The result as JSON text, exactly as `serde_json` writes it, with the content escaped by
-    /// the SDK's word-at-a-time escaper: up to a megabyte of text is most of a call's cost.
-    pub fn to_json(&self) -> String {
-        // Room for the escapes of ordinary text (a newline per line) without growing.
-        let content = self.content.len();
-        let mut out = String::with_capacity(content + content / 8 + self.path.len() + 128);
-        out.push_str("{\"path\":");
-        json::push_string(&mut out, &self.path);
-        out.push_str(",\"content\":");
-        json::push_string(&mut out, &self.content);
-        let next = self
-            .next_offset
-            .map_or_else(|| "null".to_owned(), |n| n.to_string());
-        out.push_str(&format!(
-            ",\"offset\":{},\"lines\":{},\"truncated\":{},\"next_offset\":{next}}}",
-            self.offset, self.lines, self.truncated
-        ));
-        out
+/// The JSON result of a read of `window` from `path` (exactly what `serde_json` writes for the
+/// [`ReadOutput`] of the same text), the content escaped by the SDK's word-at-a-time escaper: up
+/// to a megabyte of text is most of a call's cost. The escaper checks that the bytes are UTF-8
+/// in the same pass; a window cut inside a character at the cap drops the partial character.
+pub fn to_json(path: &RelPath, window: Window, offset: u64) -> Result<String, ToolError> {
+    let shown = path.display();
+    let (lines, truncated) = (window.lines, window.truncated);
+    // Room for the escapes of ordinary text (a newline per line) without growing.
+    let content = window.bytes.len();
+    let mut out = String::with_capacity(content + content / 8 + shown.len() + 128);
+    out.push_str("{\"path\":");
+    json::push_string(&mut out, &shown);
+    out.push_str(",\"content\":");
+    if let Err(e) = json::push_utf8(&mut out, &window.bytes) {
+        // Cut inside a character at the cap: the bytes before it are UTF-8.
+        if !e.cut_off || json::push_utf8(&mut out, &window.bytes[..e.valid_up_to]).is_err() {
+            return Err(ToolError::invalid_args(format!(
+                "`{shown}` is not UTF-8 text"
+            )));
+        }
+    }
+    let next = truncated.then_some(offset + lines.max(1));
+    let next = next.map_or_else(|| "null".to_owned(), |n| n.to_string());
+    out.push_str(&format!(
+        ",\"offset\":{offset},\"lines\":{lines},\"truncated\":{truncated},\"next_offset\":{next}}}"
+    ));
+    Ok(out)
+}
+
+/// Bytes asked of the host per read: the most wasmtime-wasi hands back from one read.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Bytes asked of the host by a file's first read. Most files an agent reads are small: a
+/// 64 KiB first read grew sixteen fresh pages of guest memory, ~25 µs of a small file's read
+/// when they were zero-filled first. A larger file pays one more read.
+const FIRST_READ: usize = 8 * 1024;
+
+/// Where a window's bytes come from.
+pub trait Source {
+    /// Append at most `room` bytes to `buf`, whose spare capacity holds at least that many;
+    /// how many were appended (0 at the end).
+    fn append(&mut self, buf: &mut Vec<u8>, room: usize) -> io::Result<usize>;
+}
+
+/// A file reads straight into the buffer's spare room: zero-filling it first, as a `Read` into
+/// a slice needs, was a pass over every byte read (4 % of a megabyte's read).
+impl Source for File {
+    fn append(&mut self, buf: &mut Vec<u8>, room: usize) -> io::Result<usize> {
+        let spare = buf.spare_capacity_mut();
+        let room = room.min(spare.len());
+        let read = loop {
+            // SAFETY: `read` writes at most `room` bytes to the spare capacity, which is
+            // allocated and at least that long; it only writes, never reads, that memory.
+            let read = unsafe { libc::read(self.as_raw_fd(), spare.as_mut_ptr().cast(), room) };
+            match usize::try_from(read) {
+                Ok(read) => break read.min(room),
+                Err(_) => {
+                    let err = io::Error::last_os_error();
+                    if err.kind() != io::ErrorKind::Interrupted {
+                        return Err(err);
+                    }
+                }
+            }
+        };
+        // SAFETY: the first `read` bytes of the spare capacity were just written by `read`.
+        unsafe { buf.set_len(buf.len() + read) };
+        Ok(read)
     }
 }
 
-/// Bytes asked of the host per read: the most wasmtime-wasi hands back from one read, so asking
-/// for more would only zero-fill memory the read leaves unused.
-const READ_CHUNK: usize = 64 * 1024;
+/// Any other reader, through a zero-filled slice.
+pub struct Reader<R>(pub R);
 
-/// Bytes asked of the host by a file's first read. Every byte asked is zero-filled first, and
-/// most files an agent reads are small: a 64 KiB first read grew and touched sixteen fresh pages
-/// of guest memory, ~25 µs of a small file's read. A larger file pays one more read.
-const FIRST_READ: usize = 8 * 1024;
+impl<R: Read> Source for Reader<R> {
+    fn append(&mut self, buf: &mut Vec<u8>, room: usize) -> io::Result<usize> {
+        let filled = buf.len();
+        buf.resize(filled + room, 0);
+        let read = loop {
+            match self.0.read(&mut buf[filled..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                read => break read,
+            }
+        };
+        let read = read.map(|n| n.min(room));
+        buf.truncate(filled + read.as_ref().map_or(0, |n| *n));
+        read
+    }
+}
 
-/// Reads lines `offset..offset+limit` of the file, stopping at the size cap.
-pub fn read_file(ws: &Workspace, args: ReadArgs) -> Result<ReadOutput, ToolError> {
+/// Reads lines `offset..offset+limit` of the file, stopping at the size cap; the result as
+/// JSON.
+pub fn read_file(ws: &Workspace, args: ReadArgs) -> Result<String, ToolError> {
     let path = RelPath::parse(&args.path)?;
     let file = File::open(path.under(&ws.root)).map_err(|e| error(&path, "read", e))?;
     let offset = args.offset.unwrap_or(0);
     let limit = args.limit.unwrap_or(u64::MAX);
     let window = read_window(file, offset, limit).map_err(|e| error(&path, "read", e))?;
-    let content = if simdutf8::basic::from_utf8(&window.bytes).is_ok() {
-        // SAFETY: simdutf8 has just checked that these bytes are UTF-8 (std's own check looks
-        // at a word at a time; a megabyte's check was a tenth of the call).
-        unsafe { String::from_utf8_unchecked(window.bytes) }
-    } else {
-        match std::str::from_utf8(&window.bytes) {
-            // Cut inside a character at the cap: drop the partial character.
-            Err(err) if err.error_len().is_none() => {
-                String::from_utf8_lossy(&window.bytes[..err.valid_up_to()]).into_owned()
-            }
-            _ => {
-                return Err(ToolError::invalid_args(format!(
-                    "`{}` is not UTF-8 text",
-                    path.display()
-                )));
-            }
-        }
-    };
-    let (lines, truncated) = (window.lines, window.truncated);
-    Ok(ReadOutput {
-        path: path.display(),
-        content,
-        offset,
-        lines,
-        truncated,
-        next_offset: truncated.then_some(offset + lines.max(1)),
-    })
+    to_json(&path, window, offset)
 }
 
 /// Lines `offset..offset+limit` of a file, cut at [`MAX_READ_BYTES`].
@@ -122,7 +157,7 @@ pub struct Window {
 /// in place, so each byte is copied once, and skipped lines are dropped as they pass. Reading
 /// stops as soon as the window is decided (the limit reached with more to come, or the cap
 /// passed), so a huge file or a huge line is never held whole.
-pub fn read_window(mut reader: impl Read, offset: u64, limit: u64) -> io::Result<Window> {
+pub fn read_window(mut reader: impl Source, offset: u64, limit: u64) -> io::Result<Window> {
     let mut buf: Vec<u8> = Vec::new();
     // Lines still to skip; the window starts after the `offset`-th line ending.
     let mut skip = offset;
@@ -212,7 +247,7 @@ pub fn read_window(mut reader: impl Read, offset: u64, limit: u64) -> io::Result
 }
 
 /// Append one read's bytes to `buf`; whether the file has ended.
-fn read_more(reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
+fn read_more(reader: &mut impl Source, buf: &mut Vec<u8>) -> io::Result<bool> {
     let filled = buf.len();
     if buf.capacity() == 0 {
         buf.reserve_exact(FIRST_READ);
@@ -225,15 +260,7 @@ fn read_more(reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
     }
     // Read into the room there is (a small file's closing read needs no more memory).
     let room = (buf.capacity() - filled).min(READ_CHUNK);
-    buf.resize(filled + room, 0);
-    let read = loop {
-        match reader.read(&mut buf[filled..]) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            read => break read,
-        }
-    };
-    buf.truncate(filled + read.as_ref().map_or(0, |n| *n));
-    Ok(read? == 0)
+    Ok(reader.append(buf, room)? == 0)
 }
 
 /// The window when the line starting at `line_start` does not fit under the cap: the lines

@@ -5,7 +5,7 @@ use std::fs;
 use chitin_sdk::prelude::*;
 use chitin_sdk::{ToolError, dispatch};
 
-use crate::read::{MAX_READ_BYTES, Window, read_window};
+use crate::read::{MAX_READ_BYTES, Reader, Window, read_window};
 use crate::tools_at;
 
 struct Ws {
@@ -381,7 +381,7 @@ fn the_in_place_window_equals_the_line_by_line_one() {
                 bytes: file,
                 state: 0x9E37_79B9_7F4A_7C15 ^ offset,
             };
-            let found = read_window(reader, offset, limit).expect("read");
+            let found = read_window(Reader(reader), offset, limit).expect("read");
             assert_eq!(
                 (found.bytes.len(), found.lines, found.truncated),
                 (expected.bytes.len(), expected.lines, expected.truncated),
@@ -390,7 +390,7 @@ fn the_in_place_window_equals_the_line_by_line_one() {
             );
             assert!(found.bytes == expected.bytes);
             assert_eq!(
-                read_window(file.as_slice(), offset, limit).expect("read"),
+                read_window(Reader(file.as_slice()), offset, limit).expect("read"),
                 expected
             );
         }
@@ -437,26 +437,34 @@ fn non_utf8_is_refused_and_a_character_cut_at_the_cap_is_dropped() {
 
 #[test]
 fn the_hand_written_result_is_what_serde_json_writes() {
-    use crate::read::ReadOutput;
-    for (content, next_offset) in [
-        ("", None),
-        ("plain\n", Some(7)),
+    use crate::path::RelPath;
+    use crate::read::{ReadOutput, to_json};
+    for (content, truncated) in [
+        ("", false),
+        ("plain\n", true),
         (
             "quote \" backslash \\ tab \t cr \r nul \u{0} del \u{7f} é🦀\n",
-            None,
+            false,
         ),
     ] {
-        let out = ReadOutput {
-            path: "dir/\"odd\" name.txt".into(),
+        let path = "dir/\"odd\" name.txt";
+        let window = Window {
+            bytes: content.repeat(50).into_bytes(),
+            lines: 2,
+            truncated,
+        };
+        let expected = ReadOutput {
+            path: path.into(),
             content: content.repeat(50),
             offset: 3,
             lines: 2,
-            truncated: next_offset.is_some(),
-            next_offset,
+            truncated,
+            next_offset: truncated.then_some(5),
         };
+        let path = RelPath::parse(path).expect("path");
         assert_eq!(
-            out.to_json(),
-            serde_json::to_string(&out).expect("serialise")
+            to_json(&path, window, 3).expect("UTF-8"),
+            serde_json::to_string(&expected).expect("serialise")
         );
     }
 }
