@@ -197,6 +197,19 @@ pub struct NotUtf8 {
     pub cut_off: bool,
 }
 
+impl core::fmt::Display for NotUtf8 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let what = if self.cut_off {
+            "a character cut off by the end"
+        } else {
+            "a byte that is not UTF-8"
+        };
+        write!(f, "not UTF-8 text: {what} at byte {}", self.valid_up_to)
+    }
+}
+
+impl std::error::Error for NotUtf8 {}
+
 /// Append `bytes` to `out` as [`push_string`] appends the same text, when they are UTF-8;
 /// otherwise leave `out` as it was and say where they stop being UTF-8. The pass that looks for
 /// escapes also looks for the first byte outside ASCII; only the bytes from there on are checked
@@ -373,5 +386,15 @@ mod tests {
             );
             assert_eq!(out, "kept");
         }
+        let cut = push_utf8(&mut String::new(), b"ab\xe2\x9c").expect_err("cut");
+        assert_eq!(
+            cut.to_string(),
+            "not UTF-8 text: a character cut off by the end at byte 2"
+        );
+        let bad = push_utf8(&mut String::new(), b"abc\xff").expect_err("bad");
+        assert_eq!(
+            bad.to_string(),
+            "not UTF-8 text: a byte that is not UTF-8 at byte 3"
+        );
     }
 }
