@@ -18,7 +18,6 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, InstancePre, Linker};
 
 use crate::approver::CallContext;
-use crate::bindings::ToolComponentPre;
 use crate::bindings::exports::chitin::tool::tool::ToolSpec as WitToolSpec;
 use crate::cache::{CacheOutcome, CompileCache, LoadOrCompileError};
 use crate::capability::CapabilityError;
@@ -28,7 +27,7 @@ use crate::grant::Grant;
 use crate::library::{self, DependencyError, LoadedLibrary};
 use crate::limits::Limits;
 use crate::policy::Policy;
-use crate::sandbox;
+use crate::sandbox::{self, ToolPre};
 use crate::services::Services;
 use crate::signing_keys::VerifiedCache;
 use crate::spec::CheckedSpec;
@@ -53,7 +52,7 @@ pub(crate) struct Loader<'a> {
 /// How a loaded component's tools are called.
 pub(crate) enum Entry {
     /// Through its `chitin:tool/tool` interface.
-    Tool(ToolComponentPre<HostState>),
+    Tool(ToolPre),
     /// As its typed exports, one per tool, in the order of the tools.
     Typed(InstancePre<HostState>, Vec<TypedFunc>),
 }
@@ -101,7 +100,7 @@ pub(crate) struct Composed {
 /// A pre-instantiated component, by how its tools are called.
 pub(crate) enum Prepared {
     /// A `chitin:tool` component.
-    Tool(ToolComponentPre<HostState>),
+    Tool(ToolPre),
     /// A component of typed exports.
     Typed(InstancePre<HostState>),
 }
@@ -338,7 +337,7 @@ impl Loader<'_> {
         let linker = composed.linker.as_ref().unwrap_or(self.linker);
         let pre = sandbox::pre_instantiate(linker, &composed.component)?;
         Ok(match shape {
-            Shape::Tool => Prepared::Tool(ToolComponentPre::new(pre)?),
+            Shape::Tool => Prepared::Tool(ToolPre::new(pre)?),
             Shape::Typed => Prepared::Typed(pre),
         })
     }
@@ -401,7 +400,7 @@ impl Loader<'_> {
     /// Call `specs()` in a fresh instance of `pre` whose state grants nothing, under `limits`.
     pub async fn specs_without_grant(
         &self,
-        pre: &ToolComponentPre<HostState>,
+        pre: &ToolPre,
         limits: &Limits,
     ) -> Result<Vec<WitToolSpec>, String> {
         let nothing = Grant {

@@ -11,7 +11,6 @@ use wasmtime::component::Linker;
 use wasmtime::component::types::ComponentItem;
 
 use crate::approver::CallContext;
-use crate::bindings::ToolComponentPre;
 use crate::cache::{CacheCounts, CacheError, CacheOutcome, CompileCache};
 use crate::caps::invoke::InvokeScope;
 use crate::caps::log::LogRecord;
@@ -24,7 +23,7 @@ use crate::library::LoadedLibrary;
 pub use crate::load::LibraryUse;
 use crate::load::{self, Entry, InstantiateError, Loader, SpecsError};
 use crate::policy::Policy;
-use crate::sandbox;
+use crate::sandbox::{self, ToolPre};
 use crate::services::Services;
 use crate::spec::{CallArgs, CheckedSpec};
 use crate::state::{CallEnv, HostState};
@@ -362,7 +361,7 @@ impl Runtime {
             }
         }
         let pre = sandbox::pre_instantiate(&linker, &component)
-            .and_then(ToolComponentPre::new)
+            .and_then(ToolPre::new)
             .map_err(instantiate)?;
         // An author's build is described under the most any load may grant: a Python or
         // JavaScript runtime needs more memory than the default.

@@ -2,9 +2,10 @@
 //! wall-clock timeout and a memory cap; whatever stops it becomes a typed [`ToolError`], and the
 //! store is dropped with the instance so nothing carries over to the next call.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Val};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre, TypedFunc, Val};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use crate::bindings::ToolComponentPre;
@@ -113,31 +114,85 @@ macro_rules! run_in_sandbox {
 /// Ask a component for its tool specs.
 pub async fn specs(
     engine: &Engine,
-    pre: &ToolComponentPre<HostState>,
+    pre: &ToolPre,
     state: HostState,
     limits: &Limits,
 ) -> RunReport<Vec<crate::bindings::exports::chitin::tool::tool::ToolSpec>> {
     run_in_sandbox!(engine, state, limits, |store| async {
-        let instance = pre.instantiate_async(&mut *store).await?;
+        let instance = pre.bindings.instantiate_async(&mut *store).await?;
+        pre.checked.store(true, Ordering::Release);
         instance.chitin_tool_tool().call_specs(&mut *store).await
     })
 }
 
+/// A `chitin:tool` component pre-instantiated, with its `call` export found once at load.
+pub struct ToolPre {
+    bindings: ToolComponentPre<HostState>,
+    call: ComponentExportIndex,
+    /// Set once an instance of this component passed the bindings' check of every export's
+    /// type (when its specs were asked for, at load): `call`'s type is then known to match.
+    checked: AtomicBool,
+}
+
+/// What a `chitin:tool` component's `call` takes and returns.
+type CallFunc<'a> = TypedFunc<(&'a str, &'a str), (Result<String, WitToolError>,)>;
+
+impl ToolPre {
+    /// Find the contract's exports in `pre`; an error names what is missing.
+    pub fn new(pre: InstancePre<HostState>) -> wasmtime::Result<Self> {
+        // The bindings look up the interface under the name this host was built against, which
+        // a compatible (0.1.x) export also answers to; `call` is looked up the same way.
+        let bindings = ToolComponentPre::new(pre)?;
+        let component = bindings.instance_pre().component();
+        let missing = || wasmtime::format_err!("no `call` in the exported `{TOOL_EXPORT}`");
+        let (_, interface) = component
+            .get_export(None, TOOL_EXPORT)
+            .ok_or_else(missing)?;
+        let (_, call) = component
+            .get_export(Some(&interface), "call")
+            .ok_or_else(missing)?;
+        Ok(Self {
+            bindings,
+            call,
+            checked: AtomicBool::new(false),
+        })
+    }
+
+    /// The pre-instantiated component.
+    pub fn instance_pre(&self) -> &InstancePre<HostState> {
+        self.bindings.instance_pre()
+    }
+}
+
+/// The contract's interface as the host's bindings name it.
+const TOOL_EXPORT: &str = "chitin:tool/tool@0.1.0";
+
 /// Call tool `name` with `args_json` (already validated).
 pub async fn call(
     engine: &Engine,
-    pre: &ToolComponentPre<HostState>,
+    pre: &ToolPre,
     state: HostState,
     limits: &Limits,
     name: &str,
     args_json: &str,
 ) -> RunReport<String> {
     let report = run_in_sandbox!(engine, state, limits, |store| async {
-        let instance = pre.instantiate_async(&mut *store).await?;
-        instance
-            .chitin_tool_tool()
-            .call_call(&mut *store, name, args_json)
-            .await
+        let instance = pre.instance_pre().instantiate_async(&mut *store).await?;
+        // The bindings would type-check every export of the contract on every instance; a
+        // component's types never change, so `call`'s is checked until one check has passed.
+        let call: CallFunc<'_> = if pre.checked.load(Ordering::Acquire) {
+            let func = instance
+                .get_func(&mut *store, pre.call)
+                .ok_or_else(|| wasmtime::format_err!("the component lacks its `call` export"))?;
+            // SAFETY: `checked` is set only after an instance of this same component passed
+            // the bindings' type check, which checks `call` against this very signature, and
+            // every instance of `pre` has the types of that component.
+            unsafe { TypedFunc::new_unchecked(func) }
+        } else {
+            instance.get_typed_func(&mut *store, pre.call)?
+        };
+        let (result,) = call.call_async(&mut *store, (name, args_json)).await?;
+        Ok(result)
     });
     RunReport {
         result: report.result.and_then(|r| r.map_err(from_wit)),

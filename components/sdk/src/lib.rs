@@ -335,6 +335,20 @@ mod tests {
     }
 
     #[test]
+    fn a_nested_field_of_the_wrong_type_is_named_by_its_path() {
+        let err = dispatch(
+            &tools(),
+            "run",
+            r#"{"name": "a", "data": 1, "count": 2, "inner": {"x": "one"}}"#,
+        )
+        .unwrap_err();
+        let ToolError::InvalidArgs(message) = err else {
+            panic!("expected InvalidArgs, got {err:?}");
+        };
+        assert!(message.starts_with("`inner.x`: invalid type"), "{message}");
+    }
+
+    #[test]
     fn malformed_json_is_invalid_args() {
         let err = dispatch(&tools(), "run", "{").unwrap_err();
         assert!(matches!(err, ToolError::InvalidArgs(_)), "{err:?}");

@@ -120,7 +120,9 @@ impl Capability for Invoke {
     fn ctx(config: &Self::Config, call: &Call<'_>) -> InvokeCtx {
         InvokeCtx {
             aliases: config.clone(),
-            scope: call.invoke.cloned(),
+            // A component that declares no alias can invoke nothing: its calls are refused
+            // before the scope is looked at, so it is not copied for them.
+            scope: call.invoke.filter(|_| !config.is_empty()).cloned(),
             faults: call.faults.clone(),
         }
     }
