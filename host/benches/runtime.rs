@@ -10,6 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use chitin_host::call::CallTarget;
 use chitin_host::engine::{AllocatorProfile, EngineOptions};
 use chitin_host::policy::Policy;
 use chitin_host::spec::CallArgs;
@@ -133,6 +134,10 @@ fn breakdown(
                 services: host.services(),
                 ctx: &ctx,
                 invoke: None,
+                target: Some(CallTarget {
+                    tool: &component.tools[0].name,
+                    args_json: ECHO_ARGS,
+                }),
             };
             drop(std::hint::black_box(HostState::new(&env).expect("state")));
             state.push(t.elapsed());

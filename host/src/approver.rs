@@ -61,7 +61,7 @@ pub struct CallContext {
     /// Asked before calls that need approval.
     pub approver: Arc<dyn Approver>,
     /// The caller, for per-user limits (`local` on the CLI).
-    pub user: String,
+    pub user: Arc<str>,
     /// Where the call's progress and log reports go while it runs (nowhere by default).
     pub events: CallEvents,
     /// Who puts the component's questions to the calling MCP client (nobody by default).

@@ -22,6 +22,8 @@ pub struct Call<'a> {
     pub context: &'a CallContext,
     /// Where the call sits in a chain of invocations (`None` while loading).
     pub invoke: Option<&'a InvokeScope>,
+    /// The tool called and its arguments (`None` while loading).
+    pub target: Option<CallTarget<'a>>,
     /// The call's log.
     pub log: &'a SharedLog,
     /// Redacts the secrets the call could reach.
@@ -30,6 +32,15 @@ pub struct Call<'a> {
     pub faults: &'a Faults,
     /// When the call's time runs out.
     pub deadline: Instant,
+}
+
+/// The tool a call runs, as agents name it, and the arguments it was given.
+#[derive(Clone, Copy)]
+pub struct CallTarget<'a> {
+    /// The tool's exposed name, shared with its spec so a call copies no string for it.
+    pub tool: &'a Arc<str>,
+    /// The arguments as the caller wrote them.
+    pub args_json: &'a str,
 }
 
 /// Deepest chain of invocations below a top-level call.

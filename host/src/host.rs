@@ -562,7 +562,7 @@ impl ServedSet {
                             .unwrap_or_default(),
                         hash,
                         grant,
-                        user: ctx.user.clone(),
+                        user: ctx.user.to_string(),
                         approved_at: crate::remembered_approvals::now(),
                     };
                     store

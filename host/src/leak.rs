@@ -436,6 +436,14 @@ impl LeakScanner {
         }
     }
 
+    /// The scanner for a call that can reach no secret: the built-in patterns alone, one
+    /// shared instance rather than one built per call.
+    pub fn patterns_only() -> std::sync::Arc<Self> {
+        static SHARED: std::sync::LazyLock<std::sync::Arc<LeakScanner>> =
+            std::sync::LazyLock::new(|| std::sync::Arc::new(LeakScanner::new([])));
+        SHARED.clone()
+    }
+
     /// Check outbound data (URL, header lines, body) before credentials are injected: any
     /// credential pattern or reachable secret value refuses the request.
     pub fn scan_outbound(&self, text: &str) -> Result<(), Leak> {

@@ -500,6 +500,7 @@ impl LibraryCall {
             services: &self.services,
             ctx: &ctx,
             invoke: None,
+            target: None,
         };
         let state = HostState::new(&env).map_err(|e| faults.record(e.to_string()))?;
         let own = state.faults.clone();

@@ -412,6 +412,7 @@ impl Loader<'_> {
             services: self.services,
             ctx: &CallContext::default(),
             invoke: None,
+            target: None,
         };
         let state = HostState::new(&env).map_err(|e| e.to_string())?;
         sandbox::specs(self.engine, pre, state, limits)

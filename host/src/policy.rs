@@ -7,6 +7,7 @@
 //!
 //! The effective grant of a component is its manifest ∩ this policy (see `grant.rs`).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -478,13 +479,16 @@ impl Policy {
         tool: &str,
         args: &serde_json::Value,
         hint: ApprovalHint,
-    ) -> (ApprovalHint, String) {
+    ) -> (ApprovalHint, Cow<'static, str>) {
         for rule in &self.approval {
             if !self.entry_covers(&rule.tool, tool) {
                 continue;
             }
             let Some(arg) = &rule.arg else {
-                return (rule.mode, format!("the policy's rule for `{}`", rule.tool));
+                return (
+                    rule.mode,
+                    format!("the policy's rule for `{}`", rule.tool).into(),
+                );
             };
             let Some(value) = args.get(arg).and_then(serde_json::Value::as_str) else {
                 continue;
@@ -496,11 +500,12 @@ impl Policy {
             if let Some(pattern) = hit {
                 return (
                     rule.mode,
-                    format!("the policy's rule: `{arg}` matches `{pattern}`"),
+                    format!("the policy's rule: `{arg}` matches `{pattern}`").into(),
                 );
             }
         }
-        (hint, "the component's manifest".to_owned())
+        // Most calls end here: a borrowed reason, since few are ever shown to anyone.
+        (hint, Cow::Borrowed("the component's manifest"))
     }
 }
 

@@ -12,6 +12,7 @@ use wasmtime::component::types::ComponentItem;
 
 use crate::approver::CallContext;
 use crate::cache::{CacheCounts, CacheError, CacheOutcome, CompileCache};
+use crate::call::CallTarget;
 use crate::caps::invoke::InvokeScope;
 use crate::caps::log::LogRecord;
 use crate::contract::Shape;
@@ -389,6 +390,7 @@ impl Runtime {
             services,
             ctx: &CallContext::default(),
             invoke: None,
+            target: None,
         };
         let state = HostState::new(&env).map_err(|e| ToolError::HostFault(e.to_string()))?;
         sandbox::hold(
@@ -448,13 +450,13 @@ impl Runtime {
             services,
             ctx,
             invoke: Some(invoke),
+            target: Some(CallTarget {
+                tool: &tool.name,
+                args_json,
+            }),
         };
         let state = match HostState::new(&env) {
-            Ok(mut state) => {
-                state.approval.set_call(&tool.spec.name, args_json);
-                state.caps.http.call().set_tool(&tool.spec.name);
-                state
-            }
+            Ok(state) => state,
             Err(e) => return CallReport::refused(ToolError::HostFault(e.to_string())),
         };
         let http_call = state.caps.http.call().clone();

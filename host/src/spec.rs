@@ -1,5 +1,7 @@
 //! Tool specs as the host keeps them: checked once at load, with the argument validator compiled.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -68,6 +70,8 @@ impl<'a> CallArgs<'a> {
 pub struct CheckedSpec {
     /// The spec, named as agents see the tool.
     pub spec: ToolSpec,
+    /// `spec.name` shared, so a call's state refers to it without a copy.
+    pub name: Arc<str>,
     /// The name the component itself gives the tool (what its manifest and `call` use).
     pub own_name: String,
     /// Whether the input schema names `x-mcp-header` anywhere, so the MCP HTTP transport
@@ -161,6 +165,7 @@ impl CheckedSpec {
         let a = spec.annotations;
         Ok(Self {
             own_name: name.clone(),
+            name: Arc::from(name.as_str()),
             names_param_headers: names_key(&input_schema, PARAM_HEADER_KEYWORD),
             spec: ToolSpec {
                 name: name.clone(),
@@ -188,6 +193,7 @@ impl CheckedSpec {
                 format!("its namespaced name `{name}` is longer than {MAX_TOOL_NAME} characters"),
             ));
         }
+        self.name = Arc::from(name.as_str());
         self.spec.name = name;
         Ok(())
     }

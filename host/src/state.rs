@@ -6,7 +6,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::approver::CallContext;
-use crate::call::Call;
+use crate::call::{Call, CallTarget};
 use crate::call_log::SharedLog;
 use crate::caps::approval::ApprovalCtx;
 use crate::caps::invoke::InvokeScope;
@@ -31,6 +31,8 @@ pub struct CallEnv<'a> {
     pub ctx: &'a CallContext,
     /// Where the call sits in a chain of invocations (`None` while loading).
     pub invoke: Option<&'a InvokeScope>,
+    /// The tool called and its arguments (`None` while loading).
+    pub target: Option<CallTarget<'a>>,
 }
 
 /// Everything one call's store holds. Built fresh per call and dropped with the instance.
@@ -62,15 +64,20 @@ impl HostState {
         // The values of the secrets this call could reach: looked for in its requests before
         // credentials are injected, and redacted from what it returns.
         let reachable = granted.secrets.reachable().map_err(std::io::Error::other)?;
-        let scanner = Arc::new(LeakScanner::new(
-            reachable
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_str())),
-        ));
+        let scanner = if reachable.is_empty() {
+            LeakScanner::patterns_only()
+        } else {
+            Arc::new(LeakScanner::new(
+                reachable
+                    .iter()
+                    .map(|(name, value)| (name.as_str(), value.as_str())),
+            ))
+        };
         let call = Call {
             services: env.services,
             context: env.ctx,
             invoke: env.invoke,
+            target: env.target,
             log: &log,
             scanner: &scanner,
             faults: &faults,
@@ -90,6 +97,7 @@ impl HostState {
                     .id()
                     .cloned()
                     .unwrap_or_else(|| "(no manifest)".into()),
+                env.target,
             ),
             limiter: MemoryLimiter::new(limits.memory_bytes),
             progress: ProgressCtx {

@@ -65,6 +65,7 @@ async fn run(grant: &Grant, services: &Arc<Services>) -> u32 {
         services,
         ctx: &ctx,
         invoke: None,
+        target: None,
     };
     let mut store = Store::new(&engine, HostState::new(&env).expect("state"));
     let instance = linker

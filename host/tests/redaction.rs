@@ -23,7 +23,10 @@ struct Recorder(Mutex<Vec<String>>);
 #[async_trait::async_trait]
 impl Approver for Recorder {
     async fn approve(&self, request: &ApprovalRequest) -> Decision {
-        let asked = format!("{} | {}", request.reason, request.args_json);
+        let asked = format!(
+            "{} | {} | {}",
+            request.tool, request.reason, request.args_json
+        );
         self.0.lock().expect("lock").push(asked);
         if request.reason.starts_with("the component asks") {
             Decision::Denied(format!("no: {}", request.reason))
@@ -133,6 +136,13 @@ async fn approval_reasons_and_the_answer_quoting_them_are_redacted() {
     assert!(
         seen.contains("the component asks: token=[REDACTED:test_token]"),
         "the person saw the question, redacted:\n{seen}"
+    );
+    // The person is told which call asks: the tool and its arguments (redacted too).
+    assert!(
+        seen.lines()
+            .any(|l| l.starts_with("leak | the component asks")
+                && l.contains(r#""channel":"approval""#)),
+        "the question names the tool and its arguments:\n{seen}"
     );
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use wasmtime::component::{HasData, Linker};
 
 use crate::approver::{ApprovalRequest, Approver, Decision};
+use crate::call::CallTarget;
 use crate::leak::LeakScanner;
 
 /// Requests one call may make; more are refused without asking, so a component cannot flood a
@@ -32,32 +33,29 @@ pub struct ApprovalCtx {
     approver: Arc<dyn Approver>,
     scanner: Arc<LeakScanner>,
     component: Arc<str>,
-    tool: String,
+    /// The tool called and its arguments, shown to a person (`None` while loading).
+    tool: Option<Arc<str>>,
     args_json: String,
     asked: u32,
 }
 
 impl ApprovalCtx {
-    /// Requests from `component` go to `approver`, redacted by `scanner`.
+    /// Requests from `component` during `target` (so a person sees the tool and its
+    /// arguments) go to `approver`, redacted by `scanner`.
     pub fn new(
         approver: Arc<dyn Approver>,
         scanner: Arc<LeakScanner>,
         component: Arc<str>,
+        target: Option<CallTarget<'_>>,
     ) -> Self {
         Self {
             approver,
             scanner,
             component,
-            tool: String::new(),
-            args_json: String::new(),
+            tool: target.map(|t| t.tool.clone()),
+            args_json: target.map(|t| t.args_json.to_owned()).unwrap_or_default(),
             asked: 0,
         }
-    }
-
-    /// Name the call the requests belong to, so a person sees the tool and its arguments.
-    pub fn set_call(&mut self, tool: &str, args_json: &str) {
-        tool.clone_into(&mut self.tool);
-        args_json.clone_into(&mut self.args_json);
     }
 
     /// Ask the approver about `reason`; `Err` carries why it was refused.
@@ -72,7 +70,7 @@ impl ApprovalCtx {
         let mut reason = self.scanner.redact(reason, "reason");
         reason.truncate(reason.floor_char_boundary(MAX_REASON_BYTES));
         let request = ApprovalRequest {
-            tool: self.tool.clone(),
+            tool: self.tool.as_deref().unwrap_or_default().to_owned(),
             component: self.component.to_string(),
             reason: format!("the component asks: {reason}"),
             args_json: self.scanner.redact(&self.args_json, "arguments"),

@@ -46,15 +46,7 @@ impl Capability for Http {
     }
 
     fn ctx(config: &Self::Config, call: &Call<'_>) -> HttpCtx {
-        HttpCtx::new(Arc::new(outgoing::HttpCall::new(
-            config.clone(),
-            call.services.clone(),
-            call.scanner.clone(),
-            call.context.user.clone(),
-            call.deadline,
-            call.log.clone(),
-            call.faults.clone(),
-        )))
+        HttpCtx::new(Arc::new(outgoing::HttpCall::new(config.clone(), call)))
     }
 
     /// Link `wasi:http/types` and `wasi:http/outgoing-handler` (async).

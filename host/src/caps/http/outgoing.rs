@@ -25,6 +25,7 @@ use wasmtime_wasi_http::{RequestOptions, WasiHttpHooks};
 use super::error::HttpRefusal;
 use super::pool::{Lease, PoolKey};
 use super::{HttpConfig, lock};
+use crate::call::Call;
 use crate::call_log::{LogLevel, LogSource, SharedLog};
 use crate::fault::Faults;
 use crate::leak::LeakScanner;
@@ -48,8 +49,9 @@ pub struct HttpCall {
     config: Option<Arc<HttpConfig>>,
     services: Arc<Services>,
     scanner: Arc<LeakScanner>,
-    user: String,
-    tool: Mutex<String>,
+    user: Arc<str>,
+    /// The tool called (`None` while the component loads); rate limits are per user and tool.
+    tool: Option<Arc<str>>,
     deadline: Instant,
     sent: AtomicU32,
     injected: Mutex<BTreeSet<String>>,
@@ -58,35 +60,22 @@ pub struct HttpCall {
 }
 
 impl HttpCall {
-    /// The state of one call under `config` (`None`: no HTTP grant), which must end by
-    /// `deadline`; `scanner` knows the secrets the call could reach; host faults (the rate
-    /// windows or the secret store failing) are recorded in `faults`.
-    pub fn new(
-        config: Option<Arc<HttpConfig>>,
-        services: Arc<Services>,
-        scanner: Arc<LeakScanner>,
-        user: String,
-        deadline: Instant,
-        log: SharedLog,
-        faults: Faults,
-    ) -> Self {
+    /// The state of `call` under `config` (`None`: no HTTP grant): it must end by the call's
+    /// deadline, its scanner knows the secrets the call could reach, and host faults (the rate
+    /// windows or the secret store failing) are recorded in its faults.
+    pub fn new(config: Option<Arc<HttpConfig>>, call: &Call<'_>) -> Self {
         Self {
             config,
-            services,
-            scanner,
-            user,
-            tool: Mutex::new(String::new()),
-            deadline,
+            services: call.services.clone(),
+            scanner: call.scanner.clone(),
+            user: call.context.user.clone(),
+            tool: call.target.map(|target| target.tool.clone()),
+            deadline: call.deadline,
             sent: AtomicU32::new(0),
             injected: Mutex::new(BTreeSet::new()),
-            log,
-            faults,
+            log: call.log.clone(),
+            faults: call.faults.clone(),
         }
-    }
-
-    /// Name the tool being called (rate limits are per user and tool).
-    pub fn set_tool(&self, tool: &str) {
-        *lock(&self.tool) = tool.to_owned();
     }
 
     /// The scanner for this call's secrets.
@@ -140,13 +129,12 @@ impl HttpCall {
             }
             .into());
         }
-        let tool = lock(&self.tool).clone();
         // Counting the request commits it durably (a disk sync): off the runtime's thread, so a
         // server on one thread keeps serving other calls meanwhile.
         let (rate, user, counted, limits) = (
             self.services.http_rate(),
             self.user.clone(),
-            tool.clone(),
+            self.tool.clone().unwrap_or_else(|| Arc::from("")),
             config.rate,
         );
         // A slot this process reserved earlier is taken here, without a commit.
@@ -268,7 +256,7 @@ impl HttpCall {
         );
         let key = PoolKey {
             owner: config.owner,
-            user: self.user.clone(),
+            user: self.user.to_string(),
             https: target.scheme_is_https,
             host: host_name,
             port: target.port,
