@@ -14,7 +14,7 @@ use crate::grant::Grant;
 use crate::installed::Installed;
 use crate::library::LoadedLibrary;
 use crate::pins::{PinError, PinStore};
-use crate::policy::Policy;
+use crate::policy::{ApprovalRules, Policy};
 use crate::remembered_approvals::{Approval, ApprovalStore};
 use crate::runtime::{CallReport, Loaded, LoadedComponent, Runtime};
 use crate::services::Services;
@@ -34,10 +34,21 @@ struct ServedSet {
     components: Vec<LoadedComponent>,
     /// Library components, for the tools loaded after them to depend on.
     libraries: Vec<Arc<LoadedLibrary>>,
-    /// Tool name → (component index, tool index); a BTreeMap so listings are deterministic.
-    index: BTreeMap<String, (usize, usize)>,
+    /// Tool name → where it is served; a BTreeMap so listings are deterministic.
+    index: BTreeMap<String, Served>,
     /// Third-party components a server left out because they could not load.
     left_out: Vec<LeftOut>,
+}
+
+/// Where a served tool is, and the policy's approval rules that name it (matched once, at load:
+/// the policy does not change while the set is served).
+struct Served {
+    /// The component's index in [`ServedSet::components`].
+    component: usize,
+    /// The tool's index among the component's tools.
+    tool: usize,
+    /// The approval rules naming the tool.
+    approval_rules: ApprovalRules,
 }
 
 /// A third-party component left out of a server because it could not load.
@@ -225,17 +236,16 @@ impl Host {
     /// Whether tool `name`'s input schema asks for `Mcp-Param-*` headers (`x-mcp-header`);
     /// false when no such tool is served.
     pub fn names_param_headers(&self, name: &str) -> bool {
-        self.served
-            .index
-            .get(name)
-            .is_some_and(|&(c, t)| self.served.components[c].tools[t].names_param_headers)
+        self.served.index.get(name).is_some_and(|served| {
+            self.served.components[served.component].tools[served.tool].names_param_headers
+        })
     }
 
     /// The wall-clock limit of a call to tool `name` when its component's manifest asks for a
     /// time limit of its own (the grant's, so as the policy clamps it); `None` when it does not,
     /// or no such tool is served.
     pub fn asked_time_limit(&self, name: &str) -> Option<std::time::Duration> {
-        let &(c, _) = self.served.index.get(name)?;
+        let c = self.served.index.get(name)?.component;
         let grant = &self.served.components[c].grant;
         let asked = grant.manifest.as_ref()?.limits.timeout_ms;
         asked.map(|_| grant.limits.timeout())
@@ -243,13 +253,18 @@ impl Host {
 
     /// The wall-clock limit of a call to tool `name` (its grant's), if such a tool is served.
     pub fn time_limit(&self, name: &str) -> Option<std::time::Duration> {
-        let &(c, _) = self.served.index.get(name)?;
+        let c = self.served.index.get(name)?.component;
         Some(self.served.components[c].grant.limits.timeout())
     }
 
     /// Whether tool `name`'s manifest says it runs only as an MCP task (`task = "required"`).
     pub fn task_required(&self, name: &str) -> bool {
-        let Some(&(c, t)) = self.served.index.get(name) else {
+        let Some(&Served {
+            component: c,
+            tool: t,
+            ..
+        }) = self.served.index.get(name)
+        else {
             return false;
         };
         let component = &self.served.components[c];
@@ -385,7 +400,10 @@ impl ServedSet {
         }
         let slot = self.components.len();
         for (i, tool) in component.tools.iter().enumerate() {
-            if let Some(&(other, _)) = self.index.get(&tool.spec.name) {
+            if let Some(&Served {
+                component: other, ..
+            }) = self.index.get(&tool.spec.name)
+            {
                 return Err(LoadError::DuplicateTool {
                     tool: tool.spec.name.clone(),
                     first: self.components[other].path.clone(),
@@ -409,7 +427,12 @@ impl ServedSet {
             // Tools the policy does not offer are loaded but never listed or callable.
             match self.policy.tool_verdict(&tool.spec.name) {
                 crate::policy::ToolVerdict::Offered(_) => {
-                    self.index.insert(tool.spec.name.clone(), (slot, i));
+                    let served = Served {
+                        component: slot,
+                        tool: i,
+                        approval_rules: self.policy.approval_rules_for(&tool.spec.name),
+                    };
+                    self.index.insert(tool.spec.name.clone(), served);
                 }
                 verdict => tracing::info!(tool = %tool.spec.name, ?verdict, "tool not offered"),
             }
@@ -476,25 +499,25 @@ impl ServedSet {
     fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
         self.index
             .values()
-            .map(|&(c, t)| &self.components[c].tools[t].spec)
+            .map(|served| &self.components[served.component].tools[served.tool].spec)
     }
 
     fn tool(&self, name: &str) -> Option<&ToolSpec> {
-        let &(c, t) = self.index.get(name)?;
-        Some(&self.components[c].tools[t].spec)
+        let served = self.index.get(name)?;
+        Some(&self.components[served.component].tools[served.tool].spec)
     }
 
     /// Call tool `name` as the link of an invocation chain that `scope` ends with: the policy
     /// decides whether it is offered and asks the caller's approver when it needs approval.
     async fn call_scoped(&self, name: &str, args_json: &str, scope: &InvokeScope) -> CallReport {
         let ctx = &scope.ctx;
-        let Some(&(c, t)) = self.index.get(name) else {
+        let Some(served) = self.index.get(name) else {
             return CallReport::refused(ToolError::NotFound(self.unknown_tool(name)));
         };
-        let component = &self.components[c];
+        let (component, t) = (&self.components[served.component], served.tool);
         let args = CallArgs::parse(args_json);
-        let (mode, why) = self.policy.approval_mode(
-            name,
+        let (mode, why) = self.policy.approval_mode_among(
+            &served.approval_rules,
             args.value(),
             component.grant.approval(&component.tools[t].own_name),
         );

@@ -67,6 +67,11 @@ const TRIAL_STEPS_BASE: usize = 64 * 1024;
 /// cache between the two.
 const LOWER_WINDOW: usize = 32 * 1024;
 
+/// Text up to this many bytes is searched for anchors a byte at a time against the table of
+/// their first two bytes ([`Compiled::leads`]): on so little text the SIMD search costs more to
+/// set up than the bytes cost to check (a call's short result: ~640 instructions, against ~60).
+const SHORT_TEXT: usize = 64;
+
 /// A built-in credential pattern.
 struct Pattern {
     /// The name reported (`github_token`).
@@ -242,6 +247,9 @@ struct Compiled {
     anchors: Vec<(&'static [u8], usize)>,
     /// The length of the longest anchor.
     longest_anchor: usize,
+    /// Which pairs of bytes begin an anchor: bit `a << 8 | b` of this set is on where one
+    /// begins with `a`, `b` (every anchor is longer than two bytes).
+    leads: Box<[u64; 1024]>,
     /// The patterns, tried anchored where one of their anchors occurs.
     anchored: Vec<meta::Regex>,
     /// The patterns as one lazy DFA with a start state each: a trial walks it first, counting
@@ -328,9 +336,15 @@ static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
         .build_many(&sources)
         .expect("built-in leak patterns compile to a lazy DFA");
     let for_caches = trial.clone();
+    let mut leads = Box::new([0u64; 1024]);
+    for (anchor, _) in &anchors {
+        let pair = usize::from(anchor[0]) << 8 | usize::from(anchor[1]);
+        leads[pair / 64] |= 1 << (pair % 64);
+    }
     Compiled {
         anchor_search,
         longest_anchor: anchors.iter().map(|(a, _)| a.len()).max().unwrap_or(1),
+        leads,
         anchors,
         anchored: sources
             .iter()
@@ -356,6 +370,90 @@ static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
 });
 
 impl Compiled {
+    /// [`LeakScanner::candidates`] of text up to [`SHORT_TEXT`] bytes, unsorted, looked for a
+    /// byte at a time; `None` beyond `most` of them.
+    fn short_candidates(
+        &self,
+        bytes: &[u8],
+        most: usize,
+        candidates: &mut Vec<(usize, usize)>,
+    ) -> Option<()> {
+        let mut buffer = [0u8; SHORT_TEXT];
+        let lowered = buffer.get_mut(..bytes.len())?;
+        lowered.copy_from_slice(bytes);
+        lowered.make_ascii_lowercase();
+        for (start, pair) in lowered.windows(2).enumerate() {
+            if self.is_lead(pair) {
+                self.anchors_at(&lowered[start..], start, candidates);
+                if candidates.len() > most {
+                    return None;
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// [`LeakScanner::candidates`] of text of any length, unsorted, found by the anchor search;
+    /// `None` beyond `most` of them.
+    fn windowed_candidates(
+        &self,
+        bytes: &[u8],
+        most: usize,
+        candidates: &mut Vec<(usize, usize)>,
+    ) -> Option<()> {
+        // The text is lowered and searched a window at a time in one buffer, which stays in the
+        // CPU's cache between the two, rather than copied whole first (a megabyte's copy was
+        // ~5 % of a `read_file` of it). A window carries the bytes after it that an anchor
+        // beginning inside it may need; one beginning in them is the next window's.
+        let carry = self.longest_anchor - 1;
+        let mut lowered = Vec::with_capacity(bytes.len().min(LOWER_WINDOW) + carry);
+        let mut base = 0;
+        while base < bytes.len() {
+            let end = (base + LOWER_WINDOW).min(bytes.len());
+            lowered.clear();
+            lowered.extend_from_slice(&bytes[base..(end + carry).min(bytes.len())]);
+            lowered.make_ascii_lowercase();
+            let mut at = 0;
+            while let Some(start) = self.anchor_search.next(&lowered, at) {
+                if base + start >= end {
+                    break;
+                }
+                // Every anchor beginning here, not just the one the search reported: they
+                // overlap (`sk-` and `sk-ant-`), and one may begin inside another
+                // (`sk-----BEGIN`), hence the search goes on from the next byte.
+                self.anchors_at(&lowered[start..], base + start, candidates);
+                if candidates.len() > most {
+                    return None;
+                }
+                at = start + 1;
+            }
+            base = end;
+        }
+        Some(())
+    }
+
+    /// Whether an anchor begins with the two bytes `pair` (lower case).
+    fn is_lead(&self, pair: &[u8]) -> bool {
+        let pair = usize::from(pair[0]) << 8 | usize::from(pair[1]);
+        self.leads[pair / 64] & (1 << (pair % 64)) != 0
+    }
+
+    /// Add (pattern, `at`) to `out` for every anchor that `here` (lower case) begins with. Only
+    /// the anchors sharing its first two bytes can: a range of the sorted list, not every anchor
+    /// (prose dense with anchor words finds one every few dozen bytes).
+    fn anchors_at(&self, here: &[u8], at: usize, out: &mut Vec<(usize, usize)>) {
+        let from = self
+            .anchors
+            .partition_point(|(anchor, _)| lead(anchor) < lead(here));
+        out.extend(
+            self.anchors[from..]
+                .iter()
+                .take_while(|(anchor, _)| lead(anchor) == lead(here))
+                .filter(|(anchor, _)| here.starts_with(anchor))
+                .map(|&(_, i)| (i, at)),
+        );
+    }
+
     /// Whether pattern `i` matches at `start`, by a walk of the lazy DFA that takes one step of
     /// `budget` per byte; a DFA that gives up counts as the budget running out.
     fn trial_matches(
@@ -558,48 +656,13 @@ impl LeakScanner {
 
     /// Where each pattern could match (pattern, start), sorted; `None` beyond `most` of them.
     fn candidates(&self, bytes: &[u8], most: usize) -> Option<Vec<(usize, usize)>> {
-        let compiled = self.compiled;
-        // The text is lowered and searched a window at a time in one buffer, which stays in the
-        // CPU's cache between the two, rather than copied whole first (a megabyte's copy was
-        // ~5 % of a `read_file` of it). A window carries the bytes after it that an anchor
-        // beginning inside it may need; one beginning in them is the next window's.
-        let carry = compiled.longest_anchor - 1;
-        let mut lowered = Vec::with_capacity(bytes.len().min(LOWER_WINDOW) + carry);
         let mut candidates: Vec<(usize, usize)> = Vec::new();
-        let mut base = 0;
-        while base < bytes.len() {
-            let end = (base + LOWER_WINDOW).min(bytes.len());
-            lowered.clear();
-            lowered.extend_from_slice(&bytes[base..(end + carry).min(bytes.len())]);
-            lowered.make_ascii_lowercase();
-            let mut at = 0;
-            while let Some(start) = compiled.anchor_search.next(&lowered, at) {
-                if base + start >= end {
-                    break;
-                }
-                // Every anchor beginning here, not just the one the search reported: they
-                // overlap (`sk-` and `sk-ant-`), and one may begin inside another
-                // (`sk-----BEGIN`), hence the search goes on from the next byte.
-                // Only the anchors sharing the text's first two bytes here can begin here: a
-                // range of the sorted list, not every anchor (prose dense with anchor words
-                // finds one every few dozen bytes).
-                let here = &lowered[start..];
-                let from = compiled
-                    .anchors
-                    .partition_point(|(anchor, _)| lead(anchor) < lead(here));
-                candidates.extend(
-                    compiled.anchors[from..]
-                        .iter()
-                        .take_while(|(anchor, _)| lead(anchor) == lead(here))
-                        .filter(|(anchor, _)| here.starts_with(anchor))
-                        .map(|&(_, i)| (i, base + start)),
-                );
-                if candidates.len() > most {
-                    return None;
-                }
-                at = start + 1;
-            }
-            base = end;
+        if bytes.len() <= SHORT_TEXT {
+            self.compiled
+                .short_candidates(bytes, most, &mut candidates)?;
+        } else {
+            self.compiled
+                .windowed_candidates(bytes, most, &mut candidates)?;
         }
         candidates.sort_unstable();
         candidates.dedup();
@@ -928,6 +991,50 @@ impl Scrubbed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_text_finds_the_anchors_the_search_finds() {
+        let compiled = &*COMPILED;
+        assert!(
+            compiled.anchors.iter().all(|(anchor, _)| anchor.len() > 2),
+            "the table of leads needs anchors longer than two bytes"
+        );
+        // Every anchor, alternately upper case, some overlapping or run together.
+        let mut sample = String::from("x");
+        for (n, (anchor, _)) in compiled.anchors.iter().enumerate() {
+            let anchor = std::str::from_utf8(anchor).expect("anchors are ASCII");
+            if n % 2 == 1 {
+                sample.push_str(&anchor.to_uppercase());
+            } else {
+                sample.push_str(anchor);
+            }
+            sample.push_str(["", " ", "-", "sk-", "é"][n % 5]);
+        }
+        let bytes = sample.as_bytes();
+        let mut everywhere = Vec::new();
+        compiled.windowed_candidates(bytes, usize::MAX, &mut everywhere);
+        let patterns: std::collections::BTreeSet<usize> =
+            everywhere.iter().map(|&(i, _)| i).collect();
+        assert_eq!(
+            patterns.len(),
+            PATTERNS.len(),
+            "the sample holds every anchor"
+        );
+        for start in 0..bytes.len() {
+            for end in start..=(start + SHORT_TEXT).min(bytes.len()) {
+                let text = &bytes[start..end];
+                for most in [0, 1, 2, usize::MAX] {
+                    let (mut short, mut windowed) = (Vec::new(), Vec::new());
+                    let short_within = compiled.short_candidates(text, most, &mut short);
+                    let windowed_within = compiled.windowed_candidates(text, most, &mut windowed);
+                    assert_eq!(short_within, windowed_within, "{text:?} within {most}");
+                    short.sort_unstable();
+                    windowed.sort_unstable();
+                    assert_eq!(short, windowed, "{text:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn encoded_runs_are_what_the_run_regex_finds() {

@@ -29,6 +29,10 @@ pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.toml");
 /// The namespace of first-party components: the only one that may carry protected tool names.
 pub const FIRST_PARTY: &str = "chitin";
 
+/// The positions of the approval rules that name one tool, in the policy's order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApprovalRules(Box<[usize]>);
+
 /// The operator's policy.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -480,10 +484,29 @@ impl Policy {
         args: &serde_json::Value,
         hint: ApprovalHint,
     ) -> (ApprovalHint, Cow<'static, str>) {
-        for rule in &self.approval {
-            if !self.entry_covers(&rule.tool, tool) {
-                continue;
-            }
+        self.approval_mode_among(&self.approval_rules_for(tool), args, hint)
+    }
+
+    /// The approval rules that name `tool` (directly, by a group or by `*`), by position: what
+    /// [`Policy::approval_mode_among`] takes, so a host can match them once per tool, not per
+    /// call.
+    pub fn approval_rules_for(&self, tool: &str) -> ApprovalRules {
+        ApprovalRules(
+            (0..self.approval.len())
+                .filter(|&i| self.entry_covers(&self.approval[i].tool, tool))
+                .collect(),
+        )
+    }
+
+    /// [`Policy::approval_mode`] of a call to the tool whose rules (from this policy's
+    /// [`Policy::approval_rules_for`]) are `rules`.
+    pub fn approval_mode_among(
+        &self,
+        rules: &ApprovalRules,
+        args: &serde_json::Value,
+        hint: ApprovalHint,
+    ) -> (ApprovalHint, Cow<'static, str>) {
+        for rule in rules.0.iter().filter_map(|&i| self.approval.get(i)) {
             let Some(arg) = &rule.arg else {
                 return (
                     rule.mode,
@@ -696,6 +719,30 @@ mod tests {
         let (mode, why) = policy.approval_mode("echo", &json!({}), ApprovalHint::Never);
         assert_eq!(mode, ApprovalHint::Never);
         assert!(why.contains("manifest"), "{why}");
+    }
+
+    #[test]
+    fn approval_rules_are_matched_to_a_tool_by_name_group_and_wildcard() {
+        let policy = Policy::builtin().unwrap();
+        // `shell` has a rule of its own, then the `group:runtime` one; `spawn` only the group's.
+        assert_eq!(
+            policy.approval_rules_for("shell"),
+            ApprovalRules([0, 1].into())
+        );
+        assert_eq!(
+            policy.approval_rules_for("spawn"),
+            ApprovalRules([1].into())
+        );
+        assert_eq!(policy.approval_rules_for("echo"), ApprovalRules::default());
+        let wildcard = Policy::parse(
+            &format!("{DEFAULT_POLICY}\n[[approval]]\ntool = \"*\"\nmode = \"always\"\n"),
+            Path::new("wildcard.toml"),
+        )
+        .unwrap();
+        let rules = wildcard.approval_rules_for("echo");
+        assert_eq!(rules, ApprovalRules([policy.approval.len()].into()));
+        let (mode, why) = wildcard.approval_mode_among(&rules, &json!({}), ApprovalHint::Never);
+        assert_eq!(mode, ApprovalHint::Always, "{why}");
     }
 
     #[test]

@@ -459,7 +459,7 @@ impl Runtime {
             Ok(state) => state,
             Err(e) => return CallReport::refused(ToolError::HostFault(e.to_string())),
         };
-        let http_call = state.caps.http.call().clone();
+        let scanner = state.log.scanner.clone();
         let faults = state.faults.clone();
         let report = match (&component.entry, typed) {
             (_, Some((pre, func, params))) => {
@@ -493,7 +493,6 @@ impl Runtime {
                 ));
             }
         };
-        let scanner = http_call.scanner();
         let mut log = report.log;
         for entry in &mut log.entries {
             entry.message = scanner.redact(&entry.message, "log entry");
@@ -504,7 +503,7 @@ impl Runtime {
             None => report.result,
         };
         CallReport {
-            result: guard(scanner, result).map(|text| cap_output(text, limits.output_bytes)),
+            result: guard(&scanner, result).map(|text| cap_output(text, limits.output_bytes)),
             log,
             fuel_used: report.fuel_used,
             duration: report.duration,

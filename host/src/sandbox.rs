@@ -2,7 +2,9 @@
 //! wall-clock timeout and a memory cap; whatever stops it becomes a typed [`ToolError`], and the
 //! store is dropped with the instance so nothing carries over to the next call.
 
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, TypedFunc, Val};
@@ -41,10 +43,10 @@ fn new_store(
     state: HostState,
     limits: &Limits,
 ) -> wasmtime::Result<Store<HostState>> {
+    let deadline = state.deadline;
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_fuel(limits.fuel)?;
-    let deadline = limits.deadline(Instant::now());
     // Every tick: stop at the deadline, otherwise yield so timers and cancellation get to run
     // even while the guest computes without calling the host. tokio's `yield_now` defers the
     // wake-up until the runtime has polled its I/O driver: on the one-thread runtime of stdio
@@ -64,13 +66,35 @@ fn new_store(
     Ok(store)
 }
 
+/// `body`'s output, or `None` if `deadline` passes first. The timer is only set once `body`
+/// waits: most calls never wait on the host and end in their first poll, without one.
+async fn until<F: Future>(deadline: Instant, body: F) -> Option<F::Output> {
+    let mut body = pin!(body);
+    let mut timer = None;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = body.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        // Unconstrained: a body that spends the task's cooperative budget must not keep the
+        // timer from firing.
+        let timer = timer.get_or_insert_with(|| {
+            Box::pin(tokio::task::unconstrained(tokio::time::sleep_until(
+                deadline.into(),
+            )))
+        });
+        timer.as_mut().poll(cx).map(|()| None)
+    })
+    .await
+}
+
 /// Run `body` (which instantiates and calls) in a fresh store holding `state`; `body` gets the
 /// store and evaluates to a future of the call's outcome.
 macro_rules! run_in_sandbox {
     ($engine:expr, $state:expr, $limits:expr, |$store:ident| $body:expr) => {{
         let limits: &Limits = $limits;
-        let started = Instant::now();
-        match new_store($engine, $state, limits) {
+        let state: HostState = $state;
+        let (started, deadline) = (state.started, state.deadline);
+        match new_store($engine, state, limits) {
             Err(e) => RunReport {
                 result: Err(ToolError::ExecutionFailed(format!(
                     "cannot create a sandbox: {e:#}"
@@ -83,7 +107,7 @@ macro_rules! run_in_sandbox {
             Ok(mut store) => {
                 let outcome = {
                     let $store = &mut store;
-                    tokio::time::timeout(limits.timeout(), $body).await
+                    until(deadline, $body).await
                 };
                 // Writes the call made are committed (or their failure recorded as its fault)
                 // before anyone sees its result.
@@ -91,13 +115,13 @@ macro_rules! run_in_sandbox {
                 let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
                 let log = store.data().log.log.lock().finish();
                 let (result, crashed) = match outcome {
-                    Err(_elapsed) => (Err(timeout_error(limits)), false),
-                    Ok(Err(trap)) => {
+                    None => (Err(timeout_error(limits)), false),
+                    Some(Err(trap)) => {
                         let trap: wasmtime::Error = trap;
                         let crashed = trap.downcast_ref::<DeadlineExceeded>().is_none();
                         (Err(trap_to_error(&trap, &store, limits, &log)), crashed)
                     }
-                    Ok(Ok(value)) => (Ok(value), false),
+                    Some(Ok(value)) => (Ok(value), false),
                 };
                 RunReport {
                     result,
@@ -265,6 +289,7 @@ pub async fn call_library(
     params: &[Val],
     results: &mut [Val],
 ) -> wasmtime::Result<()> {
+    let deadline = state.deadline;
     let mut store = new_store(engine, state, limits)?;
     let run = async {
         let instance = pre.instantiate_async(&mut store).await?;
@@ -273,11 +298,11 @@ pub async fn call_library(
             .ok_or_else(|| wasmtime::format_err!("the library lacks the function it exports"))?;
         func.call_async(&mut store, params, results).await
     };
-    let outcome = tokio::time::timeout(limits.timeout(), run).await;
+    let outcome = until(deadline, run).await;
     store.data_mut().caps.settle().await;
     match outcome {
-        Err(_elapsed) => Err(timeout_error(limits).into()),
-        Ok(result) => result,
+        None => Err(timeout_error(limits).into()),
+        Some(result) => result,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The per-call store state: one field per capability and one resource table.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -47,6 +48,10 @@ pub struct HostState {
     pub(crate) caps: Contexts,
     /// The host faults the call's capabilities met.
     pub(crate) faults: Faults,
+    /// When the state was built: the call's start, from which its duration is measured.
+    pub(crate) started: Instant,
+    /// When the call must end (its timeout after `started`).
+    pub(crate) deadline: Instant,
 }
 
 /// A call's state could not be built (a granted directory vanished, say).
@@ -60,6 +65,8 @@ impl HostState {
         let limits = &env.grant.limits;
         let granted = &env.grant.capabilities;
         let faults = Faults::default();
+        let started = Instant::now();
+        let deadline = limits.deadline(started);
         let log = SharedLog::new(limits.log_entries, limits.log_entry_bytes);
         // The values of the secrets this call could reach: looked for in its requests before
         // credentials are injected, and redacted from what it returns.
@@ -81,7 +88,7 @@ impl HostState {
             log: &log,
             scanner: &scanner,
             faults: &faults,
-            deadline: limits.deadline(std::time::Instant::now()),
+            deadline,
         };
         let caps = granted.contexts(&call);
         let mut wasi = wasi::builder(&log);
@@ -110,6 +117,8 @@ impl HostState {
                 scanner,
             },
             faults,
+            started,
+            deadline,
         })
     }
 }

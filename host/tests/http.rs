@@ -186,6 +186,32 @@ async fn a_get_reaches_the_lab_server_and_the_default_policy_refuses_it() {
 }
 
 #[tokio::test]
+async fn a_component_without_an_http_grant_is_refused_and_the_refusal_logged() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let manifest = std::fs::read_to_string(common::repo().join("components/http/manifest.toml"))
+        .expect("manifest");
+    let (ungranted, _) = manifest
+        .split_once("[capabilities.http]")
+        .expect("the manifest grants http");
+    let wasm = std::fs::read(component("http")).expect("wasm");
+    let path = data.path().join("http-ungranted.wasm");
+    std::fs::write(&path, resign(&wasm, ungranted)).expect("write");
+    let ws = data.path().join("workspace");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
+    let mut host = Host::new(runtime, lab_policy(&server), services(data.path(), &ws));
+    host.load_path(&path).await.expect("load");
+    let report = call(&host, "http", get(&server.url("/echo"))).await;
+    let e = report.result.expect_err("no grant, no request");
+    assert!(matches!(e, ToolError::PermissionDenied(_)), "{e:?}");
+    assert!(e.to_string().contains("no HTTP grant"), "{e}");
+    let log = format!("{:?}", report.log);
+    assert!(log.contains("chitin no-grant"), "{log}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
 async fn a_certificate_from_a_ca_the_policy_does_not_trust_is_refused() {
     let data = tempfile::tempdir().expect("tempdir");
     let server = https_server::start(data.path()).await;

@@ -46,7 +46,13 @@ impl Capability for Http {
     }
 
     fn ctx(config: &Self::Config, call: &Call<'_>) -> HttpCtx {
-        HttpCtx::new(Arc::new(outgoing::HttpCall::new(config.clone(), call)))
+        let hooks = match config {
+            Some(_) => {
+                outgoing::Hooks::Granted(Arc::new(outgoing::HttpCall::new(config.clone(), call)))
+            }
+            None => outgoing::Hooks::NoGrant(call.log.clone()),
+        };
+        HttpCtx::new(hooks)
     }
 
     /// Link `wasi:http/types` and `wasi:http/outgoing-handler` (async).
@@ -120,17 +126,12 @@ pub struct HttpCtx {
 }
 
 impl HttpCtx {
-    /// State for one call.
-    pub fn new(call: Arc<outgoing::HttpCall>) -> Self {
+    /// State for one call, whose requests go to `hooks`.
+    pub fn new(hooks: outgoing::Hooks) -> Self {
         Self {
             ctx: WasiHttpCtx::new(),
-            hooks: outgoing::Hooks(call),
+            hooks,
         }
-    }
-
-    /// The call's outbound state (tool name, injected secrets).
-    pub fn call(&self) -> &Arc<outgoing::HttpCall> {
-        &self.hooks.0
     }
 
     /// What wasmtime-wasi-http's host functions see: the context, the hooks that enforce the

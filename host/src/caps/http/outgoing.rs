@@ -78,11 +78,6 @@ impl HttpCall {
         }
     }
 
-    /// The scanner for this call's secrets.
-    pub fn scanner(&self) -> &LeakScanner {
-        &self.scanner
-    }
-
     /// Names of the secrets injected into this call's requests so far.
     pub fn injected(&self) -> BTreeSet<String> {
         lock(&self.injected).clone()
@@ -97,8 +92,7 @@ impl HttpCall {
         match self.clone().enforce_and_send(request, options).await {
             Ok(sent) => Ok(sent),
             Err(Failure::Refused(refusal)) => {
-                let message = format!("chitin {}: {refusal}", refusal.kind());
-                self.note(LogLevel::Warn, &message);
+                let message = refused(&self.log, &refusal);
                 // The error handed to the component cannot trap it, so the fault is recorded
                 // and the call ends as a host fault whatever the component makes of it.
                 if refusal.is_host_fault() {
@@ -373,8 +367,21 @@ impl HttpCall {
     }
 }
 
+/// Note `refusal` in the call's `log`; the message, for the error handed to the component.
+fn refused(log: &SharedLog, refusal: &HttpRefusal) -> String {
+    let message = format!("chitin {}: {refusal}", refusal.kind());
+    log.lock().push(LogSource::Host, LogLevel::Warn, &message);
+    message
+}
+
 /// The hooks wasmtime-wasi-http calls for this call's requests.
-pub struct Hooks(pub Arc<HttpCall>);
+pub enum Hooks {
+    /// Requests go through the grant's checks.
+    Granted(Arc<HttpCall>),
+    /// No HTTP grant: every request is refused and the refusal noted in the call's log. Most
+    /// components have none, and their calls skip building an [`HttpCall`].
+    NoGrant(SharedLog),
+}
 
 impl WasiHttpHooks for Hooks {
     fn send_request(
@@ -383,7 +390,15 @@ impl WasiHttpHooks for Hooks {
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
     ) -> Box<dyn Future<Output = SendResult> + Send> {
-        Box::new(self.0.clone().send(request, options))
+        match self {
+            Self::Granted(call) => Box::new(call.clone().send(request, options)),
+            Self::NoGrant(log) => {
+                let message = refused(log, &HttpRefusal::NoGrant);
+                Box::new(std::future::ready(Err(
+                    wasmtime_wasi_http::Error::InternalError(Some(message)),
+                )))
+            }
+        }
     }
 }
 
