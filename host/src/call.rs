@@ -21,7 +21,7 @@ pub struct Call<'a> {
     /// The caller and their approver.
     pub context: &'a CallContext,
     /// Where the call sits in a chain of invocations (`None` while loading).
-    pub invoke: Option<&'a InvokeScope>,
+    pub invoke: Option<Position<'a>>,
     /// The tool called and its arguments (`None` while loading).
     pub target: Option<CallTarget<'a>>,
     /// The call's log.
@@ -41,6 +41,42 @@ pub struct CallTarget<'a> {
     pub tool: &'a Arc<str>,
     /// The arguments as the caller wrote them.
     pub args_json: &'a str,
+}
+
+/// Where a call sits: at the top of a chain, whose [`InvokeScope`] is made only for a component
+/// that can invoke (most cannot, and the scope costs a chain, a counter and a copy of the
+/// caller's context), or inside one.
+#[derive(Clone, Copy)]
+pub enum Position<'a> {
+    /// A top-level call.
+    Top {
+        /// Runs the tools the call invokes.
+        invoker: &'a Arc<dyn Invoker>,
+        /// The tool called.
+        tool: &'a str,
+        /// The caller and their approver.
+        ctx: &'a CallContext,
+    },
+    /// A call invoked as one link of this chain.
+    Within(&'a InvokeScope),
+}
+
+impl<'a> Position<'a> {
+    /// The caller and their approver.
+    pub fn ctx(self) -> &'a CallContext {
+        match self {
+            Self::Top { ctx, .. } => ctx,
+            Self::Within(scope) => &scope.ctx,
+        }
+    }
+
+    /// The scope of the call's own invocations.
+    pub fn scope(self) -> InvokeScope {
+        match self {
+            Self::Top { invoker, tool, ctx } => InvokeScope::root(invoker.clone(), tool, ctx),
+            Self::Within(scope) => scope.clone(),
+        }
+    }
 }
 
 /// Deepest chain of invocations below a top-level call.

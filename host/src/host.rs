@@ -8,6 +8,7 @@ use chitin_registry::artifact::ContentHash;
 use chitin_registry::manifest::{ApprovalHint, TaskHint};
 
 use crate::approver::{ApprovalRequest, CallContext, Decision};
+use crate::call::Position;
 use crate::caps::invoke::{InvokeFuture, InvokeScope, Invoker};
 use crate::error::{LoadError, ToolError};
 use crate::grant::Grant;
@@ -286,8 +287,12 @@ impl Host {
     /// the tool needs approval.
     pub async fn call_in(&self, name: &str, args_json: &str, ctx: &CallContext) -> CallReport {
         let invoker: Arc<dyn Invoker> = self.served.clone();
-        let scope = InvokeScope::root(invoker, name, ctx);
-        self.served.call_scoped(name, args_json, &scope).await
+        let top = Position::Top {
+            invoker: &invoker,
+            tool: name,
+            ctx,
+        };
+        self.served.call_scoped(name, args_json, top).await
     }
 }
 
@@ -299,7 +304,7 @@ impl Invoker for ServedSet {
         scope: InvokeScope,
     ) -> InvokeFuture {
         Box::pin(async move {
-            self.call_scoped(&tool, &args_json, &scope)
+            self.call_scoped(&tool, &args_json, Position::Within(&scope))
                 .await
                 .result
                 .map(|out| out.text)
@@ -509,8 +514,8 @@ impl ServedSet {
 
     /// Call tool `name` as the link of an invocation chain that `scope` ends with: the policy
     /// decides whether it is offered and asks the caller's approver when it needs approval.
-    async fn call_scoped(&self, name: &str, args_json: &str, scope: &InvokeScope) -> CallReport {
-        let ctx = &scope.ctx;
+    async fn call_scoped(&self, name: &str, args_json: &str, at: Position<'_>) -> CallReport {
+        let ctx = at.ctx();
         let Some(served) = self.index.get(name) else {
             return CallReport::refused(ToolError::NotFound(self.unknown_tool(name)));
         };
@@ -534,7 +539,7 @@ impl ServedSet {
             }
         }
         self.runtime
-            .call(component, t, &args, &self.services, scope)
+            .call(component, t, &args, &self.services, at)
             .await
     }
 

@@ -13,7 +13,7 @@ use wasmtime::component::types::ComponentItem;
 use crate::approver::CallContext;
 use crate::cache::{CacheCounts, CacheError, CacheOutcome, CompileCache};
 use crate::call::CallTarget;
-use crate::caps::invoke::InvokeScope;
+use crate::call::Position;
 use crate::caps::log::LogRecord;
 use crate::contract::Shape;
 use crate::engine::{self, EngineOptions, EngineReport, EpochTicker};
@@ -412,9 +412,9 @@ impl Runtime {
         index: usize,
         args: &CallArgs<'_>,
         services: &Arc<Services>,
-        invoke: &InvokeScope,
+        invoke: Position<'_>,
     ) -> CallReport {
-        let ctx = &invoke.ctx;
+        let ctx = invoke.ctx();
         let args_json = args.json();
         let limits = &component.grant.limits;
         let Some(tool) = component.tools.get(index) else {

@@ -7,10 +7,10 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::approver::CallContext;
+use crate::call::Position;
 use crate::call::{Call, CallTarget};
 use crate::call_log::SharedLog;
 use crate::caps::approval::ApprovalCtx;
-use crate::caps::invoke::InvokeScope;
 use crate::caps::log::LogCtx;
 use crate::caps::progress::ProgressCtx;
 use crate::caps::{CallStore, Contexts, wasi};
@@ -31,7 +31,7 @@ pub struct CallEnv<'a> {
     /// The caller and their approver.
     pub ctx: &'a CallContext,
     /// Where the call sits in a chain of invocations (`None` while loading).
-    pub invoke: Option<&'a InvokeScope>,
+    pub invoke: Option<Position<'a>>,
     /// The tool called and its arguments (`None` while loading).
     pub target: Option<CallTarget<'a>>,
 }

@@ -11,7 +11,7 @@ use wasmtime::component::{HasData, Linker};
 
 use chitin_registry::manifest::InvokeGrant;
 
-use crate::call::Call;
+use crate::call::{Call, Position};
 pub use crate::call::{InvokeFuture, InvokeScope, Invoker, MAX_CALLS, MAX_DEPTH};
 use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::fault::Faults;
@@ -122,7 +122,10 @@ impl Capability for Invoke {
             aliases: config.clone(),
             // A component that declares no alias can invoke nothing: its calls are refused
             // before the scope is looked at, so it is not copied for them.
-            scope: call.invoke.filter(|_| !config.is_empty()).cloned(),
+            scope: call
+                .invoke
+                .filter(|_| !config.is_empty())
+                .map(Position::scope),
             faults: call.faults.clone(),
         }
     }
