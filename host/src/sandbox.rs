@@ -30,7 +30,7 @@ pub struct RunReport<T> {
     pub log: LogRecord,
     /// Fuel the call burned.
     pub fuel_used: u64,
-    /// Wall-clock time from store creation to the end of the call.
+    /// Wall-clock time from the call's state being built to the end of the call.
     pub duration: Duration,
     /// The sandbox stopped the instance (a trap, its memory or fuel spent): the tool crashed
     /// rather than reported an error.
