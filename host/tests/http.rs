@@ -610,6 +610,12 @@ async fn credentials_are_injected_by_the_host_and_never_reach_the_agent() {
     assert!(!out.text.contains("other-VALUE"), "{}", out.text);
     let log = format!("{:?}", report.log);
     assert!(!log.contains(secret), "{log}");
+    // The log names the secret the request carried, and not the one it did not.
+    assert!(
+        log.contains("chitin credentials: test_token added to the request to 127.0.0.1"),
+        "{log}"
+    );
+    assert!(!log.contains("test_other added"), "{log}");
 }
 
 #[tokio::test]

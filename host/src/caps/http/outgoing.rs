@@ -6,11 +6,10 @@
 //! are never followed; the response body is cut off at the size cap while it streams, whatever
 //! its Content-Length says; every timeout is clamped to the call's remaining deadline.
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -24,7 +23,7 @@ use wasmtime_wasi_http::{RequestOptions, WasiHttpHooks};
 
 use super::error::HttpRefusal;
 use super::pool::{Lease, PoolKey};
-use super::{HttpConfig, lock};
+use super::HttpConfig;
 use crate::call::Call;
 use crate::call_log::{LogLevel, LogSource, SharedLog};
 use crate::fault::Faults;
@@ -54,7 +53,6 @@ pub struct HttpCall {
     tool: Option<Arc<str>>,
     deadline: Instant,
     sent: AtomicU32,
-    injected: Mutex<BTreeSet<String>>,
     log: SharedLog,
     faults: Faults,
 }
@@ -72,15 +70,9 @@ impl HttpCall {
             tool: call.target.map(|target| target.tool.clone()),
             deadline: call.deadline,
             sent: AtomicU32::new(0),
-            injected: Mutex::new(BTreeSet::new()),
             log: call.log.clone(),
             faults: call.faults.clone(),
         }
-    }
-
-    /// Names of the secrets injected into this call's requests so far.
-    pub fn injected(&self) -> BTreeSet<String> {
-        lock(&self.injected).clone()
     }
 
     /// Send `request` under the grant, or say which rule refused it.
@@ -214,7 +206,17 @@ impl HttpCall {
                         reason: other.to_string(),
                     },
                 })?;
-            lock(&self.injected).extend(injected.secrets);
+            // The call's log names each secret a request carries, never its value.
+            if !injected.secrets.is_empty() {
+                self.note(
+                    LogLevel::Info,
+                    &format!(
+                        "chitin credentials: {} added to the request to {}",
+                        injected.secrets.join(", "),
+                        target.host
+                    ),
+                );
+            }
         }
 
         let remaining = self
