@@ -514,8 +514,13 @@ async fn run() {
     });
     drop(host);
 
-    let (through, reqwest_new, reqwest_pooled, rate_check) =
-        http_get(&data.path().join("http")).await;
+    let HttpGets {
+        through,
+        refused,
+        reqwest_new,
+        reqwest_pooled,
+        rate_check,
+    } = http_get(&data.path().join("http")).await;
     rows.push(times(
         "7. HTTPS GET through the http component (ref: reqwest, new connection each)",
         &through,
@@ -539,6 +544,18 @@ async fn run() {
             us(rate_check.p50()),
             rate_check.p50() / reqwest_new.p50(),
             rate_check.p50() / reqwest_pooled.p50()
+        ),
+        goal: "≤ 1.2× reqwest".into(),
+    });
+    floors.push(Floor {
+        row: "7. HTTPS GET",
+        floor: "the same call refused by the allowlist before any connection (the fresh \
+                instance, the guest's request and error, the checks before the network)"
+            .into(),
+        figure: format!(
+            "{} p50, {:.2}× reqwest's pool",
+            us(refused.p50()),
+            refused.p50() / reqwest_pooled.p50()
         ),
         goal: "≤ 1.2× reqwest".into(),
     });
@@ -1132,10 +1149,23 @@ fn http_component(dir: &Path, port: u16, key: &SigningKey) -> PathBuf {
     path
 }
 
-/// HTTPS GETs through the http component (which keeps its connection alive between calls),
-/// with reqwest on a new connection each, and with reqwest reusing its pool's connection, all
-/// against one server on 127.0.0.1; and the component's rate-limit check alone.
-async fn http_get(dir: &Path) -> (Series, Series, Series, Series) {
+/// The series of row 7 and its floors.
+struct HttpGets {
+    /// GETs through the http component, which keeps its connection alive between calls.
+    through: Series,
+    /// The same calls to a port the grant does not name: refused before any connection.
+    refused: Series,
+    /// reqwest on a new connection each.
+    reqwest_new: Series,
+    /// reqwest reusing its pool's connection.
+    reqwest_pooled: Series,
+    /// The rate limiter's commit alone.
+    rate_check: Series,
+}
+
+/// HTTPS GETs through the http component and with reqwest, all against one server on
+/// 127.0.0.1; the component's GETs refused by its allowlist; and its rate-limit check alone.
+async fn http_get(dir: &Path) -> HttpGets {
     std::fs::create_dir_all(dir).expect("dir");
     let server = https_server::start(dir).await;
     let url = server.url("/echo");
@@ -1186,6 +1216,14 @@ async fn http_get(dir: &Path) -> (Series, Series, Series, Series) {
         report.result.expect("GET through the component");
     })
     .await;
+    // Port 1 is not the grant's port: the allowlist refuses the request before it is sent.
+    let refused_args = json!({"method": "GET", "url": "https://127.0.0.1:1/echo"}).to_string();
+    let refused = measure(ROUNDS, 10, || async {
+        let report = host.call_in("http", &refused_args, &ctx).await;
+        let error = report.result.expect_err("refused by the allowlist");
+        assert!(error.message().contains("is not allowed"), "{error}");
+    })
+    .await;
 
     let tls = reqwest_ref::tls(&server.ca_file);
     // A new connection per request: the reference of the issue's first measurement.
@@ -1218,7 +1256,13 @@ async fn http_get(dir: &Path) -> (Series, Series, Series, Series) {
         .expect("within the limit");
     })
     .await;
-    (through, direct, pooled, rate_check)
+    HttpGets {
+        through,
+        refused,
+        reqwest_new: direct,
+        reqwest_pooled: pooled,
+        rate_check,
+    }
 }
 
 /// The floor: minimal native JSON-RPC responders, doing only what a tool server must (parse the

@@ -8,8 +8,8 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -21,9 +21,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use wasmtime_wasi_http::{RequestOptions, WasiHttpHooks};
 
+use super::HttpConfig;
 use super::error::HttpRefusal;
 use super::pool::{Lease, PoolKey};
-use super::HttpConfig;
 use crate::call::Call;
 use crate::call_log::{LogLevel, LogSource, SharedLog};
 use crate::fault::Faults;
