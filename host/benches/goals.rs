@@ -313,8 +313,8 @@ async fn run() {
     let instance_one = instance_server.sequential(CALLS).await;
     rows.push(within(
         "1. MCP HTTP `echo`, 1 kept-alive connection (ref: native HTTP responder)",
-        &chitin_one,
-        &floor_one,
+        &chitin_one.times,
+        &floor_one.times,
         50.0,
     ));
     floors.push(Floor {
@@ -324,9 +324,9 @@ async fn run() {
             .into(),
         figure: format!(
             "{} p50, +{} over the native responder (chitin: +{})",
-            us(instance_one.p50()),
-            us((instance_one.p50() - floor_one.p50()).max(0.0)),
-            us((chitin_one.p50() - floor_one.p50()).max(0.0))
+            us(instance_one.times.p50()),
+            us((instance_one.times.p50() - floor_one.times.p50()).max(0.0)),
+            us((chitin_one.times.p50() - floor_one.times.p50()).max(0.0))
         ),
         goal: "≤ the native responder + 50 µs".into(),
     });
@@ -517,6 +517,7 @@ async fn run() {
     let HttpGets {
         through,
         refused,
+        served,
         reqwest_new,
         reqwest_pooled,
         rate_check,
@@ -556,6 +557,18 @@ async fn run() {
             "{} p50, {:.2}× reqwest's pool",
             us(refused.p50()),
             refused.p50() / reqwest_pooled.p50()
+        ),
+        goal: "≤ 1.2× reqwest".into(),
+    });
+    floors.push(Floor {
+        row: "7. HTTPS GET",
+        floor: "the same GET through `chitin serve --http`, from a client on one kept-alive \
+                connection (an MCP round trip over HTTP on top; row 1 measures that alone)"
+            .into(),
+        figure: format!(
+            "{} p50, {:.2}× reqwest's pool",
+            us(served.times.p50()),
+            served.times.p50() / reqwest_pooled.p50()
         ),
         goal: "≤ 1.2× reqwest".into(),
     });
@@ -614,6 +627,15 @@ async fn run() {
         CALLS / BLOCKS,
         ROUNDS / 3,
         LOAD_WINDOW.as_millis()
+    );
+    println!(
+        "Server CPU a call over HTTP, 1 kept-alive connection (all the server's threads, from \
+         /proc/PID/task/*/schedstat over the timed calls): chitin `echo` {}, the native \
+         responder {}, with a fresh instance {}; the served GET of row 7 {}.",
+        chitin_one.cpu.show(),
+        floor_one.cpu.show(),
+        instance_one.cpu.show(),
+        served.cpu.show()
     );
     println!(
         "Memory: {} documents written first by {} calls in flight ({:.1} s), then {} writes and \
@@ -915,6 +937,60 @@ struct HttpPeer {
     stop: Arc<AtomicBool>,
 }
 
+/// What a server process spent on the CPU over some calls, all its threads counted (from
+/// `/proc/PID/task/*/schedstat`): less at the mercy of the VM's slow spells than wall-clock
+/// latency, and it shows wake-ups a latency hides when another core is idle.
+#[derive(Clone, Copy, Default)]
+struct ServerCpu {
+    /// Nanoseconds on a CPU.
+    on_cpu_ns: f64,
+    /// Times a thread was scheduled in (each wake-up of a sleeping thread is one).
+    slices: f64,
+}
+
+impl ServerCpu {
+    /// The server `pid`'s totals so far; zero where `/proc` does not say.
+    fn of(pid: u32) -> Self {
+        let mut total = Self::default();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return total;
+        };
+        for task in tasks.flatten() {
+            let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
+                continue;
+            };
+            let mut fields = stat
+                .split_whitespace()
+                .map(|f| f.parse::<f64>().unwrap_or(0.0));
+            total.on_cpu_ns += fields.next().unwrap_or(0.0);
+            total.slices += fields.nth(1).unwrap_or(0.0);
+        }
+        total
+    }
+
+    /// What was spent between `self` and `later`, per call of `calls`.
+    fn per_call(self, later: Self, calls: usize) -> Self {
+        Self {
+            on_cpu_ns: (later.on_cpu_ns - self.on_cpu_ns) / calls as f64,
+            slices: (later.slices - self.slices) / calls as f64,
+        }
+    }
+
+    fn show(self) -> String {
+        format!(
+            "{} in {:.2} time slices",
+            us(self.on_cpu_ns / 1000.0),
+            self.slices
+        )
+    }
+}
+
+/// A sequential series over HTTP: its latencies and the server's CPU a call.
+struct Sequential {
+    times: Series,
+    cpu: ServerCpu,
+}
+
 /// What a load series measured.
 struct Load {
     rate: f64,
@@ -962,11 +1038,16 @@ impl HttpPeer {
     /// A `tools/call` of echo with `id` as HTTP/1.1 bytes, asking to close the connection after
     /// it when `close`.
     fn request(&self, id: u64, close: bool) -> Vec<u8> {
-        let body = tools_call(id, "echo", &echo_args(), true);
+        self.request_for(id, "echo", &echo_args(), close)
+    }
+
+    /// A `tools/call` of `tool` with `args`, as [`Self::request`].
+    fn request_for(&self, id: u64, tool: &str, args: &Value, close: bool) -> Vec<u8> {
+        let body = tools_call(id, tool, args, true);
         let mut head = format!(
             "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
              accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\n\
-             mcp-method: tools/call\r\nmcp-name: echo\r\ncontent-length: {}\r\n",
+             mcp-method: tools/call\r\nmcp-name: {tool}\r\ncontent-length: {}\r\n",
             self.addr,
             body.len()
         );
@@ -995,27 +1076,51 @@ impl HttpPeer {
 
     /// One call on `connection`: `request` written whole, the response read and checked.
     async fn call(&self, connection: &mut RawConnection, request: &[u8]) {
+        self.call_expecting(connection, request, b"hello").await;
+    }
+
+    /// One call, its response checked for `expected`.
+    async fn call_expecting(
+        &self,
+        connection: &mut RawConnection,
+        request: &[u8],
+        expected: &[u8],
+    ) {
         let (status, body) = connection.exchange(request).await;
         assert!(
-            status == 200 && memchr_hello(&body),
+            status == 200 && body.windows(expected.len()).any(|w| w == expected),
             "{status}: {}",
             String::from_utf8_lossy(&body)
         );
     }
 
-    /// `n` sequential calls on one kept-alive connection.
-    async fn sequential(&self, n: usize) -> Series {
+    /// `n` sequential calls of echo on one kept-alive connection.
+    async fn sequential(&self, n: usize) -> Sequential {
+        self.sequential_calls(n, &self.request(1, false), b"hello")
+            .await
+    }
+
+    /// `n` sequential calls of `request` on one kept-alive connection, each answered with
+    /// `expected` in its body.
+    async fn sequential_calls(&self, n: usize, request: &[u8], expected: &[u8]) -> Sequential {
         let mut connection = self.connect().await;
-        let request = self.request(1, false);
         let mut out = Vec::with_capacity(n);
+        let mut before = ServerCpu::default();
         for i in 0..WARMUP + n {
+            if i == WARMUP {
+                before = ServerCpu::of(self.child.id());
+            }
             let started = Instant::now();
-            self.call(&mut connection, &request).await;
+            self.call_expecting(&mut connection, request, expected)
+                .await;
             if i >= WARMUP {
                 out.push(started.elapsed());
             }
         }
-        Series::new(out)
+        Sequential {
+            times: Series::new(out),
+            cpu: before.per_call(ServerCpu::of(self.child.id()), n),
+        }
     }
 
     /// `conns` clients calling back to back for [`LOAD_WINDOW`]; a new connection per call
@@ -1121,10 +1226,6 @@ impl RawConnection {
     }
 }
 
-fn memchr_hello(body: &[u8]) -> bool {
-    body.windows(5).any(|w| w == b"hello")
-}
-
 impl Drop for HttpPeer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -1155,6 +1256,8 @@ struct HttpGets {
     through: Series,
     /// The same calls to a port the grant does not name: refused before any connection.
     refused: Series,
+    /// The same GETs through `chitin serve --http`, from a client on one kept-alive connection.
+    served: Sequential,
     /// reqwest on a new connection each.
     reqwest_new: Series,
     /// reqwest reusing its pool's connection.
@@ -1256,13 +1359,53 @@ async fn http_get(dir: &Path) -> HttpGets {
         .expect("within the limit");
     })
     .await;
+    let served = served_get(dir, &key, &policy_text, &url).await;
     HttpGets {
         through,
         refused,
+        served,
         reqwest_new: direct,
         reqwest_pooled: pooled,
         rate_check,
     }
+}
+
+/// `url` fetched by the http component of `dir` (signed by `key`) through `chitin serve
+/// --http` under `policy_text`, its approval rule set to `never` (the bench's client answers no
+/// approval requests), on one kept-alive connection to the server.
+async fn served_get(dir: &Path, key: &SigningKey, policy_text: &str, url: &str) -> Sequential {
+    let policy = dir.join("served-policy.toml");
+    let never = "[[approval]]\ntool = \"http\"\nmode = \"never\"\n\n[[approval]]";
+    std::fs::write(&policy, policy_text.replacen("[[approval]]", never, 1)).expect("policy");
+    let trusted = dir.join("served-trusted-keys");
+    let line = TrustedKey::new(
+        key.public().clone(),
+        "bench",
+        vec![Scope::parse("chitin/*").expect("scope")],
+    )
+    .expect("entry")
+    .to_line();
+    std::fs::write(&trusted, format!("{line}\n")).expect("trusted keys");
+    let data = dir.join("served");
+    std::fs::create_dir_all(data.join("workspace")).expect("workspace");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_chitin"));
+    command
+        .args(["serve", "--no-watch", "--components"])
+        .arg(dir.join("http.wasm"))
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--cache-dir")
+        .arg(dir.join("cache"))
+        .arg("--workspace")
+        .arg(data.join("workspace"))
+        .args(["--http", "127.0.0.1:0", "--rate-limit", "1000000"])
+        .env("CHITIN_DATA_DIR", &data)
+        .env("CHITIN_TRUSTED_KEYS", &trusted);
+    let server = HttpPeer::start(command, &data);
+    let request = server.request_for(1, "http", &json!({"method": "GET", "url": url}), false);
+    server
+        .sequential_calls(ROUNDS, &request, b"\"isError\":false")
+        .await
 }
 
 /// The floor: minimal native JSON-RPC responders, doing only what a tool server must (parse the

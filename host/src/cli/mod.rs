@@ -237,7 +237,12 @@ pub fn main() -> ExitCode {
     init_tracing(cli.verbose);
     // The registry client's TLS uses the process-wide provider: ring, as the HTTP capability.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = match runtime_builder(&cli).enable_all().build() {
+    // One thread: `serve --http` answers concurrent calls on all cores from runtimes of its own
+    // (see `mcp::lanes`); every other command needs one.
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -250,14 +255,6 @@ pub fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             Exit::Host.into()
         }
-    }
-}
-
-/// `serve --http` answers concurrent calls on all cores; every other command needs one thread.
-fn runtime_builder(cli: &Cli) -> tokio::runtime::Builder {
-    match &cli.command {
-        Command::Serve(args) if args.http.is_some() => tokio::runtime::Builder::new_multi_thread(),
-        _ => tokio::runtime::Builder::new_current_thread(),
     }
 }
 

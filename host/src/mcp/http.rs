@@ -29,6 +29,7 @@ use tower_service::Service;
 
 use crate::mcp::access::{Access, ClientId};
 use crate::mcp::direct::{Direct, Passed};
+use crate::mcp::lanes;
 use crate::mcp::oauth::{ResourceServer, metadata};
 use crate::mcp::token::BearerToken;
 use crate::mcp::{McpServer, Served};
@@ -166,22 +167,26 @@ pub async fn serve(
     let router = router
         .route(HEALTH_PATH, get(|| async { "ok\n" }))
         .route(READY_PATH, get(ready).with_state(probed));
-    // Without TCP_NODELAY a response written in more than one segment waits for the client's
-    // delayed ACK (~40 ms) on every call after the first on a kept-alive connection.
-    let listener = listener.tap_io(|stream| {
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
-        }
-    });
-    axum::serve(
-        listener,
-        Fronts {
-            guard,
-            direct,
-            router,
-        },
-    )
-    .with_graceful_shutdown(shutdown.accepting.cancelled_owned())
+    let fronts = Fronts {
+        guard,
+        direct,
+        router,
+    };
+    let accepting = shutdown.accepting;
+    let lanes_stop = accepting.clone();
+    lanes::serve(listener, lanes::default_count(), accepting, move |lane| {
+        // Without TCP_NODELAY a response written in more than one segment waits for the
+        // client's delayed ACK (~40 ms) on every call after the first on a kept-alive
+        // connection.
+        let lane = lane.tap_io(|stream| {
+            if let Err(e) = stream.get_ref().set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+            }
+        });
+        axum::serve(lane, fronts.clone())
+            .with_graceful_shutdown(lanes_stop.clone().cancelled_owned())
+            .into_future()
+    })
     .await
 }
 

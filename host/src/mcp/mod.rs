@@ -8,6 +8,7 @@ pub mod direct;
 pub mod gather;
 pub mod http;
 pub mod input_required;
+pub mod lanes;
 pub mod oauth;
 pub mod plain_call;
 pub mod questions;

@@ -23,7 +23,7 @@ use wasmtime_wasi_http::{RequestOptions, WasiHttpHooks};
 
 use super::HttpConfig;
 use super::error::HttpRefusal;
-use super::pool::{Lease, PoolKey};
+use super::pool::{Connection, Lease, PoolKey};
 use crate::call::Call;
 use crate::call_log::{LogLevel, LogSource, SharedLog};
 use crate::fault::Faults;
@@ -301,18 +301,20 @@ impl HttpCall {
     ) -> Result<(http::Response<Incoming>, Lease), Failure> {
         let pool = self.services.http_pool();
         let method = request.method().clone();
-        if let Some((mut sender, peer)) = pool.checkout(&key, addrs) {
+        if let Some(mut kept) = pool.checkout(&key, addrs) {
             self.note(
                 LogLevel::Info,
                 &format!(
-                    "{method} {} → {peer} (kept-alive connection)",
-                    redacted_url(url)
+                    "{method} {} → {} (kept-alive connection)",
+                    redacted_url(url),
+                    kept.peer
                 ),
             );
             let sent =
-                tokio::time::timeout(timeouts.first_byte, sender.try_send_request(request)).await;
+                tokio::time::timeout(timeouts.first_byte, kept.sender.try_send_request(request))
+                    .await;
             match sent {
-                Ok(Ok(response)) => return Ok((response, pool.lease(key, peer, sender))),
+                Ok(Ok(response)) => return Ok((response, pool.lease(key, kept))),
                 Err(_) => return Err(transport(wasmtime_wasi_http::Error::ConnectionReadTimeout)),
                 // hyper hands the request back only when none of it was written (the server
                 // closed the connection first): it goes once more, on a new connection. A
@@ -357,11 +359,19 @@ impl HttpCall {
         // dropped unread or the last handle to it goes. Its errors reach the request through
         // the response or its body.
         tokio::spawn(conn);
+        // On a runtime of one thread (a lane of `serve --http`, `chitin call`) the task stays
+        // on this thread; the pool hands it to this thread's requests first.
+        let driver = std::thread::current().id();
         let response = tokio::time::timeout(timeouts.first_byte, sender.send_request(request))
             .await
             .map_err(|_| transport(wasmtime_wasi_http::Error::ConnectionReadTimeout))?
             .map_err(|e| transport(e.into()))?;
-        Ok((response, pool.lease(key, peer, sender)))
+        let connection = Connection {
+            sender,
+            peer,
+            driver,
+        };
+        Ok((response, pool.lease(key, connection)))
     }
 
     fn note(&self, level: LogLevel, message: &str) {

@@ -8,11 +8,15 @@
 //! A connection comes back only through [`Lease::release`], which the response body calls once
 //! it has been read to its end; it is kept only when hyper reports it ready for another request
 //! (the response was complete and the server did not ask to close). The pool is bounded per key
-//! and in all, and an idle connection is dropped after [`IDLE_TIMEOUT`].
+//! and in all, and an idle connection is dropped after [`IDLE_TIMEOUT`]. A request takes a
+//! connection whose task runs on its own thread before one on another: under `serve --http`
+//! each thread has its own runtime (see [`crate::mcp::lanes`]), and a connection driven from
+//! another thread wakes that thread for every read and write.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -49,17 +53,26 @@ pub struct PoolKey {
     pub port: u16,
 }
 
+/// An open connection: its sending half, where it leads, and the thread its task was started
+/// on.
+pub struct Connection {
+    /// The sending half.
+    pub sender: Sender,
+    /// The address it is connected to.
+    pub peer: SocketAddr,
+    /// The thread whose runtime drives it.
+    pub driver: ThreadId,
+}
+
 struct Idle {
-    sender: Sender,
-    peer: SocketAddr,
+    connection: Connection,
     since: Instant,
 }
 
 impl Idle {
     fn usable(&self, now: Instant) -> bool {
-        !self.sender.is_closed()
-            && self.sender.is_ready()
-            && now.duration_since(self.since) < IDLE_TIMEOUT
+        let sender = &self.connection.sender;
+        !sender.is_closed() && sender.is_ready() && now.duration_since(self.since) < IDLE_TIMEOUT
     }
 }
 
@@ -131,32 +144,36 @@ impl Pool {
     }
 
     /// An idle connection under `key` to one of `allowed` (the addresses this request's check
-    /// passed), most recently used first, with the address it is connected to.
-    pub fn checkout(&self, key: &PoolKey, allowed: &[SocketAddr]) -> Option<(Sender, SocketAddr)> {
+    /// passed): the most recently used of those driven from this thread, else of all.
+    pub fn checkout(&self, key: &PoolKey, allowed: &[SocketAddr]) -> Option<Connection> {
         let mut inner = self.lock();
         let now = Instant::now();
         let list = inner.idle.get_mut(key)?;
         let before = list.len();
         list.retain(|c| c.usable(now));
+        let here = std::thread::current().id();
         let found = list
             .iter()
-            .rposition(|c| allowed.contains(&c.peer))
+            .rposition(|c| allowed.contains(&c.connection.peer) && c.connection.driver == here)
+            .or_else(|| {
+                list.iter()
+                    .rposition(|c| allowed.contains(&c.connection.peer))
+            })
             .map(|i| list.remove(i));
         let after = list.len();
         if after == 0 {
             inner.idle.remove(key);
         }
         inner.count -= before - after;
-        found.map(|c| (c.sender, c.peer))
+        found.map(|c| c.connection)
     }
 
-    /// The connection `sender`, to `peer`, in use for a request under `key`.
-    pub fn lease(self: &Arc<Self>, key: PoolKey, peer: SocketAddr, sender: Sender) -> Lease {
+    /// `connection` in use for a request under `key`.
+    pub fn lease(self: &Arc<Self>, key: PoolKey, connection: Connection) -> Lease {
         Lease {
             pool: self.clone(),
             key,
-            peer,
-            sender,
+            connection,
         }
     }
 
@@ -167,14 +184,13 @@ impl Pool {
         inner.count
     }
 
-    fn checkin(self: &Arc<Self>, key: PoolKey, peer: SocketAddr, sender: Sender) {
+    fn checkin(self: &Arc<Self>, key: PoolKey, connection: Connection) {
         let mut inner = self.lock();
         let now = Instant::now();
         inner.sweep(now);
         inner.make_room(&key);
         inner.idle.entry(key).or_default().push(Idle {
-            sender,
-            peer,
+            connection,
             since: now,
         });
         inner.count += 1;
@@ -214,8 +230,7 @@ async fn reap(pool: Weak<Pool>) {
 pub struct Lease {
     pool: Arc<Pool>,
     key: PoolKey,
-    peer: SocketAddr,
-    sender: Sender,
+    connection: Connection,
 }
 
 impl Lease {
@@ -225,19 +240,18 @@ impl Lease {
         let Self {
             pool,
             key,
-            peer,
-            mut sender,
+            mut connection,
         } = self;
-        if sender.is_ready() {
-            pool.checkin(key, peer, sender);
+        if connection.sender.is_ready() {
+            pool.checkin(key, connection);
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         runtime.spawn(async move {
-            if let Ok(Ok(())) = tokio::time::timeout(READY_WAIT, sender.ready()).await {
-                pool.checkin(key, peer, sender);
+            if let Ok(Ok(())) = tokio::time::timeout(READY_WAIT, connection.sender.ready()).await {
+                pool.checkin(key, connection);
             }
         });
     }
@@ -271,7 +285,7 @@ mod tests {
     }
 
     /// A ready HTTP/1.1 connection to a listener on 127.0.0.1, with the server's end.
-    async fn connection() -> (Sender, SocketAddr, TcpStream) {
+    async fn connection() -> (Connection, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let peer = listener.local_addr().expect("addr");
         let (client, accepted) = tokio::join!(TcpStream::connect(peer), listener.accept());
@@ -281,14 +295,21 @@ mod tests {
                 .expect("handshake");
         tokio::spawn(conn);
         sender.ready().await.expect("ready");
-        (sender, peer, accepted.expect("accept").0)
+        let driver = std::thread::current().id();
+        let connection = Connection {
+            sender,
+            peer,
+            driver,
+        };
+        (connection, accepted.expect("accept").0)
     }
 
     #[tokio::test]
     async fn a_connection_is_reused_only_by_its_owner_and_only_to_a_checked_address() {
         let pool = Arc::new(Pool::new());
-        let (sender, peer, _server) = connection().await;
-        pool.lease(key(1), peer, sender).release();
+        let (connection, _server) = connection().await;
+        let peer = connection.peer;
+        pool.lease(key(1), connection).release();
         assert_eq!(pool.idle(), 1);
         // Another load of a component, even of the same name, never gets it.
         assert!(pool.checkout(&key(2), &[peer]).is_none());
@@ -299,10 +320,10 @@ mod tests {
         other_user.user = "bob".into();
         assert!(pool.checkout(&other_user, &[peer]).is_none());
         assert_eq!(pool.idle(), 1);
-        let (_, reached) = pool
+        let reached = pool
             .checkout(&key(1), &[elsewhere, peer])
             .expect("its own connection");
-        assert_eq!(reached, peer);
+        assert_eq!(reached.peer, peer);
         assert_eq!(pool.idle(), 0);
     }
 
@@ -311,9 +332,9 @@ mod tests {
         let pool = Arc::new(Pool::new());
         let mut servers = Vec::new();
         for _ in 0..MAX_IDLE_PER_KEY + 2 {
-            let (sender, peer, server) = connection().await;
+            let (connection, server) = connection().await;
             servers.push(server);
-            pool.lease(key(1), peer, sender).release();
+            pool.lease(key(1), connection).release();
         }
         assert_eq!(pool.idle(), MAX_IDLE_PER_KEY);
     }
@@ -321,8 +342,9 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_server_closed_is_dropped() {
         let pool = Arc::new(Pool::new());
-        let (sender, peer, server) = connection().await;
-        pool.lease(key(1), peer, sender).release();
+        let (connection, server) = connection().await;
+        let peer = connection.peer;
+        pool.lease(key(1), connection).release();
         assert_eq!(pool.idle(), 1);
         drop(server);
         let gone = async {
@@ -339,8 +361,31 @@ mod tests {
     #[tokio::test]
     async fn a_connection_not_released_is_never_kept() {
         let pool = Arc::new(Pool::new());
-        let (sender, peer, _server) = connection().await;
-        drop(pool.lease(key(1), peer, sender));
+        let (connection, _server) = connection().await;
+        drop(pool.lease(key(1), connection));
         assert_eq!(pool.idle(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_connection_driven_from_this_thread_is_taken_first() {
+        let pool = Arc::new(Pool::new());
+        let (here, _server) = connection().await;
+        let (mut elsewhere, _other_server) = connection().await;
+        let (here_peer, elsewhere_peer) = (here.peer, elsewhere.peer);
+        elsewhere.driver = std::thread::spawn(|| std::thread::current().id())
+            .join()
+            .expect("thread");
+        pool.lease(key(1), here).release();
+        // Checked in last, so the most recently used.
+        pool.lease(key(1), elsewhere).release();
+        let taken = pool
+            .checkout(&key(1), &[here_peer, elsewhere_peer])
+            .expect("a connection");
+        assert_eq!(taken.peer, here_peer);
+        // With none of this thread's left, another thread's is still used.
+        let taken = pool
+            .checkout(&key(1), &[here_peer, elsewhere_peer])
+            .expect("a connection");
+        assert_eq!(taken.peer, elsewhere_peer);
     }
 }
