@@ -338,10 +338,10 @@ async fn run() {
         (4, false),
         (16, false),
     ] {
-        let chitin = chitin_server.load(conns, keep_alive).await;
-        let floor = floor_server.load(conns, keep_alive).await;
+        let chitin = chitin_server.load(conns, keep_alive);
+        let floor = floor_server.load(conns, keep_alive);
         if (conns, keep_alive) == (16, true) {
-            let instance = instance_server.load(conns, keep_alive).await;
+            let instance = instance_server.load(conns, keep_alive);
             floors.push(Floor {
                 row: "8. 16 kept-alive connections",
                 floor: "the native HTTP responder running echo in a fresh instance of its \
@@ -475,13 +475,16 @@ async fn run() {
     };
     // In blocks taken in turn, like the in-process echo: measured one after the other, the
     // three drifted apart with the machine (the capability alone once came out at 0.97× `sh`).
-    let (mut sh, mut shell, mut confined) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..BLOCKS {
-        sh.extend(measure(ROUNDS / BLOCKS, 2, bare_sh).await.0);
-        shell.extend(measure(ROUNDS / BLOCKS, 2, shell_tool).await.0);
-        confined.extend(measure(ROUNDS / BLOCKS, 2, capability_alone).await.0);
-    }
-    let (sh, shell, confined) = (Series::new(sh), Series::new(shell), Series::new(confined));
+    // On a one-thread runtime, as chitin runs a call, and `sh` likewise.
+    let (sh, shell, confined) = on_one_thread(async || {
+        let (mut sh, mut shell, mut confined) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..BLOCKS {
+            sh.extend(measure(ROUNDS / BLOCKS, 2, bare_sh).await.0);
+            shell.extend(measure(ROUNDS / BLOCKS, 2, shell_tool).await.0);
+            confined.extend(measure(ROUNDS / BLOCKS, 2, capability_alone).await.0);
+        }
+        (Series::new(sh), Series::new(shell), Series::new(confined))
+    });
     let over_echo = Series::new(
         shell
             .0
@@ -646,6 +649,26 @@ async fn run() {
         CALLS / 10,
         CALLS / 10
     );
+}
+
+/// `work`'s output, run to its end on a thread of its own with a one-thread runtime: no
+/// wake-up of its tasks crosses threads, as none does in chitin's servers and `chitin call`
+/// (a lane of `serve --http`, stdio `serve`).
+fn on_one_thread<T: Send>(work: impl AsyncFnOnce() -> T + Send) -> T {
+    tokio::task::block_in_place(|| {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("one-thread runtime")
+                        .block_on(work())
+                })
+                .join()
+                .expect("the measuring thread")
+        })
+    })
 }
 
 /// Run `one` `warmup` times, then time it `n` times.
@@ -1127,21 +1150,8 @@ impl HttpPeer {
     /// unless `keep_alive`. Like `wrk -t1`, the load comes from one thread of its own (a
     /// current-thread runtime): no wake-up crosses threads, so the generator takes as little
     /// of the two cores the server shares with it as it can.
-    async fn load(&self, conns: usize, keep_alive: bool) -> Load {
-        tokio::task::block_in_place(|| {
-            std::thread::scope(|scope| {
-                scope
-                    .spawn(|| {
-                        tokio::runtime::Builder::new_current_thread()
-                            .enable_all()
-                            .build()
-                            .expect("load runtime")
-                            .block_on(self.load_here(conns, keep_alive))
-                    })
-                    .join()
-                    .expect("load thread")
-            })
-        })
+    fn load(&self, conns: usize, keep_alive: bool) -> Load {
+        on_one_thread(async || self.load_here(conns, keep_alive).await)
     }
 
     async fn load_here(&self, conns: usize, keep_alive: bool) -> Load {
@@ -1309,6 +1319,16 @@ async fn http_get(dir: &Path) -> HttpGets {
     host.load_path(&http_component(dir, server.addr.port(), &key))
         .await
         .expect("load http");
+    let served = served_get(dir, &key, &policy_text, &url).await;
+    // Timed on a thread of its own with a one-thread runtime, as chitin runs every call, and
+    // reqwest likewise; the HTTPS server stays on the bench's runtime, on other threads, as a
+    // server elsewhere would be.
+    on_one_thread(async || timed_gets(&host, &url, &server.ca_file, served).await)
+}
+
+/// Row 7's series in process: `url` through the http component of `host`, the same call
+/// refused by the allowlist, reqwest, and the rate limiter's commit alone; `served` beside.
+async fn timed_gets(host: &Host, url: &str, ca_file: &Path, served: Sequential) -> HttpGets {
     let ctx = CallContext {
         approver: Arc::new(Yes),
         ..CallContext::default()
@@ -1328,16 +1348,16 @@ async fn http_get(dir: &Path) -> HttpGets {
     })
     .await;
 
-    let tls = reqwest_ref::tls(&server.ca_file);
+    let tls = reqwest_ref::tls(ca_file);
     // A new connection per request: the reference of the issue's first measurement.
     let direct = measure(ROUNDS, 10, || async {
-        reqwest_ref::get(&reqwest_ref::client(&tls, false), &url).await;
+        reqwest_ref::get(&reqwest_ref::client(&tls, false), url).await;
     })
     .await;
     // reqwest's default pool: one kept-alive connection, like the capability's.
     let client = reqwest_ref::client(&tls, true);
     let pooled = measure(ROUNDS, 10, || async {
-        reqwest_ref::get(&client, &url).await;
+        reqwest_ref::get(&client, url).await;
     })
     .await;
     // The rate limiter's commit alone, with the limits the GETs above ran under: a key of its
@@ -1359,7 +1379,6 @@ async fn http_get(dir: &Path) -> HttpGets {
         .expect("within the limit");
     })
     .await;
-    let served = served_get(dir, &key, &policy_text, &url).await;
     HttpGets {
         through,
         refused,
