@@ -2,9 +2,10 @@
 //! connection to the lane holding the fewest, and that connection's requests, the calls they
 //! make and the tasks those calls start (an outgoing request and its connection, a process's
 //! pipes) stay on its lane's thread. On one work-stealing runtime those tasks were picked up by
-//! whichever thread was idle, and every hand-over between them woke a sleeping thread: a tool's
-//! kept-alive HTTPS GET took about three times as long as on one thread. A guest computing
-//! for long yields to its lane's other connections at every epoch tick.
+//! whichever thread was idle, and every hand-over between them woke a sleeping thread: a served
+//! tool's HTTPS GET woke the server's threads some six times, against between two and three on
+//! a lane (see "One runtime per core" in docs/performance.md). A guest computing for long yields
+//! to its lane's other connections at every epoch tick.
 
 use std::io;
 use std::net::SocketAddr;
