@@ -610,10 +610,13 @@ impl LeakScanner {
         let raw = text.as_bytes();
         let mut hits = Vec::new();
         self.find(raw, &mut hits);
-        self.find_encoded(raw, None, &mut hits);
-        if let Some(view) = normalize(text, &self.compiled.obfuscation) {
+        // The run search notes, in the same pass, whether the text holds a byte where an
+        // obfuscation may begin; most text has none and needs no view.
+        let leads = self.find_encoded(raw, None, &mut hits);
+        if leads && let Some(view) = normalize(text, &self.compiled.obfuscation) {
             let mut found = Vec::new();
             self.find(&view.bytes, &mut found);
+            // The view is not normalised again: whether it holds leads does not matter.
             self.find_encoded(&view.bytes, Some(view.map.as_slice()), &mut found);
             hits.extend(found.into_iter().map(|h| Hit {
                 start: view.map[h.start],
@@ -758,8 +761,9 @@ impl LeakScanner {
 
     /// Hits inside base64/base64url/hex runs of `bytes`, decoded: each is reported as the whole
     /// run (a part of an encoding cannot be redacted meaningfully). `map` translates the view's
-    /// offsets to the original text's.
-    fn find_encoded(&self, bytes: &[u8], map: Option<&[usize]>, out: &mut Vec<Hit>) {
+    /// offsets to the original text's. Returns whether `bytes` hold a `%` or a byte outside
+    /// ASCII, where an obfuscation may begin.
+    fn find_encoded(&self, bytes: &[u8], map: Option<&[usize]>, out: &mut Vec<Hit>) -> bool {
         let mut found = Vec::new();
         runs::encoded_runs(bytes, |run| {
             let run_bytes = &bytes[run.clone()];
@@ -791,7 +795,7 @@ impl LeakScanner {
                     needle: hit.needle,
                 });
             }
-        });
+        })
     }
 }
 
@@ -833,26 +837,43 @@ enum Encoding {
 /// digest or hex-wrapped text), else lenient base64 of whichever alphabet it uses. `None` when
 /// it is neither.
 fn encoding(run: &[u8]) -> Option<(Encoding, &[u8])> {
-    let trimmed = run
-        .strip_suffix(b"==")
-        .or(run.strip_suffix(b"="))
-        .unwrap_or(run);
-    if trimmed.len().is_multiple_of(2) && is_hex(trimmed) {
+    let trimmed = unpadded(run);
+    if is_hex_run(trimmed) {
         return Some((Encoding::Hex, trimmed));
     }
-    let url_safe = memchr::memchr2(b'-', b'_', trimmed).is_some();
-    if url_safe && memchr::memchr2(b'+', b'/', trimmed).is_some() {
-        // Both alphabets at once is not base64 (a path or an identifier): nothing to decode.
+    Some((Encoding::Base64(base64_alphabet(trimmed)?), usable(trimmed)))
+}
+
+/// A run without its `=` padding.
+fn unpadded(run: &[u8]) -> &[u8] {
+    run.strip_suffix(b"==")
+        .or(run.strip_suffix(b"="))
+        .unwrap_or(run)
+}
+
+/// Whether an unpadded run is hex: all hex digits, of even length.
+fn is_hex_run(trimmed: &[u8]) -> bool {
+    trimmed.len().is_multiple_of(2) && is_hex(trimmed)
+}
+
+/// The base64 alphabet `chars` are in: URL-safe when they hold `-` or `_`, standard otherwise;
+/// `None` when they hold signs of both, which is not base64 (a path or an identifier).
+fn base64_alphabet(chars: &[u8]) -> Option<&'static GeneralPurpose> {
+    let url_safe = memchr::memchr2(b'-', b'_', chars).is_some();
+    if url_safe && memchr::memchr2(b'+', b'/', chars).is_some() {
         return None;
     }
-    // A dangling sixth of a byte cannot be decoded; drop it rather than the whole run.
-    let usable = &trimmed[..trimmed.len() - usize::from(trimmed.len() % 4 == 1)];
-    let engine = if url_safe {
+    Some(if url_safe {
         &LENIENT_B64URL
     } else {
         &LENIENT_B64
-    };
-    Some((Encoding::Base64(engine), usable))
+    })
+}
+
+/// An unpadded base64 run without a dangling sixth of a byte, which cannot be decoded: dropped
+/// rather than the whole run.
+fn usable(trimmed: &[u8]) -> &[u8] {
+    &trimmed[..trimmed.len() - usize::from(trimmed.len() % 4 == 1)]
 }
 
 /// Decode a run (see [`encoding`]). `None` when it does not decode to anything long enough to
@@ -872,23 +893,100 @@ const PROBE: usize = 64;
 
 /// Whether a run's decoding may be text: `false` only when it certainly is not, because its
 /// first bytes already are not (an image, compressed data, a long identifier). The decoding of
-/// a run's first [`PROBE`] characters is the start of the run's decoding.
+/// a run's first [`PROBE`] characters is the start of the run's decoding, and the three bytes
+/// of its first four base64 characters the start of that.
 fn may_decode_to_text(run: &[u8]) -> bool {
-    let Some((encoding, usable)) = encoding(run) else {
-        return true;
-    };
+    let trimmed = unpadded(run);
+    let hex = is_hex_run(trimmed);
+    let usable = if hex { trimmed } else { usable(trimmed) };
     let Some(probe) = usable.get(..PROBE).filter(|_| usable.len() > PROBE) else {
         return true;
     };
-    let decoded = match encoding {
-        Encoding::Hex => decode_hex(probe),
-        Encoding::Base64(engine) => match engine.decode(probe) {
-            Ok(decoded) => decoded,
-            Err(_) => return true,
-        },
+    // Most runs that are not text are ruled out by their first quad alone. It is decoded by a
+    // table of both alphabets: where the run mixes them, it is not base64 and decodes to
+    // nothing (see `encoding`), so ruling it out changes nothing.
+    if !hex && first_quad(probe).is_some_and(|bytes| !begins_as_text(&bytes)) {
+        return false;
+    }
+    // Only the probe's signs choose the alphabet it is decoded in, so the rest of a long run is
+    // not read here. Where the rest has signs of the other alphabet, the whole run is not base64
+    // and decodes to nothing: no text either way.
+    let engine = if hex {
+        None
+    } else {
+        match base64_alphabet(probe) {
+            Some(engine) => Some(engine),
+            None => return true,
+        }
     };
-    match std::str::from_utf8(&decoded) {
-        Ok(_) => looks_like_text(&decoded),
+    let mut buffer = [0u8; PROBE];
+    // A probe that does not decode says nothing of the run: it may be text.
+    decode_probe(probe, engine, &mut buffer).is_none_or(begins_as_text)
+}
+
+/// The value of each base64 character in either alphabet (`+` and `-` are 62, `/` and `_`
+/// 63); [`NOT_BASE64`] for any other byte.
+const BASE64_VALUES: [u8; 256] = {
+    let mut table = [NOT_BASE64; 256];
+    let mut i = 0;
+    while i < 26 {
+        table[b'A' as usize + i] = i as u8;
+        table[b'a' as usize + i] = 26 + i as u8;
+        i += 1;
+    }
+    let mut d = 0;
+    while d < 10 {
+        table[b'0' as usize + d] = 52 + d as u8;
+        d += 1;
+    }
+    table[b'+' as usize] = 62;
+    table[b'-' as usize] = 62;
+    table[b'/' as usize] = 63;
+    table[b'_' as usize] = 63;
+    table
+};
+/// A byte that is no base64 character.
+const NOT_BASE64: u8 = 0xFF;
+
+/// The three bytes the first four base64 characters of `chars` decode to; `None` when one of
+/// them is not base64.
+fn first_quad(chars: &[u8]) -> Option<[u8; 3]> {
+    let quad = chars.first_chunk::<4>()?;
+    let mut bits = 0u32;
+    for &c in quad {
+        let value = BASE64_VALUES[usize::from(c)];
+        if value == NOT_BASE64 {
+            return None;
+        }
+        bits = bits << 6 | u32::from(value);
+    }
+    let [_, a, b, c] = bits.to_be_bytes();
+    Some([a, b, c])
+}
+
+/// `chars` decoded into `buffer` (on the stack: a probe's 64 characters are at most 48 bytes) as
+/// base64 by `engine`, or as hex without one; `None` when they do not decode.
+fn decode_probe<'b>(
+    chars: &[u8],
+    engine: Option<&GeneralPurpose>,
+    buffer: &'b mut [u8; PROBE],
+) -> Option<&'b [u8]> {
+    let len = match engine {
+        Some(engine) => engine.decode_slice(chars, buffer).ok()?,
+        None => {
+            let bytes = decode_hex(chars);
+            buffer.get_mut(..bytes.len())?.copy_from_slice(&bytes);
+            bytes.len()
+        }
+    };
+    buffer.get(..len)
+}
+
+/// Whether `decoded` may be the start of text: what [`looks_like_text`] accepts, or that cut
+/// inside a character at its end.
+fn begins_as_text(decoded: &[u8]) -> bool {
+    match std::str::from_utf8(decoded) {
+        Ok(_) => looks_like_text(decoded),
         // A character cut at the end of the probe may go on in the rest.
         Err(e) if e.error_len().is_none() => looks_like_text(&decoded[..e.valid_up_to()]),
         Err(_) => false,
@@ -1517,6 +1615,25 @@ mod tests {
             }
         }
         assert!(ruled_out > 1_000, "{ruled_out}");
+    }
+
+    #[test]
+    fn the_first_quad_decodes_as_either_alphabet_does() {
+        let mut rng = Xorshift(0x0bad_cafe_f00d_d00d);
+        let standard = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let url_safe = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        for _ in 0..5_000 {
+            for (alphabet, engine) in [(standard, &LENIENT_B64), (url_safe, &LENIENT_B64URL)] {
+                let quad: Vec<u8> = (0..4).map(|_| alphabet[rng.below(64)]).collect();
+                let decoded = engine.decode(&quad).expect("a quad of the alphabet");
+                assert_eq!(first_quad(&quad).map(Vec::from), Some(decoded), "{quad:?}");
+            }
+        }
+        for byte in 0..=255u8 {
+            let quad = [b'A', b'A', byte, b'A'];
+            let in_either = LENIENT_B64.decode(quad).is_ok() || LENIENT_B64URL.decode(quad).is_ok();
+            assert_eq!(first_quad(&quad).is_some(), in_either, "{byte:#x}");
+        }
     }
 
     /// One sample per pattern, built at run time so no credential-shaped literal sits in the

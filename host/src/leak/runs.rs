@@ -6,6 +6,10 @@
 //! a run costs one compare, and the runs of at least 16 bits inside a block are found by
 //! shifting the mask against itself (`x & x >> 1`, `>> 2`, `>> 4`, `>> 8`) rather than byte by
 //! byte. A byte-at-a-time search cost 0.25 ms of every 1 MiB result (`docs/performance.md`).
+//!
+//! The same pass notes whether the text holds a `%` or a byte outside ASCII, where every
+//! obfuscation the scanner looks through begins: text without one (most text) needs no
+//! second pass to find out.
 
 use std::ops::Range;
 
@@ -30,8 +34,9 @@ const ALPHABET: [bool; 256] = {
 };
 
 /// Calls `each` with the span of every run of at least [`MIN_ENCODED_RUN`] alphabet bytes in
-/// `bytes`, with the `=` padding after it, in order.
-pub(super) fn encoded_runs(bytes: &[u8], mut each: impl FnMut(Range<usize>)) {
+/// `bytes`, with the `=` padding after it, in order. Returns whether `bytes` hold a `%` or a
+/// byte outside ASCII (see [`Classes::leads`]).
+pub(super) fn encoded_runs(bytes: &[u8], mut each: impl FnMut(Range<usize>)) -> bool {
     let mut emit = |start: usize, end: usize| {
         if end - start >= MIN_ENCODED_RUN {
             let padding = bytes[end..].iter().take_while(|&&b| b == b'=').count();
@@ -40,16 +45,37 @@ pub(super) fn encoded_runs(bytes: &[u8], mut each: impl FnMut(Range<usize>)) {
     };
     // The start of a run reaching the end of the blocks read so far.
     let mut open: Option<usize> = None;
+    let mut leads = false;
     let (blocks, tail) = bytes.as_chunks::<BLOCK>();
     for (i, block) in blocks.iter().enumerate() {
-        block_runs(alphabet_mask(block), i * BLOCK, &mut open, &mut emit);
+        let classes = classify(block);
+        leads |= classes.leads;
+        block_runs(classes.alphabet, i * BLOCK, &mut open, &mut emit);
     }
     if !tail.is_empty() {
-        block_runs(table_mask(tail), blocks.len() * BLOCK, &mut open, &mut emit);
+        let classes = table_classes(tail);
+        leads |= classes.leads;
+        block_runs(classes.alphabet, blocks.len() * BLOCK, &mut open, &mut emit);
     }
     if let Some(start) = open {
         emit(start, bytes.len());
     }
+    leads
+}
+
+/// What the pass learns of up to 64 bytes.
+#[derive(Debug, PartialEq, Eq)]
+struct Classes {
+    /// Bit `i` set when byte `i` is in the alphabet; bits past the bytes are clear.
+    alphabet: u64,
+    /// Whether a byte is `%` or outside ASCII: where a percent-escape or an invisible character
+    /// (whose UTF-8 begins with a byte above 0x7F) may begin.
+    leads: bool,
+}
+
+/// Whether `b` may begin an obfuscation (see [`Classes::leads`]).
+fn is_lead(b: u8) -> bool {
+    b == b'%' || !b.is_ascii()
 }
 
 /// The runs of one block's `mask` (bits past the text are clear), the block starting at
@@ -93,24 +119,27 @@ fn block_runs(
     }
 }
 
-/// The alphabet mask of up to 64 bytes through the table; bits past `bytes` are clear.
-fn table_mask(bytes: &[u8]) -> u64 {
-    bytes.iter().enumerate().fold(0, |mask, (i, &b)| {
-        mask | (u64::from(ALPHABET[usize::from(b)]) << i)
-    })
+/// The classes of up to 64 bytes, a byte at a time through the table.
+fn table_classes(bytes: &[u8]) -> Classes {
+    Classes {
+        alphabet: bytes.iter().enumerate().fold(0, |mask, (i, &b)| {
+            mask | (u64::from(ALPHABET[usize::from(b)]) << i)
+        }),
+        leads: bytes.iter().any(|&b| is_lead(b)),
+    }
 }
 
-/// The alphabet mask of a block: four sixteen-byte SSE2 classifications.
+/// The classes of a block: four sixteen-byte SSE2 classifications.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-fn alphabet_mask(block: &[u8; BLOCK]) -> u64 {
+fn classify(block: &[u8; BLOCK]) -> Classes {
     // SAFETY: the build targets SSE2 (`cfg` above), which every x86_64 CPU has.
-    unsafe { sse2_mask(block) }
+    unsafe { sse2_classes(block) }
 }
 
-/// [`alphabet_mask`] in SSE2.
+/// [`classify`] in SSE2.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[target_feature(enable = "sse2")]
-fn sse2_mask(block: &[u8; BLOCK]) -> u64 {
+fn sse2_classes(block: &[u8; BLOCK]) -> Classes {
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
         _mm_set1_epi8, _mm_sub_epi8,
@@ -127,6 +156,8 @@ fn sse2_mask(block: &[u8; BLOCK]) -> u64 {
         _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8))
     }
     let mut mask = 0u64;
+    // A lane's byte with its top bit set is outside ASCII; `%` lanes are set by the compare.
+    let mut leads = _mm_set1_epi8(0);
     for (i, lane) in block.chunks_exact(16).enumerate() {
         // SAFETY: `lane` is 16 readable bytes, and `_mm_loadu_si128` takes any alignment.
         let v = unsafe { _mm_loadu_si128(lane.as_ptr().cast()) };
@@ -139,14 +170,18 @@ fn sse2_mask(block: &[u8; BLOCK]) -> u64 {
         );
         let bits = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(letters, digits), signs));
         mask |= u64::from(bits as u16) << (16 * i);
+        leads = _mm_or_si128(leads, _mm_or_si128(v, equal(v, b'%')));
     }
-    mask
+    Classes {
+        alphabet: mask,
+        leads: _mm_movemask_epi8(leads) != 0,
+    }
 }
 
-/// The alphabet mask of a block, through the table.
+/// The classes of a block, through the table.
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-fn alphabet_mask(block: &[u8; BLOCK]) -> u64 {
-    table_mask(block)
+fn classify(block: &[u8; BLOCK]) -> Classes {
+    table_classes(block)
 }
 
 #[cfg(test)]
@@ -154,21 +189,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_block_mask_is_the_tables_for_every_byte_at_every_position() {
+    fn the_block_classes_are_the_tables_for_every_byte_at_every_position() {
         for byte in 0..=255u8 {
             for at in 0..BLOCK {
                 let mut block = [b' '; BLOCK];
                 block[at] = byte;
+                let classes = classify(&block);
+                assert_eq!(classes, table_classes(&block), "{byte:#x} at {at}");
                 assert_eq!(
-                    alphabet_mask(&block),
-                    table_mask(&block),
+                    classes.leads,
+                    byte == b'%' || byte >= 0x80,
                     "{byte:#x} at {at}"
                 );
             }
         }
         let mixed: Vec<u8> = (0..BLOCK).map(|i| (i * 37 + 11) as u8).collect();
         let block: [u8; BLOCK] = mixed.as_slice().try_into().expect("64 bytes");
-        assert_eq!(alphabet_mask(&block), table_mask(&block));
+        assert_eq!(classify(&block), table_classes(&block));
     }
 
     #[test]
