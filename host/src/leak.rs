@@ -411,8 +411,12 @@ impl Compiled {
         while base < bytes.len() {
             let end = (base + LOWER_WINDOW).min(bytes.len());
             lowered.clear();
-            lowered.extend_from_slice(&bytes[base..(end + carry).min(bytes.len())]);
-            lowered.make_ascii_lowercase();
+            // Copied and lowered in one pass.
+            lowered.extend(
+                bytes[base..(end + carry).min(bytes.len())]
+                    .iter()
+                    .map(u8::to_ascii_lowercase),
+            );
             let mut at = 0;
             while let Some(start) = self.anchor_search.next(&lowered, at) {
                 if base + start >= end {
