@@ -1772,6 +1772,28 @@ mod tests {
     }
 
     #[test]
+    fn one_obfuscating_character_is_looked_through_wherever_it_falls() {
+        // The run search notes where an obfuscation may begin, 64 bytes at a time and a byte at
+        // a time in the tail: one percent-escape or one invisible character, at every place
+        // across the blocks and into the tail of ASCII text, is still looked through.
+        let s = scanner();
+        let token = format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8");
+        let (head, tail) = token.split_at(5);
+        let escaped = format!("{head}%{:02X}{}", tail.as_bytes()[0], &tail[1..]);
+        let hidden = format!("{head}\u{200B}{tail}");
+        for obfuscated in [escaped, hidden] {
+            for at in 0..140 {
+                let text = format!("{}{obfuscated}{}", ".".repeat(at), " ".repeat(at * 7 % 50));
+                assert_eq!(
+                    hit_name(&s, &text).as_deref(),
+                    Some("github_token"),
+                    "at {at}: {text}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn secret_values_are_caught_by_name_plainly_and_encoded() {
         let value = "Zq9-unusual-value-77";
         let s = LeakScanner::new([("deploy_key", value), ("pin", "1234")]);
