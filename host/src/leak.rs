@@ -896,22 +896,22 @@ fn decode_run(run: &[u8]) -> Option<Vec<u8>> {
 const PROBE: usize = 64;
 
 /// Whether a run's decoding may be text: `false` only when it certainly is not, because its
-/// first bytes already are not (an image, compressed data, a long identifier). The decoding of
-/// a run's first [`PROBE`] characters is the start of the run's decoding, and the three bytes
-/// of its first four base64 characters the start of that.
+/// first bytes already are not (an image, compressed data, an identifier). The three bytes of
+/// a base64 run's first four characters are the start of its decoding, and the decoding of a
+/// long run's first [`PROBE`] characters the start of the rest.
 fn may_decode_to_text(run: &[u8]) -> bool {
     let trimmed = unpadded(run);
     let hex = is_hex_run(trimmed);
     let usable = if hex { trimmed } else { usable(trimmed) };
+    // Most runs that are not text are ruled out by their first quad alone, short ones too. It
+    // is decoded by a table of both alphabets: where the run mixes them, it is not base64 and
+    // decodes to nothing (see `encoding`), so ruling it out changes nothing.
+    if !hex && first_quad(usable).is_some_and(|bytes| !begins_as_text(&bytes)) {
+        return false;
+    }
     let Some(probe) = usable.get(..PROBE).filter(|_| usable.len() > PROBE) else {
         return true;
     };
-    // Most runs that are not text are ruled out by their first quad alone. It is decoded by a
-    // table of both alphabets: where the run mixes them, it is not base64 and decodes to
-    // nothing (see `encoding`), so ruling it out changes nothing.
-    if !hex && first_quad(probe).is_some_and(|bytes| !begins_as_text(&bytes)) {
-        return false;
-    }
     // Only the probe's signs choose the alphabet it is decoded in, so the rest of a long run is
     // not read here. Where the rest has signs of the other alphabet, the whole run is not base64
     // and decodes to nothing: no text either way.
