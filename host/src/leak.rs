@@ -436,6 +436,41 @@ impl Compiled {
         Some(())
     }
 
+    /// The candidates of `view`, as [`LeakScanner::candidates`] would find them there (sorted),
+    /// from those of the original text. An anchor is ASCII without `%`, so none the original
+    /// holds takes in an edit's bytes: each is one the view holds too, unless it begins inside
+    /// an escape's hex digits. What the view holds besides are anchors that an edit changed,
+    /// which begin at most the longest anchor's length before its end: only those bytes are
+    /// searched again.
+    fn view_candidates(&self, view: &View, original: &[(usize, usize)]) -> Vec<(usize, usize)> {
+        let mut candidates: Vec<(usize, usize)> = original
+            .iter()
+            .filter_map(|&(i, at)| Some((i, view.in_view(at)?)))
+            .collect();
+        let reach = self.longest_anchor - 1;
+        let bytes = &view.bytes;
+        let mut lowered = Vec::with_capacity(self.longest_anchor);
+        let mut searched = 0;
+        for edit in &view.edits {
+            let end = edit.at + edit.len;
+            for start in edit.at.saturating_sub(reach).max(searched)..end {
+                let Some(pair) = bytes.get(start..start + 2) else {
+                    break;
+                };
+                if self.is_lead(&[pair[0].to_ascii_lowercase(), pair[1].to_ascii_lowercase()]) {
+                    lowered.clear();
+                    let until = (start + self.longest_anchor).min(bytes.len());
+                    lowered.extend(bytes[start..until].iter().map(u8::to_ascii_lowercase));
+                    self.anchors_at(&lowered, start, &mut candidates);
+                }
+            }
+            searched = searched.max(end);
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        candidates
+    }
+
     /// Whether an anchor begins with the two bytes `pair` (lower case).
     fn is_lead(&self, pair: &[u8]) -> bool {
         let pair = usize::from(pair[0]) << 8 | usize::from(pair[1]);
@@ -613,18 +648,19 @@ impl LeakScanner {
     fn hits(&self, text: &str) -> Vec<Hit> {
         let raw = text.as_bytes();
         let mut hits = Vec::new();
-        self.find(raw, &mut hits);
+        let candidates = self.find_patterns(raw, &mut hits);
+        self.find_secrets(raw, &mut hits);
         // The run search notes, in the same pass, whether the text holds a byte where an
         // obfuscation may begin; most text has none and needs no view.
-        let leads = self.find_encoded(raw, None, &mut hits);
+        let leads = self.find_encoded(raw, &mut hits);
         if leads && let Some(view) = normalize(text, &self.compiled.obfuscation) {
             let mut found = Vec::new();
-            self.find(&view.bytes, &mut found);
-            // The view is not normalised again: whether it holds leads does not matter.
-            self.find_encoded(&view.bytes, Some(view.map.as_slice()), &mut found);
+            self.find_view_patterns(&view, candidates.as_deref(), &mut found);
+            self.find_secrets(&view.bytes, &mut found);
+            self.find_view_encoded(&view, &mut found);
             hits.extend(found.into_iter().map(|h| Hit {
-                start: view.map[h.start],
-                end: view.map[h.end],
+                start: view.original(h.start),
+                end: view.original(h.end),
                 needle: h.needle,
             }));
         }
@@ -635,12 +671,6 @@ impl LeakScanner {
         hits
     }
 
-    /// Direct hits of patterns and secret values in `bytes`.
-    fn find(&self, bytes: &[u8], out: &mut Vec<Hit>) {
-        self.find_patterns(bytes, out);
-        self.find_secrets(bytes, out);
-    }
-
     /// Hits of the built-in patterns, by pattern in table order and by position within one:
     /// what each pattern's leftmost-first iteration over the whole text finds. A pattern is only
     /// tried, anchored, where one of its anchors occurs, so a megabyte without anchors costs one
@@ -649,16 +679,50 @@ impl LeakScanner {
     /// whose cost does not grow with them: the search stops at the bound, so such text costs
     /// little more than that pass. So does text whose trials walk more than
     /// [`TRIAL_STEPS_PER_BYTE`] steps a byte.
-    fn find_patterns(&self, bytes: &[u8], out: &mut Vec<Hit>) {
-        if let Some(candidates) = self.candidates(bytes, 64 + bytes.len() / ANCHOR_SPACING) {
+    ///
+    /// Returns the candidates when the anchored pass answered, for the view's pass (see
+    /// [`LeakScanner::find_view_patterns`]).
+    fn find_patterns(&self, bytes: &[u8], out: &mut Vec<Hit>) -> Option<Vec<(usize, usize)>> {
+        let candidates = self.candidates(bytes, most_candidates(bytes));
+        self.find_patterns_from(bytes, candidates, out)
+    }
+
+    /// Hits of the built-in patterns: tried anchored at `candidates` when the search gave them
+    /// (no more than [`most_candidates`]) and the trials keep within their budget, else by the
+    /// whole-set pass. Returns the candidates when they answered.
+    fn find_patterns_from(
+        &self,
+        bytes: &[u8],
+        candidates: Option<Vec<(usize, usize)>>,
+        out: &mut Vec<Hit>,
+    ) -> Option<Vec<(usize, usize)>> {
+        if let Some(candidates) = candidates.filter(|c| c.len() <= most_candidates(bytes)) {
             let found = out.len();
             let budget = TRIAL_STEPS_BASE + TRIAL_STEPS_PER_BYTE * bytes.len();
-            match self.find_anchored(bytes, candidates, budget, out) {
-                Ok(()) => return,
+            match self.find_anchored(bytes, &candidates, budget, out) {
+                Ok(()) => return Some(candidates),
                 Err(OverBudget) => out.truncate(found),
             }
         }
         self.find_patterns_everywhere(bytes, out);
+        None
+    }
+
+    /// Hits of the built-in patterns in `view`, the same as its own [`LeakScanner::find_patterns`]
+    /// finds. An anchor the view holds away from every edit is one the original holds, so where
+    /// the original's pass was anchored its `original` candidates are taken over and only the
+    /// bytes around the edits are searched again (see [`Compiled::view_candidates`]).
+    fn find_view_patterns(
+        &self,
+        view: &View,
+        original: Option<&[(usize, usize)]>,
+        out: &mut Vec<Hit>,
+    ) {
+        let candidates = match original {
+            Some(original) => Some(self.compiled.view_candidates(view, original)),
+            None => self.candidates(&view.bytes, most_candidates(&view.bytes)),
+        };
+        self.find_patterns_from(&view.bytes, candidates, out);
     }
 
     /// Where each pattern could match (pattern, start), sorted; `None` beyond `most` of them.
@@ -682,7 +746,7 @@ impl LeakScanner {
     fn find_anchored(
         &self,
         bytes: &[u8],
-        candidates: Vec<(usize, usize)>,
+        candidates: &[(usize, usize)],
         mut budget: usize,
         out: &mut Vec<Hit>,
     ) -> Result<(), OverBudget> {
@@ -695,7 +759,7 @@ impl LeakScanner {
         let mut pattern = first;
         let mut caps = compiled.anchored[pattern].create_captures();
         let mut resume = 0;
-        for (i, start) in candidates {
+        for &(i, start) in candidates {
             if i != pattern {
                 pattern = i;
                 caps = compiled.anchored[i].create_captures();
@@ -764,10 +828,9 @@ impl LeakScanner {
     }
 
     /// Hits inside base64/base64url/hex runs of `bytes`, decoded: each is reported as the whole
-    /// run (a part of an encoding cannot be redacted meaningfully). `map` translates the view's
-    /// offsets to the original text's. Returns whether `bytes` hold a `%` or a byte outside
-    /// ASCII, where an obfuscation may begin.
-    fn find_encoded(&self, bytes: &[u8], map: Option<&[usize]>, out: &mut Vec<Hit>) -> bool {
+    /// run (a part of an encoding cannot be redacted meaningfully). Returns whether `bytes` hold
+    /// a `%` or a byte outside ASCII, where an obfuscation may begin.
+    fn find_encoded(&self, bytes: &[u8], out: &mut Vec<Hit>) -> bool {
         let mut found = Vec::new();
         runs::encoded_runs(bytes, |run| {
             let run_bytes = &bytes[run.clone()];
@@ -789,18 +852,60 @@ impl LeakScanner {
             }
             // One hit per needle kind in a run is enough to redact or refuse it.
             if let Some(hit) = found.iter().min_by_key(|h| priority(h.needle)) {
-                let (start, end) = match map {
-                    Some(map) => (map[run.start], map[run.end]),
-                    None => (run.start, run.end),
-                };
                 out.push(Hit {
-                    start,
-                    end,
+                    start: run.start,
+                    end: run.end,
                     needle: hit.needle,
                 });
             }
         })
     }
+
+    /// Hits inside the encoded runs of `view` that an edit touches. Every other run of the view
+    /// is, with the bytes on either side of it, one of the original's, whose hits are in already:
+    /// only the stretches around the edits are searched, each widened to bytes no run or its
+    /// padding can cross.
+    fn find_view_encoded(&self, view: &View, out: &mut Vec<Hit>) {
+        let bytes = &view.bytes;
+        let widen_left = |mut at: usize| {
+            while at > 0 && runs::in_run(bytes[at - 1]) {
+                at -= 1;
+            }
+            at
+        };
+        let widen_right = |mut at: usize| {
+            while at < bytes.len() && runs::in_run(bytes[at]) {
+                at += 1;
+            }
+            at
+        };
+        let mut stretches: Vec<std::ops::Range<usize>> = Vec::new();
+        for edit in &view.edits {
+            // The edit's bytes, widened to the runs on either side (which a deleted character
+            // joins, and a decoded one extends or ends).
+            let (start, end) = (edit.at, edit.at + edit.len);
+            match stretches.last_mut() {
+                Some(last) if start <= last.end => last.end = widen_right(end.max(last.end)),
+                _ => stretches.push(widen_left(start)..widen_right(end)),
+            }
+        }
+        let mut found = Vec::new();
+        for stretch in stretches {
+            found.clear();
+            self.find_encoded(&bytes[stretch.clone()], &mut found);
+            out.extend(found.iter().map(|h| Hit {
+                start: stretch.start + h.start,
+                end: stretch.start + h.end,
+                needle: h.needle,
+            }));
+        }
+    }
+}
+
+/// The most candidates the anchored pass tries in `bytes` before the whole-set pass is cheaper:
+/// one per [`ANCHOR_SPACING`] bytes, and a few for short text.
+fn most_candidates(bytes: &[u8]) -> usize {
+    64 + bytes.len() / ANCHOR_SPACING
 }
 
 /// Sort key: a blocking pattern first, then secrets, then redacting patterns in table order.
@@ -1003,11 +1108,42 @@ fn begins_as_text(decoded: &[u8]) -> bool {
 /// Mongolian vowel separator (U+180E), as UTF-8 bytes.
 const OBFUSCATION: &str = r"(?-u)%[0-9A-Fa-f]{2}|\xE2\x80[\x8B-\x8F]|\xE2\x81[\xA0-\xA4]|\xEF\xBB\xBF|\xC2\xAD|\xE1\xA0\x8E";
 
-/// A decoded copy of the text and, for each of its bytes (plus one past the end), the offset in
-/// the original it came from.
+/// A decoded copy of the text and where it differs from the original.
 struct View {
     bytes: Vec<u8>,
-    map: Vec<usize>,
+    /// The obfuscations removed, in order.
+    edits: Vec<Edit>,
+}
+
+/// One obfuscation removed: `original` of the text became the `len` bytes (a decoded escape's
+/// one, or none) at `at` in the view.
+struct Edit {
+    at: usize,
+    len: usize,
+    original: std::ops::Range<usize>,
+}
+
+impl View {
+    /// The offset in the original text of the view's offset `at` (its end included): a decoded
+    /// byte's is its escape's.
+    fn original(&self, at: usize) -> usize {
+        let before = self.edits.partition_point(|e| e.at <= at);
+        match before.checked_sub(1).map(|i| &self.edits[i]) {
+            None => at,
+            Some(edit) if at < edit.at + edit.len => edit.original.start,
+            Some(edit) => edit.original.end + (at - edit.at - edit.len),
+        }
+    }
+
+    /// The view's offset of the original's offset `at`, or `None` where an edit removed it.
+    fn in_view(&self, at: usize) -> Option<usize> {
+        let before = self.edits.partition_point(|e| e.original.start <= at);
+        match before.checked_sub(1).map(|i| &self.edits[i]) {
+            None => Some(at),
+            Some(edit) if at < edit.original.end => None,
+            Some(edit) => Some(edit.at + edit.len + (at - edit.original.end)),
+        }
+    }
 }
 
 /// The text with invisible characters removed and percent-escapes decoded, or `None` when it
@@ -1024,21 +1160,24 @@ fn normalize(text: &str, obfuscation: &Regex) -> Option<View> {
     let mut found = obfuscation.find_iter(raw).peekable();
     found.peek()?;
     let mut bytes = Vec::with_capacity(raw.len());
-    let mut map = Vec::with_capacity(raw.len() + 1);
+    let mut edits = Vec::new();
     let mut at = 0;
     for m in found {
         bytes.extend_from_slice(&raw[at..m.start()]);
-        map.extend(at..m.start());
+        let view_at = bytes.len();
         if let Some(hex) = m.as_bytes().strip_prefix(b"%") {
             bytes.extend(decode_hex(hex));
-            map.push(m.start());
         }
         // Anything else matched is an invisible character: dropped.
+        edits.push(Edit {
+            at: view_at,
+            len: bytes.len() - view_at,
+            original: m.range(),
+        });
         at = m.end();
     }
     bytes.extend_from_slice(&raw[at..]);
-    map.extend(at..=raw.len());
-    Some(View { bytes, map })
+    Some(View { bytes, edits })
 }
 
 /// Whether decoded bytes are text: valid UTF-8 without control characters other than
@@ -1246,10 +1385,12 @@ mod tests {
         [
             pattern_hits(|s, out| {
                 let candidates = s.candidates(bytes, usize::MAX).expect("no bound");
-                assert!(s.find_anchored(bytes, candidates, usize::MAX, out).is_ok());
+                assert!(s.find_anchored(bytes, &candidates, usize::MAX, out).is_ok());
             }),
             pattern_hits(|s, out| s.find_patterns_everywhere(bytes, out)),
-            pattern_hits(|s, out| s.find_patterns(bytes, out)),
+            pattern_hits(|s, out| {
+                s.find_patterns(bytes, out);
+            }),
         ]
     }
 
@@ -1371,6 +1512,9 @@ mod tests {
                 // `candidates` finds the anchors beginning at a place by their first two bytes.
                 assert!(anchor.len() > 2, "{anchor}");
                 assert_eq!(*anchor, anchor.to_ascii_lowercase(), "{}", pattern.name);
+                // The view's pass takes over the original's anchors because none can hold a byte
+                // of an obfuscation: a `%`, or one outside ASCII (`Compiled::view_candidates`).
+                assert!(!anchor.contains('%'), "{anchor}");
             }
         }
     }
@@ -1445,7 +1589,7 @@ mod tests {
         );
         let budget = TRIAL_STEPS_BASE + TRIAL_STEPS_PER_BYTE * bytes.len();
         assert!(
-            s.find_anchored(bytes, candidates, budget, &mut Vec::new())
+            s.find_anchored(bytes, &candidates, budget, &mut Vec::new())
                 .is_err(),
             "the walks run over the budget"
         );
@@ -1543,7 +1687,7 @@ mod tests {
         let budget = TRIAL_STEPS_BASE + TRIAL_STEPS_PER_BYTE * bytes.len();
         let mut found = Vec::new();
         assert!(
-            s.find_anchored(bytes, candidates, budget, &mut found)
+            s.find_anchored(bytes, &candidates, budget, &mut found)
                 .is_ok()
         );
         assert_eq!(
@@ -1585,6 +1729,194 @@ mod tests {
             &text[..40]
         );
         assert!(text.ends_with("[REDACTED:github_token]"));
+    }
+
+    /// A hit as a sortable tuple: (start, end, 0 for a pattern or 1 for a secret, its index).
+    fn hit_key(hit: &Hit) -> (usize, usize, u8, usize) {
+        match hit.needle {
+            Needle::Pattern(i) => (hit.start, hit.end, 0, i),
+            Needle::Secret(i) => (hit.start, hit.end, 1, i),
+        }
+    }
+
+    /// What `hits` found before it took anything over from the original's pass: the text and
+    /// its whole view each searched by every pass over all of it (the patterns by the regex set),
+    /// with the view's offsets taken back by a map of every byte. Sorted, each hit once.
+    fn hits_by_whole_passes(s: &LeakScanner, text: &str) -> Vec<(usize, usize, u8, usize)> {
+        let raw = text.as_bytes();
+        let mut hits = Vec::new();
+        s.find_patterns_everywhere(raw, &mut hits);
+        s.find_secrets(raw, &mut hits);
+        s.find_encoded(raw, &mut hits);
+        if let Some((bytes, map)) = whole_view(raw) {
+            let mut found = Vec::new();
+            s.find_patterns_everywhere(&bytes, &mut found);
+            s.find_secrets(&bytes, &mut found);
+            s.find_encoded(&bytes, &mut found);
+            hits.extend(found.into_iter().map(|h| Hit {
+                start: map[h.start],
+                end: map[h.end],
+                needle: h.needle,
+            }));
+        }
+        let mut keys: Vec<_> = hits
+            .iter()
+            .map(|h| {
+                let mut key = hit_key(h);
+                key.0 = text.floor_char_boundary(key.0);
+                key.1 = text.ceil_char_boundary(key.1);
+                key
+            })
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
+    /// The view as it was built before its edits were kept: the decoded bytes and, for each
+    /// (and one past the end), the offset in `raw` it came from.
+    fn whole_view(raw: &[u8]) -> Option<(Vec<u8>, Vec<usize>)> {
+        let obfuscation = Regex::new(OBFUSCATION).expect("compiles");
+        let mut found = obfuscation.find_iter(raw).peekable();
+        found.peek()?;
+        let (mut bytes, mut map, mut at) = (Vec::new(), Vec::new(), 0);
+        for m in found {
+            bytes.extend_from_slice(&raw[at..m.start()]);
+            map.extend(at..m.start());
+            if let Some(hex) = m.as_bytes().strip_prefix(b"%") {
+                bytes.extend(decode_hex(hex));
+                map.push(m.start());
+            }
+            at = m.end();
+        }
+        bytes.extend_from_slice(&raw[at..]);
+        map.extend(at..=raw.len());
+        Some((bytes, map))
+    }
+
+    /// Texts that obfuscate: the adversarial texts with some of their characters percent-escaped
+    /// or preceded by an invisible character, anywhere (inside anchors, runs and padding), and
+    /// stray `%` signs, escapes of `%` itself and credentials and a secret value encoded whole,
+    /// escaped or split.
+    fn obfuscated_texts(count: usize) -> Vec<String> {
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let secret = b64(SECRET);
+        let pieces = [
+            "%".to_owned(),
+            "%4".to_owned(),
+            "%25".to_owned(),
+            "%3D".to_owned(),
+            b64("ghp_a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ"),
+            b64("password = Zq9x7Vb2Lm4Kp8Rt"),
+            secret.clone(),
+            format!("{}\u{200b}{}", &secret[..9], &secret[9..]),
+            format!("{}%3D", &secret[..secret.len() - 1]),
+        ];
+        let invisible = ["\u{200b}", "\u{200d}", "\u{feff}", "\u{ad}", "\u{2060}"];
+        let credentials = samples();
+        let mut rng = Xorshift(0x2545_F491_4F6C_DD1D);
+        adversarial_texts(count)
+            .into_iter()
+            .map(|word| {
+                // A credential of each kind, whole, for the obfuscation to fall inside.
+                let (_, credential) = &credentials[rng.below(credentials.len())];
+                let mut plain = String::from_utf8_lossy(&word).into_owned();
+                plain.insert_str(
+                    plain.floor_char_boundary(rng.below(plain.len() + 1)),
+                    credential,
+                );
+                let mut text = String::new();
+                for c in plain.chars() {
+                    match rng.below(24) {
+                        0 if c.is_ascii() => text.push_str(&format!("%{:02X}", c as u32)),
+                        1 if c.is_ascii() => text.push_str(&format!("%{:02x}", c as u32)),
+                        2 => {
+                            text.push_str(invisible[rng.below(invisible.len())]);
+                            text.push(c);
+                        }
+                        3 => {
+                            text.push_str(&pieces[rng.below(pieces.len())]);
+                            text.push(c);
+                        }
+                        _ => text.push(c),
+                    }
+                }
+                text
+            })
+            .collect()
+    }
+
+    /// A secret value the obfuscated texts carry, plainly and encoded.
+    const SECRET: &str = "Zq9-unusual-value-77";
+
+    #[test]
+    fn the_view_keeps_every_offset_of_the_map_it_replaced() {
+        for text in obfuscated_texts(500) {
+            let view = normalize(&text, &COMPILED.obfuscation);
+            let whole = whole_view(text.as_bytes());
+            let (Some(view), Some((bytes, map))) = (view, whole) else {
+                continue;
+            };
+            assert_eq!(view.bytes, bytes, "{text:?}");
+            for (at, &original) in map.iter().enumerate() {
+                assert_eq!(view.original(at), original, "{at} of {text:?}");
+                let decoded = view
+                    .edits
+                    .iter()
+                    .any(|e| (e.at..e.at + e.len).contains(&at));
+                if !decoded {
+                    assert_eq!(view.in_view(original), Some(at), "{at} of {text:?}");
+                }
+            }
+            for edit in &view.edits {
+                for removed in edit.original.clone() {
+                    assert_eq!(view.in_view(removed), None, "{removed} of {text:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_view_finds_what_a_whole_pass_over_it_found() {
+        let s = LeakScanner::new([("deploy_key", SECRET)]);
+        let plain = scanner();
+        let mut texts = obfuscated_texts(2000);
+        // Each credential with one character escaped, or an invisible one before it, at every
+        // place: inside its anchor too, up to its first and last byte.
+        for (_, credential) in samples() {
+            for (at, c) in credential.char_indices() {
+                let (before, after) = (&credential[..at], &credential[at + c.len_utf8()..]);
+                for obfuscated in [format!("%{:02X}", c as u32), format!("\u{200b}{c}")] {
+                    texts.push(format!("x {before}{obfuscated}{after} y"));
+                }
+            }
+        }
+        // Long texts too: the original's anchor search in windows, the view's in its own stretches.
+        let long: Vec<String> = texts
+            .chunks(40)
+            .take(40)
+            .map(|c| c.concat().repeat(8))
+            .collect();
+        texts.extend(long);
+        let mut seen_only_in_view = 0;
+        for text in &texts {
+            for scanner in [&s, &plain] {
+                let mut hits: Vec<_> = scanner.hits(text).iter().map(hit_key).collect();
+                hits.sort_unstable();
+                hits.dedup();
+                let expected = hits_by_whole_passes(scanner, text);
+                assert_eq!(hits, expected, "{text:?}");
+                let mut direct = Vec::new();
+                scanner.find_patterns_everywhere(text.as_bytes(), &mut direct);
+                scanner.find_secrets(text.as_bytes(), &mut direct);
+                scanner.find_encoded(text.as_bytes(), &mut direct);
+                if direct.len() < hits.len() {
+                    seen_only_in_view += 1;
+                }
+            }
+        }
+        // The texts exercise the view: many of them hold what only it shows.
+        assert!(seen_only_in_view > 500, "{seen_only_in_view}");
     }
 
     #[test]

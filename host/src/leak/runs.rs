@@ -33,6 +33,11 @@ const ALPHABET: [bool; 256] = {
     table
 };
 
+/// Whether `b` can be part of a run or of the padding after one.
+pub(super) fn in_run(b: u8) -> bool {
+    ALPHABET[usize::from(b)] || b == b'='
+}
+
 /// Calls `each` with the span of every run of at least [`MIN_ENCODED_RUN`] alphabet bytes in
 /// `bytes`, with the `=` padding after it, in order. Returns whether `bytes` hold a `%` or a
 /// byte outside ASCII (see [`Classes::leads`]).
