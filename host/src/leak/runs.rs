@@ -58,7 +58,12 @@ pub(super) fn encoded_runs(bytes: &[u8], mut each: impl FnMut(Range<usize>)) -> 
         block_runs(classes.alphabet, i * BLOCK, &mut open, &mut emit);
     }
     if !tail.is_empty() {
-        let classes = table_classes(tail);
+        // Padded with zero bytes, which are neither in the alphabet nor leads, so the block's
+        // bits past the text stay clear: one block's compares instead of a byte at a time, the
+        // whole of a short result's pass.
+        let mut padded = [0u8; BLOCK];
+        padded[..tail.len()].copy_from_slice(tail);
+        let classes = classify(&padded);
         leads |= classes.leads;
         block_runs(classes.alphabet, blocks.len() * BLOCK, &mut open, &mut emit);
     }
@@ -125,6 +130,7 @@ fn block_runs(
 }
 
 /// The classes of up to 64 bytes, a byte at a time through the table.
+#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
 fn table_classes(bytes: &[u8]) -> Classes {
     Classes {
         alphabet: bytes.iter().enumerate().fold(0, |mask, (i, &b)| {
@@ -211,6 +217,22 @@ mod tests {
         let mixed: Vec<u8> = (0..BLOCK).map(|i| (i * 37 + 11) as u8).collect();
         let block: [u8; BLOCK] = mixed.as_slice().try_into().expect("64 bytes");
         assert_eq!(classify(&block), table_classes(&block));
+    }
+
+    #[test]
+    fn leads_are_reported_at_every_position_and_only_where_they_are() {
+        // Every length up to past two blocks, so the padded last block is checked at each size.
+        for len in 0..=130 {
+            let plain = vec![b'a'; len];
+            assert!(!encoded_runs(&plain, |_| {}), "no lead in {len} bytes");
+            for at in 0..len {
+                for lead in [b'%', 0x80, 0xff] {
+                    let mut text = plain.clone();
+                    text[at] = lead;
+                    assert!(encoded_runs(&text, |_| {}), "{lead:#x} at {at} of {len}");
+                }
+            }
+        }
     }
 
     #[test]
