@@ -84,6 +84,7 @@ struct Classes {
 }
 
 /// Whether `b` may begin an obfuscation (see [`Classes::leads`]).
+#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
 fn is_lead(b: u8) -> bool {
     b == b'%' || !b.is_ascii()
 }
