@@ -625,7 +625,9 @@ async fn run() {
         "Latency series: {CALLS} calls after {WARMUP} warm-up (stdio, HTTP 1 connection); the \
          in-process echo and wasmtime alone in {BLOCKS} blocks of {} each, taken in turn, each \
          after {WARMUP} warm-up; {ROUNDS} runs each of `sh`, the shell tool and the process \
-         capability alone, in {BLOCKS} blocks taken in turn; {} runs (1 MiB); load series {} ms \
+         capability alone, in {BLOCKS} blocks taken in turn; as many of row 7's GETs through \
+         the component, refused, with reqwest new and pooled, and of the rate check, likewise; \
+         {} runs (1 MiB); load series {} ms \
          each; the load generator shares the 2 cores with the servers.",
         CALLS / BLOCKS,
         ROUNDS / 3,
@@ -1280,8 +1282,8 @@ struct HttpGets {
 /// 127.0.0.1; the component's GETs refused by its allowlist; and its rate-limit check alone.
 async fn http_get(dir: &Path) -> HttpGets {
     std::fs::create_dir_all(dir).expect("dir");
-    let server = https_server::start(dir).await;
-    let url = server.url("/echo");
+    let server = ServerThread::start(dir).await;
+    let url = server.url.clone();
     let key = SigningKey::generate();
     let mut trust = TrustStore::empty();
     trust
@@ -1321,9 +1323,49 @@ async fn http_get(dir: &Path) -> HttpGets {
         .expect("load http");
     let served = served_get(dir, &key, &policy_text, &url).await;
     // Timed on a thread of its own with a one-thread runtime, as chitin runs every call, and
-    // reqwest likewise; the HTTPS server stays on the bench's runtime, on other threads, as a
-    // server elsewhere would be.
+    // reqwest likewise; the HTTPS server on a thread of its own too, as a server elsewhere would
+    // be.
     on_one_thread(async || timed_gets(&host, &url, &server.ca_file, served).await)
+}
+
+/// Row 7's HTTPS server, on a thread and one-thread runtime of its own; it stops when dropped.
+/// On the bench's two-worker runtime the component's connection and reqwest's could be served
+/// by different workers, one on the caller's core and one on the other: the ratio to reqwest's
+/// pool came out 0.76× in one run and 2.79× in the next of the same build (docs/performance.md,
+/// "Row 7's server on one thread").
+struct ServerThread {
+    addr: std::net::SocketAddr,
+    ca_file: PathBuf,
+    url: String,
+    /// Dropping it ends the server's thread.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl ServerThread {
+    async fn start(dir: &Path) -> Self {
+        let (ready, started) = tokio::sync::oneshot::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let dir = dir.to_owned();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the server's runtime");
+            runtime.block_on(async move {
+                let server = https_server::start(&dir).await;
+                let _ = ready.send((server.addr, server.ca_file.clone(), server.url("/echo")));
+                // Serves until the bench drops its end.
+                let _ = stopped.await;
+            });
+        });
+        let (addr, ca_file, url) = started.await.expect("the HTTPS server started");
+        Self {
+            addr,
+            ca_file,
+            url,
+            _stop: stop,
+        }
+    }
 }
 
 /// Row 7's series in process: `url` through the http component of `host`, the same call
@@ -1334,32 +1376,27 @@ async fn timed_gets(host: &Host, url: &str, ca_file: &Path, served: Sequential) 
         ..CallContext::default()
     };
     let args = json!({"method": "GET", "url": url}).to_string();
-    let through = measure(ROUNDS, 10, || async {
+    let through = || async {
         let report = host.call_in("http", &args, &ctx).await;
         report.result.expect("GET through the component");
-    })
-    .await;
+    };
     // Port 1 is not the grant's port: the allowlist refuses the request before it is sent.
     let refused_args = json!({"method": "GET", "url": "https://127.0.0.1:1/echo"}).to_string();
-    let refused = measure(ROUNDS, 10, || async {
+    let refused = || async {
         let report = host.call_in("http", &refused_args, &ctx).await;
         let error = report.result.expect_err("refused by the allowlist");
         assert!(error.message().contains("is not allowed"), "{error}");
-    })
-    .await;
-
+    };
     let tls = reqwest_ref::tls(ca_file);
     // A new connection per request: the reference of the issue's first measurement.
-    let direct = measure(ROUNDS, 10, || async {
+    let direct = || async {
         reqwest_ref::get(&reqwest_ref::client(&tls, false), url).await;
-    })
-    .await;
+    };
     // reqwest's default pool: one kept-alive connection, like the capability's.
     let client = reqwest_ref::client(&tls, true);
-    let pooled = measure(ROUNDS, 10, || async {
+    let pooled = || async {
         reqwest_ref::get(&client, url).await;
-    })
-    .await;
+    };
     // The rate limiter's commit alone, with the limits the GETs above ran under: a key of its
     // own each time, so no request finds a slot reserved by the one before.
     let rate = host.services().http_rate();
@@ -1368,7 +1405,7 @@ async fn timed_gets(host: &Host, url: &str, ca_file: &Path, served: Sequential) 
         per_hour: 1_000_000,
     };
     let probes = std::sync::atomic::AtomicU64::new(0);
-    let rate_check = measure(ROUNDS, 10, || async {
+    let rate_check = || async {
         let probe = probes.fetch_add(1, Ordering::Relaxed);
         rate.check(
             "bench",
@@ -1377,8 +1414,18 @@ async fn timed_gets(host: &Host, url: &str, ca_file: &Path, served: Sequential) 
             std::time::SystemTime::now(),
         )
         .expect("within the limit");
-    })
-    .await;
+    };
+    // In blocks taken in turn, like the in-process echo: measured one after the other, the GET
+    // and reqwest's pool came out 0.97× in one run and 2.65× in the next of the same build.
+    let mut series: [Vec<Duration>; 5] = Default::default();
+    for _ in 0..BLOCKS {
+        series[0].extend(measure(ROUNDS / BLOCKS, 2, through).await.0);
+        series[1].extend(measure(ROUNDS / BLOCKS, 2, refused).await.0);
+        series[2].extend(measure(ROUNDS / BLOCKS, 2, direct).await.0);
+        series[3].extend(measure(ROUNDS / BLOCKS, 2, pooled).await.0);
+        series[4].extend(measure(ROUNDS / BLOCKS, 2, rate_check).await.0);
+    }
+    let [through, refused, direct, pooled, rate_check] = series.map(Series::new);
     HttpGets {
         through,
         refused,
