@@ -283,9 +283,17 @@ fn reference_window(bytes: &[u8], offset: u64, limit: u64) -> Window {
     }
     Window {
         bytes: content,
-        lines,
+        counted: Some(lines),
         truncated,
     }
+}
+
+/// A window as the tool reports it: its bytes, how many lines (counted from its line feeds
+/// where the reader left that to the escaper), and whether more follows.
+fn reported(window: Window) -> (Vec<u8>, u64, bool) {
+    let newlines = window.bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    let lines = window.lines(newlines);
+    (window.bytes, lines, window.truncated)
 }
 
 /// A reader handing out a file in pieces of pseudo-random size, sometimes interrupted, as a
@@ -381,17 +389,18 @@ fn the_in_place_window_equals_the_line_by_line_one() {
                 bytes: file,
                 state: 0x9E37_79B9_7F4A_7C15 ^ offset,
             };
-            let found = read_window(Reader(reader), offset, limit).expect("read");
+            let (bytes, lines, truncated) = reported(expected);
+            let found = reported(read_window(Reader(reader), offset, limit).expect("read"));
             assert_eq!(
-                (found.bytes.len(), found.lines, found.truncated),
-                (expected.bytes.len(), expected.lines, expected.truncated),
+                (found.0.len(), found.1, found.2),
+                (bytes.len(), lines, truncated),
                 "file of {} bytes, offset {offset}, limit {limit}",
                 file.len()
             );
-            assert!(found.bytes == expected.bytes);
-            assert_eq!(
-                read_window(Reader(file.as_slice()), offset, limit).expect("read"),
-                expected
+            assert!(found.0 == bytes);
+            assert!(
+                reported(read_window(Reader(file.as_slice()), offset, limit).expect("read"))
+                    == (bytes, lines, truncated)
             );
         }
     }
@@ -450,7 +459,7 @@ fn the_hand_written_result_is_what_serde_json_writes() {
         let path = "dir/\"odd\" name.txt";
         let window = Window {
             bytes: content.repeat(50).into_bytes(),
-            lines: 2,
+            counted: Some(2),
             truncated,
         };
         let expected = ReadOutput {
@@ -466,5 +475,35 @@ fn the_hand_written_result_is_what_serde_json_writes() {
             to_json(&path, window, 3).expect("UTF-8"),
             serde_json::to_string(&expected).expect("serialise")
         );
+    }
+}
+
+#[test]
+fn the_lines_of_a_window_left_to_the_escaper_are_counted_as_the_reader_counts_them() {
+    use crate::path::RelPath;
+    use crate::read::to_json;
+    let path = RelPath::parse("f.txt").expect("path");
+    // (bytes, truncated, lines): a last line without its ending counts; a character cut off at
+    // the end is dropped from the content but its line still counts, as the line-by-line
+    // reader counted it.
+    for (bytes, truncated, lines) in [
+        (&b""[..], false, 0),
+        (b"\n", false, 1),
+        (b"a", false, 1),
+        (b"a\nb", false, 2),
+        (b"a\nb\n", false, 2),
+        (b"a\n\n", true, 2),
+        ("é\n✓ and \"quotes\"\n🦀".as_bytes(), false, 3),
+        (b"abc\n\xc3", false, 2),
+    ] {
+        let window = Window {
+            bytes: bytes.to_vec(),
+            counted: None,
+            truncated,
+        };
+        let out: serde_json::Value =
+            serde_json::from_str(&to_json(&path, window, 0).expect("UTF-8")).expect("JSON");
+        assert_eq!(out["lines"], lines, "{bytes:?}");
+        assert_eq!(out["truncated"], truncated, "{bytes:?}");
     }
 }

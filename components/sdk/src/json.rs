@@ -158,11 +158,11 @@ fn push_escape(out: &mut String, byte: u8) {
     out.push_str(escape);
 }
 
-/// Append `text` to `out` escaped, without quotes.
-fn push_escaped(out: &mut String, text: &str) {
+/// Append `text` to `out` escaped, without quotes; how many line feeds it held.
+fn push_escaped(out: &mut String, text: &str) -> u64 {
     let bytes = text.as_bytes();
     // Bytes before `run` are written; `at` is the byte looked at.
-    let (mut run, mut at) = (0, 0);
+    let (mut run, mut at, mut newlines) = (0, 0, 0);
     while at < bytes.len() {
         // Every stop is at a byte that needs escaping, or at the end.
         at += clean_prefix::<false>(&bytes[at..]);
@@ -172,10 +172,12 @@ fn push_escaped(out: &mut String, text: &str) {
         // `at` is an ASCII byte, so the cut falls on a character boundary.
         out.push_str(&text[run..at]);
         push_escape(out, byte);
+        newlines += u64::from(byte == b'\n');
         run = at + 1;
         at += 1;
     }
     out.push_str(&text[run..]);
+    newlines
 }
 
 /// Append `text` to `out` as a JSON string literal, quotes included, escaped byte for byte as
@@ -213,12 +215,14 @@ impl std::error::Error for NotUtf8 {}
 /// Append `bytes` to `out` as [`push_string`] appends the same text, when they are UTF-8;
 /// otherwise leave `out` as it was and say where they stop being UTF-8. The pass that looks for
 /// escapes also looks for the first byte outside ASCII; only the bytes from there on are checked
-/// apart, so ASCII text (most files an agent reads) is looked at once, not twice.
-pub fn push_utf8(out: &mut String, bytes: &[u8]) -> Result<(), NotUtf8> {
+/// apart, so ASCII text (most files an agent reads) is looked at once, not twice. Returns how
+/// many line feeds the bytes held, which a caller returning lines would otherwise count in a
+/// pass of its own.
+pub fn push_utf8(out: &mut String, bytes: &[u8]) -> Result<u64, NotUtf8> {
     let start = out.len();
     out.reserve(bytes.len() + 2);
     out.push('"');
-    let (mut run, mut at) = (0, 0);
+    let (mut run, mut at, mut newlines) = (0, 0, 0);
     while at < bytes.len() {
         at += clean_prefix::<true>(&bytes[at..]);
         let Some(&byte) = bytes.get(at) else {
@@ -240,18 +244,19 @@ pub fn push_utf8(out: &mut String, bytes: &[u8]) -> Result<(), NotUtf8> {
                     },
                 });
             };
-            push_escaped(out, rest);
+            newlines += push_escaped(out, rest);
             out.push('"');
-            return Ok(());
+            return Ok(newlines);
         }
         out.push_str(ascii(&bytes[run..at]));
         push_escape(out, byte);
+        newlines += u64::from(byte == b'\n');
         run = at + 1;
         at += 1;
     }
     out.push_str(ascii(&bytes[run..]));
     out.push('"');
-    Ok(())
+    Ok(newlines)
 }
 
 /// `bytes` as text, which [`clean_prefix`] in its ASCII mode has passed whole.
@@ -341,7 +346,8 @@ mod tests {
             }
             // As bytes, checked on the way, the same text and nothing else.
             let mut out = String::from("[");
-            assert_eq!(push_utf8(&mut out, bytes), Ok(()), "{text:?}");
+            let newlines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+            assert_eq!(push_utf8(&mut out, bytes), Ok(newlines), "{text:?}");
             assert_eq!(out, format!("[{expected}"), "{text:?}");
         }
     }
