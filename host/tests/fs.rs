@@ -532,6 +532,9 @@ async fn read_file_checks_utf8_in_its_escaping_pass_wherever_ascii_ends() {
             Some(good.as_slice()),
             "good{at}.txt"
         );
+        // The escaper counts the lines, on both sides of the first byte outside ASCII.
+        let newlines = |bytes: &[u8]| bytes.iter().filter(|&&b| b == b'\n').count();
+        assert_eq!(out["lines"], newlines(&good), "good{at}.txt");
         let err = s
             .err("read_file", json!({"path": format!("bad{at}.txt")}))
             .await;
@@ -548,6 +551,8 @@ async fn read_file_checks_utf8_in_its_escaping_pass_wherever_ascii_ends() {
             Some(prefix(at).as_slice()),
             "cut{at}.txt"
         );
+        // Its last line, cut inside its character, still counts.
+        assert_eq!(out["lines"], newlines(&prefix(at)) + 1, "cut{at}.txt");
     }
 }
 
