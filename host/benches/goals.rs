@@ -1331,7 +1331,7 @@ async fn http_get(dir: &Path) -> HttpGets {
 /// Row 7's HTTPS server, on a thread and one-thread runtime of its own; it stops when dropped.
 /// On the bench's two-worker runtime the component's connection and reqwest's could be served
 /// by different workers, one on the caller's core and one on the other, and in runs of one
-/// build the ratio to reqwest's pool swung between 0.97× and 2.65× (docs/performance.md,
+/// build the ratio to reqwest's pool swung between 0.97× and 2.65× (docs/performance-log.md,
 /// "Row 7's server on one thread").
 struct ServerThread {
     addr: std::net::SocketAddr,

@@ -35,7 +35,7 @@ const PIPE_BYTES: usize = 64 * 1024;
 /// How long the front keeps looking for the client's next line before the thread sleeps,
 /// counted from the last line read or answer written. A thread that slept ran the next call two
 /// to three times slower on the VM measured; a client's next request mostly comes within this
-/// window (`docs/performance.md`, "A thread that slept").
+/// window (`docs/performance-log.md`, "A thread that slept").
 const LOOK_BEFORE_SLEEP: Duration = Duration::from_micros(100);
 
 /// Why serving stdio stopped with an error.

@@ -5,7 +5,7 @@
 //! `<file>-wal` and syncs that file once, and a read sees every commit any process made before
 //! it began, without waiting for writers. redb, the store before this one, committed in two
 //! phases (two syncs) whenever several processes shared its file; one sync is about half the
-//! time of a durable write (docs/performance.md, "One sync a commit").
+//! time of a durable write (docs/performance-log.md, "One sync a commit").
 //!
 //! Writers queue on a cross-process [`FileLock`] on `<file>.lock` first: it bounds the wait (a
 //! typed Busy error, never a hang) and measures it for the benchmark. Every commit is durable
