@@ -5,7 +5,8 @@
 //! nibble lookups where the CPU has them, else SSE2 compares on x86_64, a table elsewhere), and
 //! runs are read off the masks: a block entirely in a run costs one compare, and the runs of at
 //! least 16 bits inside a block are found by shifting the mask against itself (`x & x >> 1`,
-//! `>> 2`, `>> 4`, `>> 8`) rather than byte by byte. A byte-at-a-time search cost 0.25 ms of every 1 MiB result (`docs/performance-log.md`).
+//! `>> 2`, `>> 4`, `>> 8`) rather than byte by byte. A byte-at-a-time search cost 0.25 ms of
+//! every 1 MiB result (`docs/performance-log.md`).
 //!
 //! The same pass notes whether the text holds a `%` or a byte outside ASCII, where every
 //! obfuscation the scanner looks through begins: text without one (most text) needs no
