@@ -1,10 +1,10 @@
 //! The wasmtime engine: component model, async, fuel, epochs, and the instance allocator.
 //!
 //! The tuned pooling settings come from measurements on this kind of machine
-//! (`shared/reference/perf-notes.md`, `docs/performance-log.md`): with `PAGEMAP_SCAN` (Linux ≥ 6.7)
-//! and memory kept resident, a fresh instance per call costs ~9 µs and two threads scale ~1.9×;
-//! without it, default pooling scales negatively (madvise takes the mm lock) and a smaller
-//! keep-resident size is better.
+//! (`shared/reference/perf-notes.md`, `docs/performance-log.md`): with `PAGEMAP_SCAN` (Linux
+//! ≥ 6.7) and memory kept resident, a fresh instance per call costs ~9 µs and two threads scale
+//! ~1.9×; without it, default pooling scales negatively (madvise takes the mm lock) and a
+//! smaller keep-resident size is better.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,8 +4,8 @@
 //! pipes) stay on its lane's thread. On one work-stealing runtime those tasks were picked up by
 //! whichever thread was idle, and every hand-over between them woke a sleeping thread: a served
 //! tool's HTTPS GET woke the server's threads some six times, against between two and three on
-//! a lane (see "One runtime per core" in docs/performance-log.md). A guest computing for long yields
-//! to its lane's other connections at every epoch tick.
+//! a lane (see "One runtime per core" in docs/performance-log.md). A guest computing for long
+//! yields to its lane's other connections at every epoch tick.
 
 use std::io;
 use std::net::SocketAddr;
