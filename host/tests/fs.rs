@@ -260,6 +260,95 @@ async fn a_narrowed_grant_does_not_admit_a_prefix_sibling() {
 }
 
 #[tokio::test]
+async fn walks_and_searches_report_the_tree_as_it_is() {
+    use std::os::unix::ffi::OsStrExt;
+    // The component reads directories and searched files through `wasi:filesystem` itself:
+    // kinds from the entries, sizes from one `stat-at`, a file read up to its size in host
+    // reads of at most 64 KiB, the preopen found by the longest prefix.
+    let long = format!("{}needle at the end\n", "filler line\n".repeat(20_000));
+    let s = Setup::granting(
+        Some(r#"{ path = ".", access = "read-only" }, { path = "src", access = "read-write" }"#),
+        |ws| {
+            for dir in ["docs/sub", "docs/node_modules/pkg", "src"] {
+                std::fs::create_dir_all(ws.join(dir)).expect("mkdir");
+            }
+            std::fs::write(ws.join("docs/a.md"), "alpha\n").expect("a");
+            std::fs::write(ws.join("docs/empty.md"), "").expect("empty");
+            std::fs::write(ws.join("docs/sub/b.md"), "beta needle\n").expect("b");
+            std::fs::write(ws.join("docs/sub/long.txt"), &long).expect("long");
+            std::fs::write(ws.join("docs/node_modules/pkg/c.md"), "needle\n").expect("c");
+            std::fs::write(ws.join("src/main.rs"), "fn main() {} // needle\n").expect("main");
+            std::os::unix::fs::symlink("main.rs", ws.join("src/link.rs")).expect("symlink");
+            // A name that is not UTF-8 is left out, and the listing goes on past it.
+            let bad = std::ffi::OsStr::from_bytes(b"docs/bad\xff needle.md");
+            std::fs::write(ws.join(bad), "needle\n").expect("not UTF-8");
+        },
+    )
+    .await;
+    let out = s
+        .ok("list_dir", json!({"path": "docs", "recursive": true}))
+        .await;
+    assert_eq!(
+        out["entries"],
+        json!([
+            {"path": "docs/a.md", "type": "file", "size": 6},
+            {"path": "docs/empty.md", "type": "file", "size": 0},
+            {"path": "docs/node_modules", "type": "dir", "size": 0},
+            {"path": "docs/sub", "type": "dir", "size": 0},
+            {"path": "docs/sub/b.md", "type": "file", "size": 12},
+            {"path": "docs/sub/long.txt", "type": "file", "size": long.len()},
+        ])
+    );
+    // Under the nested read-write preopen, and from the root's above it.
+    for (path, recursive) in [("src", false), (".", true)] {
+        let out = s
+            .ok("list_dir", json!({"path": path, "recursive": recursive}))
+            .await;
+        let entries = out["entries"].as_array().expect("entries");
+        assert!(
+            entries.contains(&json!({"path": "src/link.rs", "type": "symlink", "size": 0}))
+                && entries.contains(&json!({"path": "src/main.rs", "type": "file", "size": 23})),
+            "{path}: {out}"
+        );
+    }
+    let out = s
+        .ok("glob", json!({"pattern": "**/*.md", "path": "docs"}))
+        .await;
+    assert_eq!(
+        out["paths"],
+        json!(["docs/a.md", "docs/empty.md", "docs/sub/b.md"])
+    );
+    let out = s.ok("grep", json!({"pattern": "needle"})).await;
+    let found: Vec<(&str, u64)> = out["matches"]
+        .as_array()
+        .expect("matches")
+        .iter()
+        .map(|m| {
+            (
+                m["path"].as_str().expect("path"),
+                m["line_number"].as_u64().expect("line"),
+            )
+        })
+        .collect();
+    // Not node_modules (listed, never descended), not the symlink (reported, never followed).
+    assert_eq!(
+        found,
+        [
+            ("docs/sub/b.md", 1),
+            ("docs/sub/long.txt", 20_001),
+            ("src/main.rs", 1)
+        ]
+    );
+    assert_eq!(out["files_searched"], 5);
+    // A file named outright is read through a symlink, as `read_file` reads it.
+    let out = s
+        .ok("grep", json!({"pattern": "needle", "path": "src/link.rs"}))
+        .await;
+    assert_eq!(out["matches"][0]["path"], "src/link.rs");
+    assert_eq!(out["files_searched"], 1);
+}
+
+#[tokio::test]
 async fn a_read_only_grant_reads_but_cannot_write() {
     let s = Setup::granting(Some(r#"{ path = ".", access = "read-only" }"#), |ws| {
         std::fs::write(ws.join("f.txt"), "one\n").expect("f");

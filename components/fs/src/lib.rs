@@ -12,6 +12,7 @@ pub mod list;
 pub mod path;
 pub mod read;
 pub mod search;
+mod tree;
 pub mod walk;
 pub mod write;
 

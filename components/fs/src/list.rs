@@ -55,7 +55,7 @@ pub fn list_dir(ws: &Workspace, args: ListArgs) -> Result<ListOutput, ToolError>
     };
     let mut entries = Vec::new();
     let mut truncated = false;
-    walk(&ws.root, &path, depth, &mut |entry| {
+    walk(&ws.root, &path, depth, true, &mut |entry| {
         if entries.len() == MAX_ENTRIES {
             truncated = true;
             return false;

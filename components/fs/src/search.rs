@@ -11,6 +11,7 @@ use crate::Workspace;
 use crate::io::error;
 use crate::list::MAX_DEPTH;
 use crate::path::RelPath;
+use crate::tree;
 use crate::walk::{Kind, walk};
 
 /// Most paths `glob` returns.
@@ -54,7 +55,8 @@ pub fn glob(ws: &Workspace, args: GlobArgs) -> Result<GlobOutput, ToolError> {
     let mut paths = Vec::new();
     let mut walked = 0usize;
     let mut truncated = false;
-    walk(&ws.root, &base, MAX_DEPTH, &mut |entry| {
+    // Names only: no file's size is read.
+    walk(&ws.root, &base, MAX_DEPTH, false, &mut |entry| {
         walked += 1;
         if walked > MAX_WALKED || paths.len() == MAX_GLOB_RESULTS {
             truncated = true;
@@ -148,12 +150,14 @@ pub fn grep(ws: &Workspace, args: GrepArgs) -> Result<GrepOutput, ToolError> {
     let target = base.under(&ws.root);
     let meta = fs::metadata(&target).map_err(|e| error(&base, "search", e))?;
     if meta.is_file() {
-        grep_file(ws, &base.display(), &regex, cap, &mut out);
+        if meta.len() <= MAX_GREP_FILE_BYTES {
+            grep_file(ws, &base.display(), meta.len(), &regex, cap, &mut out);
+        }
         return Ok(out);
     }
     let skip = prefix_len(&base);
     let mut walked = 0usize;
-    walk(&ws.root, &base, MAX_DEPTH, &mut |entry| {
+    walk(&ws.root, &base, MAX_DEPTH, true, &mut |entry| {
         walked += 1;
         if walked > MAX_WALKED {
             out.truncated = true;
@@ -165,16 +169,24 @@ pub fn grep(ws: &Workspace, args: GrepArgs) -> Result<GrepOutput, ToolError> {
                 .as_ref()
                 .is_none_or(|f| f.is_match(&entry.path[skip..]));
         if wanted {
-            grep_file(ws, &entry.path, &regex, cap, &mut out);
+            grep_file(ws, &entry.path, entry.size, &regex, cap, &mut out);
         }
         !out.truncated
     })?;
     Ok(out)
 }
 
-/// Searches one file; unreadable, binary and non-UTF-8 files are passed over.
-fn grep_file(ws: &Workspace, rel: &str, regex: &Regex, cap: usize, out: &mut GrepOutput) {
-    let Ok(bytes) = fs::read(ws.root.join(rel)) else {
+/// Searches one file of `size` bytes (as found before); unreadable, binary and non-UTF-8 files
+/// are passed over.
+fn grep_file(
+    ws: &Workspace,
+    rel: &str,
+    size: u64,
+    regex: &Regex,
+    cap: usize,
+    out: &mut GrepOutput,
+) {
+    let Ok(bytes) = tree::read(&ws.root.join(rel), size, MAX_GREP_FILE_BYTES) else {
         return;
     };
     if bytes.len() as u64 > MAX_GREP_FILE_BYTES || bytes[..bytes.len().min(8192)].contains(&0) {

@@ -8,6 +8,7 @@ use chitin_sdk::ToolError;
 
 use crate::io::error;
 use crate::path::RelPath;
+use crate::tree::Dir;
 
 /// Directory names not descended into: version control, dependencies, build output, caches.
 pub const SKIPPED_DIRS: &[&str] = &[
@@ -54,11 +55,13 @@ pub struct Entry {
 }
 
 /// Walks `start` (a directory) depth-first in name order, calling `visit` for each entry up to
-/// `max_depth` levels down. `visit` returns `false` to stop the walk.
+/// `max_depth` levels down; files' sizes are read only when `sizes` (0 otherwise). `visit`
+/// returns `false` to stop the walk.
 pub fn walk(
     root: &Path,
     start: &RelPath,
     max_depth: u32,
+    sizes: bool,
     visit: &mut dyn FnMut(&Entry) -> bool,
 ) -> Result<(), ToolError> {
     let dir = start.under(root);
@@ -74,65 +77,61 @@ pub fn walk(
     } else {
         format!("{}/", start.display())
     };
-    walk_dir(&dir, &prefix, 1, max_depth, start, visit)?;
+    let opened = Dir::open(&dir).map_err(|e| error(start, "list", e))?;
+    let walk = Walk {
+        max_depth,
+        sizes,
+        start,
+    };
+    walk.dir(&opened, &prefix, 1, visit)?;
     Ok(())
 }
 
-/// Returns `false` when the visitor asked to stop.
-fn walk_dir(
-    dir: &Path,
-    prefix: &str,
-    depth: u32,
+/// What stays the same down a walk.
+struct Walk<'a> {
     max_depth: u32,
-    start: &RelPath,
-    visit: &mut dyn FnMut(&Entry) -> bool,
-) -> Result<bool, ToolError> {
-    let mut names: Vec<(String, fs::FileType, u64)> = Vec::new();
-    let entries = fs::read_dir(dir).map_err(|e| error(start, "list", e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| error(start, "list", e))?;
-        // Names that are not UTF-8 cannot be named back by the agent; leave them out.
-        let Ok(name) = entry.file_name().into_string() else {
-            continue;
-        };
-        let Ok(file_type) = entry.file_type() else {
-            continue;
-        };
-        let size = if file_type.is_file() {
-            entry.metadata().map(|m| m.len()).unwrap_or(0)
-        } else {
-            0
-        };
-        names.push((name, file_type, size));
-    }
-    names.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, file_type, size) in names {
-        let kind = if file_type.is_symlink() {
-            Kind::Symlink
-        } else if file_type.is_dir() {
-            Kind::Dir
-        } else if file_type.is_file() {
-            Kind::File
-        } else {
-            Kind::Other
-        };
-        let path = format!("{prefix}{name}");
-        let entry = Entry {
-            path,
-            kind,
-            size,
-            depth,
-        };
-        if !visit(&entry) {
-            return Ok(false);
-        }
-        if kind == Kind::Dir && depth < max_depth && !SKIPPED_DIRS.contains(&name.as_str()) {
-            let child = dir.join(&name);
-            let child_prefix = format!("{}/", entry.path);
-            if !walk_dir(&child, &child_prefix, depth + 1, max_depth, start, visit)? {
+    sizes: bool,
+    /// The path the walk started from, which errors name.
+    start: &'a RelPath,
+}
+
+impl Walk<'_> {
+    /// Visit `dir`'s entries, depth `depth`, their paths under `prefix`; `false` when the
+    /// visitor asked to stop.
+    fn dir(
+        &self,
+        dir: &Dir,
+        prefix: &str,
+        depth: u32,
+        visit: &mut dyn FnMut(&Entry) -> bool,
+    ) -> Result<bool, ToolError> {
+        let mut entries = dir
+            .entries(self.sizes)
+            .map_err(|e| error(self.start, "list", e))?;
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        for raw in entries {
+            let entry = Entry {
+                path: format!("{prefix}{}", raw.name),
+                kind: raw.kind,
+                size: raw.size,
+                depth,
+            };
+            if !visit(&entry) {
                 return Ok(false);
             }
+            let descend = entry.kind == Kind::Dir
+                && depth < self.max_depth
+                && !SKIPPED_DIRS.contains(&raw.name.as_str());
+            if descend {
+                let child = dir
+                    .child(&raw.name)
+                    .map_err(|e| error(self.start, "list", e))?;
+                let child_prefix = format!("{}/", entry.path);
+                if !self.dir(&child, &child_prefix, depth + 1, visit)? {
+                    return Ok(false);
+                }
+            }
         }
+        Ok(true)
     }
-    Ok(true)
 }
