@@ -50,6 +50,10 @@ const BLOCKS: usize = 10;
 const ROUNDS: usize = 300;
 /// How long each load-generator series runs.
 const LOAD_WINDOW: Duration = Duration::from_millis(1500);
+/// Calls over stdio each after a pause, as an agent's come (no goal: the goals are back to back).
+const PAUSED_CALLS: usize = 30;
+/// The pause before each of them: long enough for the VM to go cold (10 ms is, measured).
+const PAUSE: Duration = Duration::from_millis(200);
 
 fn main() {
     match std::env::var(ROLE_ENV).as_deref() {
@@ -274,7 +278,7 @@ async fn run() {
     // Both peers kept running and their series taken in blocks in turn, as the in-process rows
     // are: one whole series after the other, each landed in one of the VM's two speeds for a
     // round trip over pipes (the floor's echo 12.6 µs in one run, 38.0 µs in the next).
-    let [chitin_echo, chitin_read, floor_echo, floor_read] = {
+    let ([chitin_echo, chitin_read, floor_echo, floor_read], [chitin_paused, floor_paused]) = {
         let mut chitin = StdioPeer::start(serve_args(data.path()), true);
         let mut floor = StdioPeer::start(floor_command("stdio-floor", &workspace), false);
         let mut series: [Vec<Duration>; 4] = Default::default();
@@ -284,7 +288,15 @@ async fn run() {
                 series[at + 2].extend(floor.series(tool, &args).0);
             }
         }
-        series.map(Series::new)
+        // Each call after a pause, the two peers in turn.
+        let mut paused: [Vec<Duration>; 2] = Default::default();
+        for _ in 0..PAUSED_CALLS {
+            for (peer, at) in [(&mut chitin, 0), (&mut floor, 1)] {
+                std::thread::sleep(PAUSE);
+                paused[at].push(peer.timed("echo", &echo_args()));
+            }
+        }
+        (series.map(Series::new), paused.map(Series::new))
     };
     rows.push(within(
         "1. MCP stdio `echo` round trip (ref: native stdio responder)",
@@ -647,6 +659,16 @@ async fn run() {
         served.cpu.show()
     );
     println!(
+        "After a pause (no goal; an agent's calls come seconds apart, the goals' series back to \
+         back): `echo` over stdio, {PAUSED_CALLS} calls each {} ms after the last, the two peers \
+         in turn: chitin {} p50, the native responder {} p50, +{} (back to back +{}).",
+        PAUSE.as_millis(),
+        us(chitin_paused.p50()),
+        us(floor_paused.p50()),
+        us((chitin_paused.p50() - floor_paused.p50()).max(0.0)),
+        us((chitin_echo.p50() - floor_echo.p50()).max(0.0))
+    );
+    println!(
         "Memory: {} documents written first by {} calls in flight ({:.1} s), then {} writes and \
          {} searches one at a time; every write is committed durably (fsync) before it returns.",
         memory_load::DOCS,
@@ -932,23 +954,25 @@ impl StdioPeer {
     /// One block of a series: `CALLS / BLOCKS` round trips after `WARMUP`.
     fn series(&mut self, tool: &str, args: &Value) -> Series {
         let (calls, warmup) = (CALLS / BLOCKS, WARMUP);
-        let mut out = Vec::with_capacity(calls);
-        for i in 0..warmup + calls {
-            let id = self.next_id;
-            self.next_id += 1;
-            let line = tools_call(id, tool, args, false);
-            let started = Instant::now();
-            let response = self.round_trip(&line, id);
-            let took = started.elapsed();
-            assert!(
-                response["result"]["isError"] != json!(true) && response.get("error").is_none(),
-                "{tool}: {response}"
-            );
-            if i >= warmup {
-                out.push(took);
-            }
+        for _ in 0..warmup {
+            self.timed(tool, args);
         }
-        Series::new(out)
+        Series::new((0..calls).map(|_| self.timed(tool, args)).collect())
+    }
+
+    /// One successful `tools/call` round trip, timed.
+    fn timed(&mut self, tool: &str, args: &Value) -> Duration {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = tools_call(id, tool, args, false);
+        let started = Instant::now();
+        let response = self.round_trip(&line, id);
+        let took = started.elapsed();
+        assert!(
+            response["result"]["isError"] != json!(true) && response.get("error").is_none(),
+            "{tool}: {response}"
+        );
+        took
     }
 }
 
