@@ -17,14 +17,13 @@ BINARY is the goals bench's executable with `CHITIN_BENCH_ROLE=stdio-floor` set:
         target/release/deps/goals-HASH echo 15 1.3
 """
 
-import atexit
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
+
+from scratch_dirs import scratch_env
 
 chitin, tool, calls, gap = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 request = {
@@ -33,12 +32,7 @@ request = {
     "ping": {"method": "ping"},
 }[tool]
 component = "echo" if tool == "ping" else tool
-data = tempfile.mkdtemp(prefix="chitin-ab-")
-atexit.register(shutil.rmtree, data, ignore_errors=True)
-workspace = os.path.join(data, "workspace")
-os.mkdir(workspace)
-env = dict(os.environ, CHITIN_DATA_DIR=data, CHITIN_WORKSPACE=workspace,
-           CHITIN_TRUSTED_KEYS=os.path.abspath("build/trusted_keys"))
+_, env = scratch_env("chitin-ab-")
 server = subprocess.Popen(
     [chitin, "serve", "--no-watch", "--components", f"build/components/{component}.wasm"],
     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)

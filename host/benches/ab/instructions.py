@@ -12,26 +12,20 @@ is the cost of one call without the server's start. The functions that account f
 follow (their own instructions, not their callees'). The data directory is kept between the
 runs so components are compiled once, and removed at the end."""
 
-import atexit
 import http.client
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
+
+from scratch_dirs import scratch_env
 
 binary, transport = sys.argv[1], sys.argv[2]
 calls = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
-data = tempfile.mkdtemp(prefix="chitin-instructions-")
-atexit.register(shutil.rmtree, data, ignore_errors=True)
-workspace = os.path.join(data, "workspace")
-os.mkdir(workspace)
-env = dict(os.environ, CHITIN_DATA_DIR=data, CHITIN_WORKSPACE=workspace,
-           CHITIN_TRUSTED_KEYS=os.path.abspath("build/trusted_keys"))
+data, env = scratch_env("chitin-instructions-")
 components = ["--components", "build/components/echo.wasm"]
 
 

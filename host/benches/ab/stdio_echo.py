@@ -7,22 +7,16 @@ driver for two `chitin` binaries on the same machine (`docs/performance.md`).
 Run from the repository root after `just build-components`; the data directory and workspace
 are fresh temporary directories (removed at the end), the trusted keys those of the build."""
 
-import atexit
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
+from scratch_dirs import scratch_env
+
 chitin, calls = sys.argv[1], int(sys.argv[2])
-data = tempfile.mkdtemp(prefix="chitin-ab-")
-atexit.register(shutil.rmtree, data, ignore_errors=True)
-workspace = os.path.join(data, "workspace")
-os.mkdir(workspace)
-env = dict(os.environ, CHITIN_DATA_DIR=data, CHITIN_WORKSPACE=workspace,
-           CHITIN_TRUSTED_KEYS=os.path.abspath("build/trusted_keys"))
+_, env = scratch_env("chitin-ab-")
 server = subprocess.Popen(
     [chitin, "serve", "--no-watch", "--components", "build/components/echo.wasm"],
     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
