@@ -4,12 +4,6 @@
 
 #![deny(missing_docs)]
 
-/// Every call allocates and frees some fifty blocks (instantiation, JSON, the MCP message).
-/// glibc's malloc spent 22 % of an MCP call's instructions on them, mimalloc a third of that
-/// (`docs/performance.md`). Set here so the binary, the tests and the benchmarks all use it.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 pub mod approver;
 mod bindings;
 pub mod cache;
@@ -27,6 +21,7 @@ pub mod events;
 pub mod fault;
 pub mod file_lock;
 pub mod grant;
+pub mod heap;
 pub mod host;
 pub mod installed;
 pub mod leak;

@@ -26,6 +26,7 @@ const CORE: &[&str] = &[
     "limits",
     "secrets",
     "state_db",
+    "heap",
 ];
 
 fn src() -> PathBuf {
