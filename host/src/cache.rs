@@ -161,7 +161,19 @@ impl CompileCache {
         // A failure to write the cache costs speed next time, not correctness now.
         if let Err(e) = self.store(&component, &artifact, &checksum) {
             tracing::warn!(error = %e, "could not write the compile cache");
+            self.stats.record(outcome);
+            return Ok((component, outcome));
         }
+        // Served from the entry just written, as every later start is: its code is then the
+        // file's pages, which every process on this cache shares, not a private copy this
+        // process would hold as long as it runs.
+        let component = match self.load_verified(engine, &artifact, &checksum) {
+            Ok(stored) => stored,
+            Err(reason) => {
+                tracing::warn!(entry = %artifact.display(), %reason, "compile cache entry just written rejected; serving the compiled code");
+                component
+            }
+        };
         self.stats.record(outcome);
         Ok((component, outcome))
     }

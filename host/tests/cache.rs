@@ -109,3 +109,27 @@ async fn a_resigned_component_with_another_manifest_reuses_its_compiled_code() {
         Some(json!({"message": "same code"}))
     );
 }
+
+#[tokio::test]
+async fn a_compiled_component_is_served_from_its_cache_entry() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let paths = [component("echo")];
+    let host = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    assert_eq!(host.runtime().cache_stats().compiled, 1);
+    let key = CompileCache::key(&std::fs::read(&paths[0]).expect("echo")).expect("key");
+    let (artifact, _) = host.runtime().cache().entry_paths(&key);
+    // Its code is the entry's pages, mapped from the file, not a copy of the process's own.
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    let artifact = artifact.canonicalize().expect("entry");
+    assert!(
+        maps.lines()
+            .any(|line| line.ends_with(&*artifact.to_string_lossy())),
+        "{} is not mapped",
+        artifact.display()
+    );
+    let report = host.call("echo", r#"{"message":"mapped"}"#).await;
+    assert_eq!(
+        report.result.expect("echo").json(),
+        Some(json!({"message": "mapped"}))
+    );
+}
