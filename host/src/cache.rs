@@ -9,6 +9,7 @@
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use chitin_registry::artifact::{self, ContentHash};
@@ -82,6 +83,11 @@ impl CacheStats {
 pub struct CompileCache {
     dir: PathBuf,
     stats: CacheStats,
+    /// The engine this load compiles on, made at its first compile and dropped by
+    /// [`CompileCache::end_load`]: wasmtime keeps the compiler's working memory for an engine's
+    /// whole life (~54 MiB after the default set), and the serving engine lives as long as the
+    /// server.
+    compiler: Mutex<Option<Engine>>,
 }
 
 impl CompileCache {
@@ -95,7 +101,39 @@ impl CompileCache {
         Ok(Self {
             dir,
             stats: CacheStats::default(),
+            compiler: Mutex::new(None),
         })
+    }
+
+    /// The load is done: drop the engine it compiled on, if any (with the memory its compiler
+    /// kept). Returns whether there was one.
+    pub fn end_load(&self) -> bool {
+        let compiler = self
+            .compiler
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        compiler.is_some()
+    }
+
+    /// The engine to compile on for `engine`: one of its own with the same settings, or
+    /// `engine` itself where such an engine cannot be made or would write artifacts `engine`
+    /// does not load.
+    fn compiler(&self, engine: &Engine) -> Engine {
+        let mut compiler = self.compiler.lock().unwrap_or_else(|e| e.into_inner());
+        compiler
+            .get_or_insert_with(|| match crate::engine::compile_only() {
+                Ok(own) if engine_key(&own) == engine_key(engine) => own,
+                Ok(_) => {
+                    tracing::warn!("a compile engine would write incompatible artifacts; compiling on the serving engine");
+                    engine.clone()
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "no compile engine; compiling on the serving engine");
+                    engine.clone()
+                }
+            })
+            .clone()
     }
 
     /// The directory holding this engine's entries.
@@ -151,27 +189,30 @@ impl CompileCache {
         }
         // What is compiled is exactly what the key hashes, so an entry never holds code
         // compiled from bytes other than those its name stands for.
-        let component = Component::new(engine, code(bytes)?.concat())
+        let compiled = Component::new(&self.compiler(engine), code(bytes)?.concat())
+            .and_then(|component| component.serialize())
             .map_err(|e| LoadOrCompileError::Compile(format!("{e:#}")))?;
         let outcome = if existed {
             CacheOutcome::Rebuilt
         } else {
             CacheOutcome::Compiled
         };
-        // A failure to write the cache costs speed next time, not correctness now.
-        if let Err(e) = self.store(&component, &artifact, &checksum) {
-            tracing::warn!(error = %e, "could not write the compile cache");
-            self.stats.record(outcome);
-            return Ok((component, outcome));
-        }
         // Served from the entry just written, as every later start is: its code is then the
         // file's pages, which every process on this cache shares, not a private copy this
-        // process would hold as long as it runs.
-        let component = match self.load_verified(engine, &artifact, &checksum) {
-            Ok(stored) => stored,
+        // process would hold as long as it runs. A failure to write the cache costs speed next
+        // time, not correctness now.
+        let stored = match self.store(&compiled, &artifact, &checksum) {
+            Ok(()) => self.load_verified(engine, &artifact, &checksum),
+            Err(e) => Err(e.to_string()),
+        };
+        let component = match stored {
+            Ok(component) => component,
             Err(reason) => {
-                tracing::warn!(entry = %artifact.display(), %reason, "compile cache entry just written rejected; serving the compiled code");
-                component
+                tracing::warn!(entry = %artifact.display(), %reason, "compile cache not written or not readable; serving the code from memory");
+                // SAFETY: the bytes were serialised by this process, just now, from a
+                // component compiled on an engine whose settings match `engine`'s.
+                unsafe { Component::deserialize(engine, &compiled) }
+                    .map_err(|e| LoadOrCompileError::Compile(format!("{e:#}")))?
             }
         };
         self.stats.record(outcome);
@@ -186,8 +227,13 @@ impl CompileCache {
     ) -> Result<Component, String> {
         let expected =
             std::fs::read_to_string(checksum).map_err(|e| format!("no readable checksum ({e})"))?;
-        let data = std::fs::read(artifact).map_err(|e| format!("unreadable ({e})"))?;
-        let actual = blake3::hash(&data).to_hex();
+        // Hashed as it is read, through a fixed buffer: an entry is megabytes, and a start reads
+        // every one of them.
+        let mut hasher = blake3::Hasher::new();
+        std::fs::File::open(artifact)
+            .and_then(|file| hasher.update_reader(file).map(|_| ()))
+            .map_err(|e| format!("unreadable ({e})"))?;
+        let actual = hasher.finalize().to_hex();
         if expected.trim() != actual.as_str() {
             return Err("checksum mismatch (corrupt or truncated)".into());
         }
@@ -197,18 +243,9 @@ impl CompileCache {
             .map_err(|e| format!("rejected by wasmtime ({e:#})"))
     }
 
-    fn store(
-        &self,
-        component: &Component,
-        artifact: &Path,
-        checksum: &Path,
-    ) -> Result<(), CacheError> {
-        let bytes = component.serialize().map_err(|e| CacheError::Io {
-            path: artifact.to_owned(),
-            cause: std::io::Error::other(e.to_string()),
-        })?;
-        write_atomic(artifact, &bytes)?;
-        write_atomic(checksum, blake3::hash(&bytes).to_hex().as_bytes())
+    fn store(&self, bytes: &[u8], artifact: &Path, checksum: &Path) -> Result<(), CacheError> {
+        write_atomic(artifact, bytes)?;
+        write_atomic(checksum, blake3::hash(bytes).to_hex().as_bytes())
     }
 }
 

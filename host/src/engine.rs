@@ -110,6 +110,12 @@ pub fn build(options: &EngineOptions) -> anyhow::Result<(Engine, EngineReport)> 
     Ok((engine, report))
 }
 
+/// An engine to compile on and then drop: the same settings as [`build`]'s, so its artifacts load
+/// in that engine, without the pooling allocator's reservations.
+pub fn compile_only() -> wasmtime::Result<Engine> {
+    Engine::new(&base_config())
+}
+
 fn base_config() -> Config {
     let mut config = Config::new();
     config

@@ -133,3 +133,53 @@ async fn a_compiled_component_is_served_from_its_cache_entry() {
         Some(json!({"message": "mapped"}))
     );
 }
+
+#[tokio::test]
+async fn a_load_compiles_on_an_engine_it_drops_at_its_end() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let paths = [component("echo")];
+    let first = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    assert_eq!(first.runtime().cache_stats().compiled, 1);
+    assert!(
+        first.runtime().cache().end_load(),
+        "no compile engine to drop"
+    );
+    assert!(!first.runtime().cache().end_load());
+    // What is served does not depend on the engine it was compiled on.
+    let report = first.call("echo", r#"{"message":"after"}"#).await;
+    assert_eq!(
+        report.result.expect("echo").json(),
+        Some(json!({"message": "after"}))
+    );
+    drop(first);
+
+    let second = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    assert_eq!(second.runtime().cache_stats().hits, 1);
+    assert!(
+        !second.runtime().cache().end_load(),
+        "a load from the cache made a compile engine"
+    );
+}
+
+#[tokio::test]
+async fn a_cache_entry_that_cannot_be_written_still_serves_the_compiled_component() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let paths = [component("echo")];
+    let first = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    let key = CompileCache::key(&std::fs::read(&paths[0]).expect("echo")).expect("key");
+    let (artifact, checksum) = first.runtime().cache().entry_paths(&key);
+    drop(first);
+    // A directory where the entry goes: the rename that writes it fails, even for root.
+    std::fs::remove_file(&artifact).expect("remove entry");
+    std::fs::remove_file(&checksum).expect("remove checksum");
+    std::fs::create_dir(&artifact).expect("a directory in the entry's place");
+
+    let second = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    assert_eq!(second.runtime().cache_stats().rebuilt, 1);
+    assert!(artifact.is_dir() && !checksum.exists());
+    let report = second.call("echo", r#"{"message":"from memory"}"#).await;
+    assert_eq!(
+        report.result.expect("echo").json(),
+        Some(json!({"message": "from memory"}))
+    );
+}

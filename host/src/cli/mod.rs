@@ -469,6 +469,7 @@ pub(crate) async fn open_host_with(
         host.policy(),
     );
     let stats = host.runtime().cache_stats();
+    host.runtime().cache().end_load();
     crate::heap::release_after_load(stats.compiled + stats.rebuilt > 0);
     tracing::info!(
         components = host.components().len(),
