@@ -4,8 +4,20 @@ use crate::common;
 
 use chitin_host::Limits;
 use chitin_host::cache::{CacheOutcome, CompileCache};
+use chitin_host::host::Host;
 use common::{TestEnv, component, repo, resign};
 use serde_json::json;
+
+/// `echo` on `host` answers `message`.
+async fn echoes(host: &Host, message: &str) {
+    let report = host
+        .call("echo", &json!({ "message": message }).to_string())
+        .await;
+    assert_eq!(
+        report.result.expect("echo").json(),
+        Some(json!({ "message": message }))
+    );
+}
 
 #[tokio::test]
 async fn a_second_start_loads_from_the_cache() {
@@ -26,11 +38,7 @@ async fn a_second_start_loads_from_the_cache() {
             .iter()
             .all(|c| c.cache == CacheOutcome::Hit)
     );
-    let report = second.call("echo", r#"{"message":"cached"}"#).await;
-    assert_eq!(
-        report.result.expect("echo").json(),
-        Some(json!({"message": "cached"}))
-    );
+    echoes(&second, "cached").await;
 }
 
 #[tokio::test]
@@ -103,11 +111,7 @@ async fn a_resigned_component_with_another_manifest_reuses_its_compiled_code() {
     let stats = second.runtime().cache_stats();
     assert_eq!((stats.hits, stats.compiled, stats.rebuilt), (1, 0, 0));
     assert_ne!(second.components()[0].hash, first_hash);
-    let report = second.call("echo", r#"{"message":"same code"}"#).await;
-    assert_eq!(
-        report.result.expect("echo").json(),
-        Some(json!({"message": "same code"}))
-    );
+    echoes(&second, "same code").await;
 }
 
 #[tokio::test]
@@ -127,11 +131,7 @@ async fn a_compiled_component_is_served_from_its_cache_entry() {
         "{} is not mapped",
         artifact.display()
     );
-    let report = host.call("echo", r#"{"message":"mapped"}"#).await;
-    assert_eq!(
-        report.result.expect("echo").json(),
-        Some(json!({"message": "mapped"}))
-    );
+    echoes(&host, "mapped").await;
 }
 
 #[tokio::test]
@@ -146,11 +146,7 @@ async fn a_load_compiles_on_an_engine_it_drops_at_its_end() {
     );
     assert!(!first.runtime().cache().end_load());
     // What is served does not depend on the engine it was compiled on.
-    let report = first.call("echo", r#"{"message":"after"}"#).await;
-    assert_eq!(
-        report.result.expect("echo").json(),
-        Some(json!({"message": "after"}))
-    );
+    echoes(&first, "after").await;
     drop(first);
 
     let second = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
@@ -177,9 +173,5 @@ async fn a_cache_entry_that_cannot_be_written_still_serves_the_compiled_componen
     let second = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
     assert_eq!(second.runtime().cache_stats().rebuilt, 1);
     assert!(artifact.is_dir() && !checksum.exists());
-    let report = second.call("echo", r#"{"message":"from memory"}"#).await;
-    assert_eq!(
-        report.result.expect("echo").json(),
-        Some(json!({"message": "from memory"}))
-    );
+    echoes(&second, "from memory").await;
 }
