@@ -5,6 +5,9 @@
 //! each of three texts (prose dense with anchor words, the README, anchors crafted to make the
 //! scan's trials walk far). Run with `cargo bench -p chitin-host --bench http` after
 //! `just build-components` (`just bench` does both). Figures are reported, never asserted.
+//!
+//! With `CHITIN_BENCH_GETS=N` set, the bench makes only N GETs through the component (after
+//! ten that warm up) and prints their p50 to stderr: a series to run under `perf record`.
 
 // The tests' server; the bench reads none of its hit counters.
 #[allow(dead_code)]
@@ -62,6 +65,24 @@ fn http_component(dir: &Path, port: u16, key: &SigningKey) -> std::path::PathBuf
     let path = dir.join("http.wasm");
     std::fs::write(&path, signed).expect("write");
     path
+}
+
+/// Only `gets` GETs through the component (after ten that warm up), their p50 to stderr: a
+/// series long enough to profile (`perf record`), with nothing else in the run.
+async fn profile_gets(host: &Host, args: &str, ctx: &CallContext, gets: usize) {
+    let mut took = Vec::with_capacity(gets);
+    for i in 0..gets + 10 {
+        let started = Instant::now();
+        let report = host.call_in("http", args, ctx).await;
+        if i >= 10 {
+            took.push(started.elapsed());
+        }
+        report.result.expect("GET through the component");
+    }
+    took.sort();
+    if let Some(p50) = took.get(took.len() / 2) {
+        eprintln!("GET through the http component: p50 {p50:?} of {gets}");
+    }
 }
 
 fn main() {
@@ -122,6 +143,12 @@ async fn run() {
         ..CallContext::default()
     };
     let args = serde_json::json!({"method": "GET", "url": url}).to_string();
+    if let Some(gets) = std::env::var("CHITIN_BENCH_GETS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        return profile_gets(&host, &args, &ctx, gets).await;
+    }
 
     let mut through = Vec::with_capacity(ROUNDS);
     for i in 0..ROUNDS + 10 {

@@ -335,6 +335,15 @@ mod tests {
         assert_eq!(get(&b, "x").as_deref(), Some(&b"1"[..]));
         put(&b, "x", b"2").expect("write b");
         assert_eq!(get(&a, "x").as_deref(), Some(&b"2"[..]));
+        // A kept read connection runs each lookup as its own statement, outside any earlier
+        // snapshot: it sees the other handle's later commits, a removal included.
+        put(&a, "x", b"3").expect("write a again");
+        assert_eq!(get(&b, "x").as_deref(), Some(&b"3"[..]));
+        a.record_remove(Records::Secrets, &["x"]).expect("remove");
+        assert_eq!(get(&b, "x"), None);
+        put(&a, "y", b"4").expect("write y");
+        let all = b.record_all(Records::Secrets).expect("all");
+        assert_eq!(all, vec![("y".to_owned(), b"4".to_vec())]);
     }
 
     #[test]

@@ -200,11 +200,38 @@ impl EmbeddedState {
         Ok(lock)
     }
 
-    /// Run `f` in a read transaction: no lock, since the log gives each reader the latest
-    /// commit as it began and writes nothing.
+    /// Run `f`, which makes one statement, on a read connection: the statement is its own read
+    /// transaction (SQLite's autocommit), so it sees the latest commit as it began without the
+    /// `BEGIN` and `COMMIT` that an explicit transaction parses and runs each time (a fifth of
+    /// a remembered-approval lookup). No lock: the log serves readers without waiting.
     fn read<R>(
         &self,
+        f: impl FnOnce(&Connection) -> Result<R, StateError>,
+    ) -> Result<R, StateError> {
+        self.with_reader(|conn| f(conn))
+    }
+
+    /// Run `f`, which may make several statements, in one read transaction, so they all see
+    /// the same commit.
+    fn read_snapshot<R>(
+        &self,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<R, StateError>,
+    ) -> Result<R, StateError> {
+        self.with_reader(|conn| {
+            let txn = conn
+                .transaction_with_behavior(TransactionBehavior::Deferred)
+                .map_err(|e| self.storage(e))?;
+            let out = f(&txn)?;
+            txn.finish().map_err(|e| self.storage(e))?;
+            Ok(out)
+        })
+    }
+
+    /// Run `f` on an idle read connection to the file the path names now (a new one when none
+    /// is idle), checked intact first, and keep the connection for the next read.
+    fn with_reader<R>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<R, StateError>,
     ) -> Result<R, StateError> {
         let now = FileId::of(&self.path);
         let kept = {
@@ -221,12 +248,7 @@ impl EmbeddedState {
             }
         };
         self.intact(&open)?;
-        let txn = open
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(|e| self.storage(e))?;
-        let out = f(&txn)?;
-        txn.finish().map_err(|e| self.storage(e))?;
+        let out = f(&mut open.conn)?;
         let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
         if readers.len() < KEPT_READERS {
             readers.push(open);
@@ -274,9 +296,9 @@ impl EmbeddedState {
 
     /// The record of `table` under `key`.
     pub fn record_get(&self, table: Records, key: &str) -> Result<Option<Vec<u8>>, StateError> {
-        self.read(|txn| {
+        self.read(|conn| {
             let sql = format!("SELECT value FROM {} WHERE key = ?1", table.name());
-            let mut stmt = txn.prepare_cached(&sql).map_err(|e| self.storage(e))?;
+            let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.storage(e))?;
             stmt.query_row([key], |row| row.get(0))
                 .optional()
                 .map_err(|e| self.storage(e))
@@ -285,9 +307,9 @@ impl EmbeddedState {
 
     /// Every record of `table`, in key order.
     pub fn record_all(&self, table: Records) -> Result<Vec<(String, Vec<u8>)>, StateError> {
-        self.read(|txn| {
+        self.read(|conn| {
             let sql = format!("SELECT key, value FROM {} ORDER BY key", table.name());
-            let mut stmt = txn.prepare_cached(&sql).map_err(|e| self.storage(e))?;
+            let mut stmt = conn.prepare_cached(&sql).map_err(|e| self.storage(e))?;
             let rows = stmt
                 .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
                 .map_err(|e| self.storage(e))?;
@@ -405,8 +427,8 @@ impl EmbeddedState {
     /// How many (user, tool) rate records there are.
     #[cfg(test)]
     pub fn rate_len(&self) -> Result<usize, StateError> {
-        self.read(|txn| {
-            let n: i64 = txn
+        self.read(|conn| {
+            let n: i64 = conn
                 .query_row("SELECT count(*) FROM http_rate", [], |row| row.get(0))
                 .map_err(|e| self.storage(e))?;
             Ok(usize::try_from(n).unwrap_or(0))
@@ -420,7 +442,7 @@ impl EmbeddedState {
         bucket: &str,
         keys: &[&str],
     ) -> Result<Vec<Option<Vec<u8>>>, StateError> {
-        self.read(|txn| {
+        self.read_snapshot(|txn| {
             let mut stmt = txn.prepare_cached(KV_GET).map_err(|e| self.storage(e))?;
             keys.iter()
                 .map(|key| {
@@ -443,8 +465,8 @@ impl EmbeddedState {
         // Beyond i64's range both mean "all": SQLite's limits are signed.
         let skip = i64::try_from(skip).unwrap_or(i64::MAX);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.read(|txn| {
-            let mut stmt = txn
+        self.read(|conn| {
+            let mut stmt = conn
                 .prepare_cached(
                     "SELECT key FROM kv WHERE component = ?1 AND bucket = ?2 \
                      ORDER BY key LIMIT ?3 OFFSET ?4",
