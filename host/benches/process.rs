@@ -4,6 +4,9 @@
 //! `just bench` (builds the components first).
 //!
 //! Timing goal (the shell tool ≤ 1.15× the direct spawn at p50) is reported, never asserted.
+//!
+//! With `CHITIN_BENCH_SPAWNS=tool:N` (or `capability:N`) set, the bench runs only that series, N
+//! times after the warm-up, and prints its p50 to stderr: one series to run under `perf record`.
 
 mod common;
 
@@ -68,6 +71,13 @@ where
     }
     times.sort();
     times
+}
+
+/// `CHITIN_BENCH_SPAWNS=tool:N` or `capability:N`: only that series, N runs, its p50 to stderr.
+fn profile_series() -> Option<(String, usize)> {
+    let spec = std::env::var("CHITIN_BENCH_SPAWNS").ok()?;
+    let (series, n) = spec.split_once(':')?;
+    Some((series.to_owned(), n.parse().ok()?))
 }
 
 fn main() {
@@ -145,6 +155,14 @@ async fn run() {
         let report = host.call_in("shell", r#"{"command":"true"}"#, &ctx).await;
         assert!(report.result.is_ok(), "{:?}", report.result);
     };
+    if let Some((series, n)) = profile_series() {
+        let times = match series.as_str() {
+            "tool" => measure(n, WARMUP, tool).await,
+            _ => measure(n, WARMUP, cap).await,
+        };
+        eprintln!("{series}: p50 {} of {n}", us(percentile(&times, 0.5)));
+        return;
+    }
     // In blocks taken in turn, as the goals bench takes them: one after the other, the series
     // drifted apart with the machine (the capability once came out at 1.68× `sh` here, against
     // 1.16–1.21× in the goals bench the same hour).
