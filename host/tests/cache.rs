@@ -1,5 +1,7 @@
 //! The compile cache: a second start loads from it; a corrupt entry is detected and rebuilt.
 
+use std::path::{Path, PathBuf};
+
 use crate::common;
 
 use chitin_host::Limits;
@@ -17,6 +19,17 @@ async fn echoes(host: &Host, message: &str) {
         report.result.expect("echo").json(),
         Some(json!({ "message": message }))
     );
+}
+
+/// A host on `echo` alone in `data`, which compiled it into a fresh cache, and the paths of
+/// that cache entry and its checksum.
+async fn echo_compiled_in(data: &Path) -> (Host, PathBuf, PathBuf) {
+    let echo = component("echo");
+    let host = TestEnv::host_in(data, std::slice::from_ref(&echo), Limits::default()).await;
+    assert_eq!(host.runtime().cache_stats().compiled, 1);
+    let key = CompileCache::key(&std::fs::read(&echo).expect("echo")).expect("key");
+    let (artifact, checksum) = host.runtime().cache().entry_paths(&key);
+    (host, artifact, checksum)
 }
 
 #[tokio::test]
@@ -45,9 +58,7 @@ async fn a_second_start_loads_from_the_cache() {
 async fn corrupt_and_truncated_cache_entries_are_rebuilt_not_trusted() {
     let data = tempfile::tempdir().expect("tempdir");
     let paths = [component("echo")];
-    let first = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
-    let key = CompileCache::key(&std::fs::read(&paths[0]).expect("echo")).expect("key");
-    let (artifact, _) = first.runtime().cache().entry_paths(&key);
+    let (first, artifact, _) = echo_compiled_in(data.path()).await;
     drop(first);
 
     // Flip bytes in the middle of the precompiled code.
@@ -117,11 +128,7 @@ async fn a_resigned_component_with_another_manifest_reuses_its_compiled_code() {
 #[tokio::test]
 async fn a_compiled_component_is_served_from_its_cache_entry() {
     let data = tempfile::tempdir().expect("tempdir");
-    let paths = [component("echo")];
-    let host = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
-    assert_eq!(host.runtime().cache_stats().compiled, 1);
-    let key = CompileCache::key(&std::fs::read(&paths[0]).expect("echo")).expect("key");
-    let (artifact, _) = host.runtime().cache().entry_paths(&key);
+    let (host, artifact, _) = echo_compiled_in(data.path()).await;
     // Its code is the entry's pages, mapped from the file, not a copy of the process's own.
     let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
     let artifact = artifact.canonicalize().expect("entry");
@@ -137,9 +144,7 @@ async fn a_compiled_component_is_served_from_its_cache_entry() {
 #[tokio::test]
 async fn a_load_compiles_on_an_engine_it_drops_at_its_end() {
     let data = tempfile::tempdir().expect("tempdir");
-    let paths = [component("echo")];
-    let first = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
-    assert_eq!(first.runtime().cache_stats().compiled, 1);
+    let (first, _, _) = echo_compiled_in(data.path()).await;
     assert!(
         first.runtime().cache().end_load(),
         "no compile engine to drop"
@@ -149,7 +154,7 @@ async fn a_load_compiles_on_an_engine_it_drops_at_its_end() {
     echoes(&first, "after").await;
     drop(first);
 
-    let second = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    let second = TestEnv::host_in(data.path(), &[component("echo")], Limits::default()).await;
     assert_eq!(second.runtime().cache_stats().hits, 1);
     assert!(
         !second.runtime().cache().end_load(),
@@ -160,17 +165,14 @@ async fn a_load_compiles_on_an_engine_it_drops_at_its_end() {
 #[tokio::test]
 async fn a_cache_entry_that_cannot_be_written_still_serves_the_compiled_component() {
     let data = tempfile::tempdir().expect("tempdir");
-    let paths = [component("echo")];
-    let first = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
-    let key = CompileCache::key(&std::fs::read(&paths[0]).expect("echo")).expect("key");
-    let (artifact, checksum) = first.runtime().cache().entry_paths(&key);
+    let (first, artifact, checksum) = echo_compiled_in(data.path()).await;
     drop(first);
     // A directory where the entry goes: the rename that writes it fails, even for root.
     std::fs::remove_file(&artifact).expect("remove entry");
     std::fs::remove_file(&checksum).expect("remove checksum");
     std::fs::create_dir(&artifact).expect("a directory in the entry's place");
 
-    let second = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+    let second = TestEnv::host_in(data.path(), &[component("echo")], Limits::default()).await;
     assert_eq!(second.runtime().cache_stats().rebuilt, 1);
     assert!(artifact.is_dir() && !checksum.exists());
     echoes(&second, "from memory").await;
