@@ -124,7 +124,7 @@ impl HttpCall {
             config.rate,
         );
         // A slot this process reserved earlier is taken here, without a commit.
-        if !rate.take_reserved(&user, &counted, std::time::SystemTime::now()) {
+        if !rate.take_reserved(&user, &counted, limits, std::time::SystemTime::now()) {
             tokio::task::spawn_blocking(move || {
                 rate.check(&user, &counted, limits, std::time::SystemTime::now())
             })

@@ -13,7 +13,9 @@
 //! counted at or after the time it was made and no window ever holds more than its limit. A
 //! reservation doubles while each is used up within its lease (to at most [`MAX_LEASE`] slots,
 //! and an eighth of a minute's limit); slots a lease leaves unused go back at the key's next
-//! commit.
+//! commit. A slot goes only to a request whose limits are no tighter than those it was reserved
+//! under: two grants may count under one key, and the tighter one must not spend room the
+//! looser one's window check found.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -72,13 +74,18 @@ struct Lease {
     left: u32,
     /// The slots the commit took, its own request's included; 0 before the first.
     taken: u32,
+    /// The limits the commit checked the windows against.
+    limits: RateLimits,
 }
 
 impl Lease {
-    /// Hand out one of its slots to a request at `now`, if it has one and has not ended.
-    fn take(&mut self, now: u64) -> bool {
+    /// Hand out one of its slots to a request at `now` under `limits`, if it has one, has not
+    /// ended, and was reserved under limits no looser than the request's.
+    fn take(&mut self, now: u64, limits: RateLimits) -> bool {
         let live = self.at <= now && now <= self.at.saturating_add(millis(LEASE));
-        let taken = live && self.left > 0;
+        let within =
+            self.limits.per_minute <= limits.per_minute && self.limits.per_hour <= limits.per_hour;
+        let taken = live && within && self.left > 0;
         if taken {
             self.left -= 1;
         }
@@ -141,17 +148,27 @@ impl RateLimiter {
         }
     }
 
-    /// Count a request by `tool` for `user` at `now` against a slot this process reserved
-    /// earlier, without touching the database; false when there is none to take at once (then
-    /// [`RateLimiter::check`] decides).
-    pub fn take_reserved(&self, user: &str, tool: &str, now: SystemTime) -> bool {
+    /// Count a request by `tool` for `user` under `limits` at `now` against a slot this process
+    /// reserved earlier, without touching the database; false when there is none to take at once
+    /// (then [`RateLimiter::check`] decides).
+    pub fn take_reserved(
+        &self,
+        user: &str,
+        tool: &str,
+        limits: RateLimits,
+        now: SystemTime,
+    ) -> bool {
         let now = millis(now.duration_since(UNIX_EPOCH).unwrap_or_default());
         let lease = lock(&self.leases)
             .get(&(user.to_owned(), tool.to_owned()))
             .cloned();
         // A key being committed is skipped rather than waited for: the caller is on the
         // runtime's thread.
-        lease.is_some_and(|lease| lease.try_lock().is_ok_and(|mut lease| lease.take(now)))
+        lease.is_some_and(|lease| {
+            lease
+                .try_lock()
+                .is_ok_and(|mut lease| lease.take(now, limits))
+        })
     }
 
     /// The reservation of (`user`, `tool`), created empty.
@@ -195,7 +212,7 @@ impl RateLimiter {
         }
         let lease = self.lease(user, tool);
         let mut lease = lock(&lease);
-        if lease.take(now) {
+        if lease.take(now, limits) {
             return Ok(());
         }
         let want = lease.next(now, limits);
@@ -237,6 +254,7 @@ impl RateLimiter {
                     at: now,
                     left: granted - 1,
                     taken: granted,
+                    limits,
                 };
                 Ok(())
             }
@@ -467,7 +485,7 @@ mod tests {
     /// A request at `at` through `limiter` as the HTTP capability makes it: a reserved slot if
     /// there is one, else a commit; whether it was let through, and whether it committed.
     fn request(limiter: &RateLimiter, limits: RateLimits, at: SystemTime) -> (bool, bool) {
-        if limiter.take_reserved("u", "t", at) {
+        if limiter.take_reserved("u", "t", limits, at) {
             return (true, false);
         }
         (limiter.check("u", "t", limits, at).is_ok(), true)
@@ -556,7 +574,7 @@ mod tests {
             };
             let process = &processes[random.below(2) as usize];
             let now = t0 + Duration::from_millis(at);
-            let through = process.take_reserved("u", "t", now)
+            let through = process.take_reserved("u", "t", limits, now)
                 || process.check("u", "t", limits, now).is_ok();
             let in_minute = passed.iter().filter(|t| at - **t < 60_000).count();
             if through {
@@ -624,6 +642,46 @@ mod tests {
                 per_minute: 60,
                 per_hour: 1000
             }
+        );
+    }
+
+    #[test]
+    fn a_tighter_grant_on_the_same_key_does_not_spend_a_looser_ones_reservation() {
+        let (_dir, limiter) = limiter();
+        let t0 = SystemTime::now();
+        let loose = RateLimits {
+            per_minute: 1000,
+            per_hour: 100_000,
+        };
+        let tight = RateLimits {
+            per_minute: 2,
+            per_hour: 100,
+        };
+        // The looser grant's burst leaves slots reserved.
+        for _ in 0..8 {
+            assert!(request(&limiter, loose, t0).0);
+        }
+        let lease = limiter.lease("u", "t");
+        assert!(lock(&lease).left > 0, "the burst left a reservation");
+        // The tighter grant finds its minute already over its limit: nothing goes through.
+        let through = (0..20).filter(|_| request(&limiter, tight, t0).0).count();
+        assert_eq!(
+            through, 0,
+            "a grant of 2 a minute sent {through} in a full minute"
+        );
+        // The looser grant still sends, and a slot reserved under tighter limits serves it.
+        assert!(request(&limiter, loose, t0).0);
+        let mut lease = lock(&lease);
+        *lease = Lease {
+            at: millis(t0.duration_since(UNIX_EPOCH).expect("after the epoch")),
+            left: 1,
+            taken: 2,
+            limits: tight,
+        };
+        let now = millis(t0.duration_since(UNIX_EPOCH).expect("after the epoch"));
+        assert!(
+            lease.take(now, loose),
+            "a slot reserved under tighter limits serves looser ones"
         );
     }
 }
