@@ -58,6 +58,20 @@ pub enum StateError {
         /// What the database said.
         reason: String,
     },
+    /// The path names another file, or none, than the one this process opened: replaced,
+    /// restored or removed under it. SQLite's write-ahead log beside it belongs to the file
+    /// that was there, so opening the new one now would read the old file's pages into it.
+    #[error(
+        "database {path} was replaced or removed while this process had it open; stop every \
+         chitin process on this data directory, remove {path}-wal and {path}-shm (SQLite's log \
+         of the file that was there, which would otherwise be read into the new one), then \
+         start again; replace, restore or remove the database only while no chitin process runs",
+        path = path.display()
+    )]
+    Replaced {
+        /// The database file.
+        path: PathBuf,
+    },
     /// A transaction failed after the database opened.
     #[error("database {path}: {reason}", path = path.display())]
     Storage {
@@ -344,6 +358,45 @@ mod tests {
         put(&a, "y", b"4").expect("write y");
         let all = b.record_all(Records::Secrets).expect("all");
         assert_eq!(all, vec![("y".to_owned(), b"4".to_vec())]);
+    }
+
+    #[test]
+    fn a_file_replaced_or_removed_under_a_running_process_is_refused_until_it_restarts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("chitin.db");
+        let restore = dir.path().join("restore.db");
+        put(&StateDb::new(&restore), "restored", b"1").expect("write the restore");
+        let server = StateDb::new(&path);
+        put(&server, "revoked-by-the-restore", b"1").expect("write");
+        assert!(get(&server, "revoked-by-the-restore").is_some());
+        // Another database moved over the path: its log at the path is the old file's.
+        std::fs::rename(&restore, &path).expect("mv");
+        let read = server.record_get(Records::Secrets, "restored").unwrap_err();
+        assert!(matches!(read, StateError::Replaced { .. }), "{read}");
+        assert!(
+            read.to_string().contains("stop every chitin process"),
+            "{read}"
+        );
+        let write = put(&server, "x", b"1").unwrap_err();
+        assert!(matches!(write, StateError::Replaced { .. }), "{write}");
+        // Once the process stops and the old file's log is removed, as the error says, the
+        // restored file is read as it is.
+        drop(server);
+        for log in ["chitin.db-wal", "chitin.db-shm"] {
+            let log = dir.path().join(log);
+            if log.exists() {
+                std::fs::remove_file(log).expect("remove the old file's log");
+            }
+        }
+        let restarted = StateDb::new(&path);
+        assert_eq!(get(&restarted, "restored").as_deref(), Some(&b"1"[..]));
+        assert_eq!(get(&restarted, "revoked-by-the-restore"), None);
+        // Removed under a running process: refused too, not created afresh beside the log.
+        std::fs::remove_file(&path).expect("rm");
+        let gone = restarted
+            .record_get(Records::Secrets, "restored")
+            .unwrap_err();
+        assert!(matches!(gone, StateError::Replaced { .. }), "{gone}");
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! Each process keeps its connections open, one for writing and a few for reading.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 
@@ -58,6 +58,8 @@ pub struct EmbeddedState {
     writer: Mutex<Option<Open>>,
     /// Idle read connections.
     readers: Mutex<Vec<Open>>,
+    /// The file this process first opened; it uses no other (see [`StateError::Replaced`]).
+    opened: OnceLock<FileId>,
 }
 
 /// A connection and the file it opened.
@@ -82,6 +84,19 @@ impl EmbeddedState {
             earlier: earlier.filter(|e| *e != path).map(Path::to_owned),
             writer: Mutex::new(None),
             readers: Mutex::new(Vec::new()),
+            opened: OnceLock::new(),
+        }
+    }
+
+    /// What the path names now, refused unless it is the file this process opened first (or
+    /// it opened none yet). Checked on every transaction.
+    fn current(&self) -> Result<Option<FileId>, StateError> {
+        let now = FileId::of(&self.path);
+        match self.opened.get() {
+            Some(first) if now != Some(*first) => Err(StateError::Replaced {
+                path: self.path.clone(),
+            }),
+            _ => Ok(now),
         }
     }
 
@@ -152,13 +167,20 @@ impl EmbeddedState {
             path: self.path.clone(),
             reason: e.to_string(),
         })?;
+        // Another thread may have opened it first, under the same file lock: the same file.
+        if *self.opened.get_or_init(|| id) != id {
+            return Err(StateError::Replaced {
+                path: self.path.clone(),
+            });
+        }
         Ok(Open { conn, id, file })
     }
 
     /// Whether the open file still begins as a SQLite database does. A file overwritten in
-    /// place (a backup copied over it, say) keeps its inode, and SQLite would go on serving
-    /// and writing pages from its log; this refuses it as corrupt instead, and the connection
-    /// is dropped, so the next transaction opens the file afresh.
+    /// place keeps its inode, and SQLite would go on serving and writing pages from its log;
+    /// this refuses it as corrupt instead. It cannot tell another SQLite database (a backup
+    /// copied over it, say) from the file itself: that is the operator's to do with every
+    /// chitin process stopped, as the error for a replaced file says.
     fn intact(&self, open: &Open) -> Result<(), StateError> {
         use std::os::unix::fs::FileExt;
         const HEADER: &[u8; 16] = b"SQLite format 3\0";
@@ -233,7 +255,7 @@ impl EmbeddedState {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<R, StateError>,
     ) -> Result<R, StateError> {
-        let now = FileId::of(&self.path);
+        let now = self.current()?;
         let kept = {
             let mut readers = self.readers.lock().unwrap_or_else(|p| p.into_inner());
             // Connections to a file that is no longer at the path are closed.
@@ -268,8 +290,8 @@ impl EmbeddedState {
         let _lock = self.lock()?;
         // The path is checked against the open file on every transaction: a file moved,
         // deleted or replaced under a running process must not take writes into an inode
-        // nobody will read again.
-        let now = FileId::of(&self.path);
+        // nobody will read again, nor be opened anew beside the old file's log.
+        let now = self.current()?;
         // Taken out while in use: a failure to begin or commit leaves it out, so the next
         // transaction opens the file afresh.
         let mut open = match writer.take() {
