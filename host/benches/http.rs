@@ -293,7 +293,8 @@ async fn run() {
         ("the README, repeated", mebibyte(&readme)),
         ("1,000 `eyJ-` anchors, then letters to the end", crafted),
     ];
-    let scanner = LeakScanner::new([("bench_secret", "bench-VALUE-0a1b2c3d4e5f")]);
+    let scanner =
+        LeakScanner::new([("bench_secret", "bench-VALUE-0a1b2c3d4e5f")]).expect("scanner");
     println!("\n## leak scan of 1 MiB (built-in patterns + one secret value, p50 of 20)");
     println!("| text | scan | p50 | throughput |");
     println!("|---|---|---|---|");

@@ -168,7 +168,7 @@ const PATTERNS: &[Pattern] = &[
     },
     Pattern {
         name: "connection_string_password",
-        regex: r"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?)://[^\s:/@]*:(?P<s>[^\s@/]+)@",
+        regex: r"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb|rediss?|amqps?)(?:\+[a-z0-9]+)?://[^\s:/@]*:(?P<s>[^\s@/]+)@",
         anchors: &["postgres", "mysql", "mariadb", "mongodb", "redis", "amqp"],
         action: Action::Redact,
         random: false,
@@ -182,12 +182,24 @@ const PATTERNS: &[Pattern] = &[
     },
     Pattern {
         name: "secret_assignment",
-        regex: r#"(?i)\b(?:api[_-]?key|apikey|secret|secret[_-]?key|client[_-]?secret|password|passwd|access[_-]?token|auth[_-]?token)["']?[ \t]*[:=][ \t]*["']?(?P<s>[A-Za-z0-9._~+/=!@#$%^&*-]{12,})"#,
+        regex: r#"(?i)(?:api[_-]?key|apikey|secret|secret[_-]?key|client[_-]?secret|password|passwd|access[_-]?token|auth[_-]?token)[A-Za-z0-9_-]*["']?[ \t]*[:=][ \t]*["']?(?P<s>[A-Za-z0-9._~+/=!@#$%^&*-]{12,})"#,
         anchors: &["api", "secret", "client", "passw", "access", "auth"],
         action: Action::Redact,
         random: true,
     },
 ];
+
+/// The secret values a call can reach could not be compiled into one search; the call is
+/// refused rather than run with its output unscanned for them.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot build the search for {values} secret values, so a call could not be kept from returning them: {source}"
+)]
+pub struct ScannerError {
+    values: usize,
+    #[source]
+    source: aho_corasick::BuildError,
+}
 
 /// A credential found in outbound data: the request is refused. Names the pattern or the
 /// secret, never the value.
@@ -569,8 +581,11 @@ const LENIENT_B64URL: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::UR
 
 impl LeakScanner {
     /// A scanner for the built-in patterns and the values of `secrets` (name, value). Values
-    /// shorter than [`MIN_SECRET_LEN`] bytes are not looked for.
-    pub fn new<'a>(secrets: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+    /// shorter than [`MIN_SECRET_LEN`] bytes are not looked for. Fails, rather than scan without
+    /// them, when the values cannot be compiled into one search.
+    pub fn new<'a>(
+        secrets: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, ScannerError> {
         let (secret_names, values): (Vec<String>, Vec<&str>) = secrets
             .into_iter()
             .filter(|(_, value)| value.len() >= MIN_SECRET_LEN)
@@ -579,23 +594,35 @@ impl LeakScanner {
         let secrets = if values.is_empty() {
             None
         } else {
-            AhoCorasick::builder()
-                .match_kind(MatchKind::LeftmostLongest)
+            // Standard matching, searched with overlaps: a value that overlaps another's match
+            // is found too, not hidden behind it.
+            let search = AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
                 .build(&values)
-                .ok()
+                .map_err(|source| ScannerError {
+                    values: values.len(),
+                    source,
+                })?;
+            Some(search)
         };
-        Self {
+        Ok(Self {
             compiled: &COMPILED,
             secret_names,
             secrets,
-        }
+        })
     }
 
     /// The scanner for a call that can reach no secret: the built-in patterns alone, one
     /// shared instance rather than one built per call.
     pub fn patterns_only() -> std::sync::Arc<Self> {
         static SHARED: std::sync::LazyLock<std::sync::Arc<LeakScanner>> =
-            std::sync::LazyLock::new(|| std::sync::Arc::new(LeakScanner::new([])));
+            std::sync::LazyLock::new(|| {
+                std::sync::Arc::new(LeakScanner {
+                    compiled: &COMPILED,
+                    secret_names: Vec::new(),
+                    secrets: None,
+                })
+            });
         SHARED.clone()
     }
 
@@ -846,7 +873,7 @@ impl LeakScanner {
     /// Hits of the secret values.
     fn find_secrets(&self, bytes: &[u8], out: &mut Vec<Hit>) {
         if let Some(ac) = &self.secrets {
-            for m in ac.find_iter(bytes) {
+            for m in ac.find_overlapping_iter(bytes) {
                 out.push(Hit {
                     start: m.start(),
                     end: m.end(),
@@ -1946,7 +1973,7 @@ mod tests {
 
     #[test]
     fn the_view_finds_what_a_whole_pass_over_it_found() {
-        let s = LeakScanner::new([("deploy_key", SECRET)]);
+        let s = LeakScanner::new([("deploy_key", SECRET)]).expect("scanner");
         let plain = scanner();
         let mut texts = obfuscated_texts(2000);
         // Each credential with one character escaped, or an invisible one before it, at every
@@ -2105,6 +2132,10 @@ mod tests {
                 "redis://:redispass@cache:6379".to_owned(),
             ),
             (
+                "connection_string_password",
+                "postgresql+psycopg2://app:s3cretPw9x@db/app".to_owned(),
+            ),
+            (
                 "bearer_token",
                 format!("Authorization: Bearer {}", &r36[..24]),
             ),
@@ -2114,11 +2145,22 @@ mod tests {
                 format!("\"password\": \"{}\"", &r36[..16]),
             ),
             ("secret_assignment", format!("SECRET = '{}'", &r36[..16])),
+            // Names that end in a keyword after an underscore, or go on past it, as `env`,
+            // `.env` files and `~/.aws/credentials` write them.
+            (
+                "secret_assignment",
+                format!("AWS_SECRET_ACCESS_KEY={}", &r36[..20]),
+            ),
+            (
+                "secret_assignment",
+                format!("aws_secret_access_key = {}", &r36[..20]),
+            ),
+            ("secret_assignment", format!("DB_PASSWORD={}", &r36[..16])),
         ]
     }
 
     fn scanner() -> LeakScanner {
-        LeakScanner::new([])
+        LeakScanner::new([]).expect("scanner")
     }
 
     fn hit_name(s: &LeakScanner, text: &str) -> Option<String> {
@@ -2202,9 +2244,22 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_value_overlapping_anothers_match_is_redacted_too() {
+        let s = LeakScanner::new([("a", "XXXXXXXXYYYY"), ("b", "YYYYZZZZZZZZ")]).expect("scanner");
+        let text = "<XXXXXXXXYYYYZZZZZZZZ>";
+        let redacted = s.redact(text, "the result");
+        assert!(!redacted.contains("ZZZZ"), "{redacted}");
+        assert!(!redacted.contains("XXXX"), "{redacted}");
+        assert!(
+            redacted.starts_with('<') && redacted.ends_with('>'),
+            "{redacted}"
+        );
+    }
+
+    #[test]
     fn secret_values_are_caught_by_name_plainly_and_encoded() {
         let value = "Zq9-unusual-value-77";
-        let s = LeakScanner::new([("deploy_key", value), ("pin", "1234")]);
+        let s = LeakScanner::new([("deploy_key", value), ("pin", "1234")]).expect("scanner");
         let b64 = base64::engine::general_purpose::STANDARD.encode(value);
         for text in [
             format!("x {value} y"),
@@ -2227,7 +2282,7 @@ mod tests {
 
     #[test]
     fn ordinary_text_and_code_pass_untouched() {
-        let s = LeakScanner::new([("t", "a-long-secret-value")]);
+        let s = LeakScanner::new([("t", "a-long-secret-value")]).expect("scanner");
         // Deterministic pseudo-random bytes standing for an image.
         let mut x: u32 = 0x1234_5678;
         let image: Vec<u8> = (0..48_000)
@@ -2272,7 +2327,7 @@ mod tests {
 
     #[test]
     fn redaction_text_is_exact() {
-        let s = LeakScanner::new([("github_token", "my-precious-token-9")]);
+        let s = LeakScanner::new([("github_token", "my-precious-token-9")]).expect("scanner");
         let ghp = format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8");
         let text =
             format!("echo: my-precious-token-9, pattern {ghp}, db postgres://u:pw12345@h/db ok");
@@ -2325,7 +2380,7 @@ mod tests {
     #[test]
     fn a_mebibyte_is_scanned_and_scrubbed() {
         // Timings belong in benchmarks; this checks the large inputs work and are right.
-        let s = LeakScanner::new([("k", "a-long-secret-value")]);
+        let s = LeakScanner::new([("k", "a-long-secret-value")]).expect("scanner");
         let line = "The quick brown fox jumps over the lazy dog; see https://example.com/a?b=c.\n";
         let mut text = line.repeat(1 << 20 >> 6);
         assert_eq!(s.scrub(&text), Scrubbed::Clean);

@@ -565,7 +565,7 @@ mod tests {
     #[test]
     fn secrets_are_redacted_from_results_and_errors_and_private_keys_withheld() {
         let value = "s3cr3t-VALUE-9f8e7d6c5b4a";
-        let scanner = LeakScanner::new([("api_token", value)]);
+        let scanner = LeakScanner::new([("api_token", value)]).expect("scanner");
         let out = guard(&scanner, Ok(format!("{{\"echo\":\"Bearer {value}\"}}")))
             .expect("redacted result");
         assert_eq!(out, "{\"echo\":\"Bearer [REDACTED:api_token]\"}");

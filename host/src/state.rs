@@ -74,11 +74,14 @@ impl HostState {
         let scanner = if reachable.is_empty() {
             LeakScanner::patterns_only()
         } else {
-            Arc::new(LeakScanner::new(
-                reachable
-                    .iter()
-                    .map(|(name, value)| (name.as_str(), value.as_str())),
-            ))
+            Arc::new(
+                LeakScanner::new(
+                    reachable
+                        .iter()
+                        .map(|(name, value)| (name.as_str(), value.as_str())),
+                )
+                .map_err(std::io::Error::other)?,
+            )
         };
         let call = Call {
             services: env.services,

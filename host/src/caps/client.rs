@@ -239,7 +239,7 @@ mod tests {
         ClientCtx::new(
             Arc::new(Echo),
             granted.iter().copied().collect(),
-            Arc::new(LeakScanner::new(secret)),
+            Arc::new(LeakScanner::new(secret).expect("scanner")),
         )
     }
 
