@@ -6,7 +6,8 @@
 //! Timing goal (the shell tool ≤ 1.15× the direct spawn at p50) is reported, never asserted.
 //!
 //! With `CHITIN_BENCH_SPAWNS=tool:N` (or `capability:N`) set, the bench runs only that series, N
-//! times after the warm-up, and prints its p50 to stderr: one series to run under `perf record`.
+//! times after the warm-up, and prints its p50, p90 and mean to stderr: one series to run under
+//! `perf record`, or to compare builds by their tails.
 
 mod common;
 
@@ -73,7 +74,8 @@ where
     times
 }
 
-/// `CHITIN_BENCH_SPAWNS=tool:N` or `capability:N`: only that series, N runs, its p50 to stderr.
+/// `CHITIN_BENCH_SPAWNS=tool:N` or `capability:N`: only that series, N runs, its p50, p90 and
+/// mean to stderr.
 fn profile_series() -> Option<(String, usize)> {
     let spec = std::env::var("CHITIN_BENCH_SPAWNS").ok()?;
     let (series, n) = spec.split_once(':')?;
@@ -160,7 +162,13 @@ async fn run() {
             "tool" => measure(n, WARMUP, tool).await,
             _ => measure(n, WARMUP, cap).await,
         };
-        eprintln!("{series}: p50 {} of {n}", us(percentile(&times, 0.5)));
+        let mean = times.iter().sum::<Duration>() / n.max(1) as u32;
+        eprintln!(
+            "{series}: p50 {}, p90 {}, mean {} of {n}",
+            us(percentile(&times, 0.5)),
+            us(percentile(&times, 0.9)),
+            us(mean)
+        );
         return;
     }
     // In blocks taken in turn, as the goals bench takes them: one after the other, the series

@@ -5,11 +5,13 @@
 //! its first process can start (a `mkdir` on an ext4 `/tmp` alone is ~40 µs). A grant keeps one
 //! spare ready. The call that takes it re-checks that every rule still binds what its path names
 //! now, so its domain is exactly what building it at that moment would give; a spare that fails
-//! the check is dropped and the call builds its own.
+//! the check is dropped and the call builds its own. A call that finds the spare still being
+//! made waits for it (briefly) rather than making a second one beside it.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use super::confine::{Confinement, Rlimits};
 use super::{Mode, RunError};
@@ -65,13 +67,29 @@ fn spawn_blocking_later(runtime: &tokio::runtime::Handle, work: impl FnOnce() + 
     }));
 }
 
+/// How long a call waits for a spare a pool thread is making before it makes its own. A make
+/// takes ~0.1–0.3 ms; this bounds the wait should that thread be descheduled or stuck.
+const SPARE_WAIT: Duration = Duration::from_millis(1);
+
+/// The spare, and whether a pool thread is making one now.
+#[derive(Debug, Default)]
+struct Slot {
+    spare: Option<Scratch>,
+    making: bool,
+}
+
 /// Makes the scratches of one grant, keeping one spare.
 #[derive(Debug)]
 pub(super) struct Scratches {
     mode: Result<Mode, String>,
     rlimits: Rlimits,
-    spare: Mutex<Option<Scratch>>,
-    /// Whether a spare is being prepared, so calls in a burst start one preparation, not many.
+    slot: Mutex<Slot>,
+    /// Told when a pool thread's make ends, made or not.
+    made: Condvar,
+    /// How long a call waits for that ([`SPARE_WAIT`]).
+    spare_wait: Duration,
+    /// Whether a spare is being prepared (queued or being made), so calls in a burst start one
+    /// preparation, not many.
     preparing: AtomicBool,
 }
 
@@ -81,9 +99,16 @@ impl Scratches {
         Self {
             mode,
             rlimits,
-            spare: Mutex::new(None),
+            slot: Mutex::default(),
+            made: Condvar::new(),
+            spare_wait: SPARE_WAIT,
             preparing: AtomicBool::new(false),
         }
+    }
+
+    /// The slot; a poisoned lock only means a preparation panicked, and the slot is still whole.
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether processes run inside a Landlock domain.
@@ -98,8 +123,7 @@ impl Scratches {
             .mode
             .as_ref()
             .map_err(|why| RunError::Unconfined(why.clone()))?;
-        // A poisoned lock only means a preparation panicked; the slot is still an Option.
-        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let spare = self.spare_or_the_one_being_made();
         let current = spare.filter(|s| match mode {
             Mode::Landlock(rules) => s.confinement.is_current(rules, s.path()),
             Mode::Unconfined => true,
@@ -110,6 +134,21 @@ impl Scratches {
         };
         self.prepare_spare();
         Ok(scratch)
+    }
+
+    /// The spare; or, while a pool thread is making one, that one once made (waiting at most
+    /// `spare_wait`): finishing a make under way is shorter than a second make beside it, which
+    /// on a machine of few cores would also compete with it for a CPU.
+    fn spare_or_the_one_being_made(&self) -> Option<Scratch> {
+        let slot = self.slot();
+        let mut slot = if slot.spare.is_none() && slot.making {
+            self.made
+                .wait_timeout_while(slot, self.spare_wait, |s| s.spare.is_none() && s.making)
+                .map_or_else(|p| p.into_inner().0, |(slot, _)| slot)
+        } else {
+            slot
+        };
+        slot.spare.take()
     }
 
     /// A fresh scratch directory and its confinement.
@@ -144,16 +183,13 @@ impl Scratches {
         }
         let preparing = Preparing(Arc::clone(self));
         spawn_blocking_later(&runtime, move || {
-            let scratches = &preparing.0;
-            let missing = scratches
-                .spare
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_none();
-            if missing && let Ok(made) = scratches.make() {
-                let mut slot = scratches.spare.lock().unwrap_or_else(|p| p.into_inner());
-                if slot.is_none() {
-                    *slot = Some(made);
+            let Some(making) = Making::start(&preparing.0) else {
+                return;
+            };
+            if let Ok(made) = making.0.make() {
+                let mut slot = making.0.slot();
+                if slot.spare.is_none() {
+                    slot.spare = Some(made);
                 }
             }
         });
@@ -162,8 +198,7 @@ impl Scratches {
     /// Where the spare is, once one is ready.
     #[cfg(test)]
     fn spare_path(&self) -> Option<std::path::PathBuf> {
-        let slot = self.spare.lock().unwrap_or_else(|p| p.into_inner());
-        slot.as_ref().map(|s| s.path().to_owned())
+        self.slot().spare.as_ref().map(|s| s.path().to_owned())
     }
 }
 
@@ -174,6 +209,29 @@ struct Preparing(Arc<Scratches>);
 impl Drop for Preparing {
     fn drop(&mut self) {
         self.0.preparing.store(false, Ordering::Release);
+    }
+}
+
+/// A spare a pool thread is making now; dropped, made or not (or the make panicking), it tells
+/// any call waiting for it.
+struct Making<'a>(&'a Scratches);
+
+impl<'a> Making<'a> {
+    /// Start making, unless a spare is already there.
+    fn start(scratches: &'a Scratches) -> Option<Self> {
+        let mut slot = scratches.slot();
+        if slot.spare.is_some() {
+            return None;
+        }
+        slot.making = true;
+        Some(Self(scratches))
+    }
+}
+
+impl Drop for Making<'_> {
+    fn drop(&mut self) {
+        self.0.slot().making = false;
+        self.0.made.notify_all();
     }
 }
 
@@ -199,6 +257,14 @@ mod tests {
             Ok(Mode::Landlock(Rules::new(&plan, abi))),
             Rlimits::default(),
         ))
+    }
+
+    /// [`confined`], waiting up to `wait` for a spare being made.
+    fn confined_waiting(workspace: &Path, wait: Duration) -> Scratches {
+        let scratches = confined(workspace);
+        let mut scratches = Arc::into_inner(scratches).expect("not shared yet");
+        scratches.spare_wait = wait;
+        scratches
     }
 
     /// The spare once it is ready (bounded: 5 s).
@@ -300,6 +366,57 @@ mod tests {
             !scratches.preparing.load(Ordering::Acquire),
             "the next call may prepare a spare again"
         );
+    }
+
+    #[test]
+    fn a_call_finding_the_spare_being_made_waits_for_it() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let scratches = Arc::new(confined_waiting(root.path(), Duration::from_secs(5)));
+        let making = Making::start(&scratches).expect("no spare yet");
+        let (taken, made) = std::thread::scope(|scope| {
+            let maker = scope.spawn(|| {
+                let making = making;
+                std::thread::sleep(Duration::from_millis(50));
+                let made = making.0.make().expect("make");
+                let path = made.path().to_owned();
+                making.0.slot().spare = Some(made);
+                path
+            });
+            let started = std::time::Instant::now();
+            let taken = scratches.take().expect("scratch");
+            assert!(
+                started.elapsed() >= Duration::from_millis(50),
+                "it waited for the make under way"
+            );
+            (taken, maker.join().expect("maker"))
+        });
+        assert_eq!(taken.path(), made, "the call took the spare it waited for");
+        assert!(!scratches.slot().making, "the make is over");
+    }
+
+    #[test]
+    fn a_call_makes_its_own_scratch_when_the_spare_being_made_is_late() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let scratches = Arc::new(confined_waiting(root.path(), Duration::from_millis(200)));
+        let making = Making::start(&scratches).expect("no spare yet");
+        let started = std::time::Instant::now();
+        let taken = scratches.take().expect("scratch");
+        assert!(
+            started.elapsed() >= Duration::from_millis(200),
+            "it waited its bound"
+        );
+        assert!(taken.path().is_dir(), "a scratch of its own");
+        assert!(scratches.slot().making, "the late make is still under way");
+        drop(making);
+        assert!(!scratches.slot().making, "a make that ends says so");
+        // With no make under way, a call does not wait.
+        let started = std::time::Instant::now();
+        let again = scratches.take().expect("scratch");
+        assert!(
+            started.elapsed() < Duration::from_millis(200),
+            "no wait without a make under way"
+        );
+        assert_ne!(again.path(), taken.path());
     }
 
     #[tokio::test]
