@@ -1159,10 +1159,14 @@ fn begins_as_text(decoded: &[u8]) -> bool {
 }
 
 /// Percent-escapes and the characters that render as nothing and so can split a credential
-/// unseen: zero-width space, joiners and marks (U+200B–U+200F), word joiner and invisible
-/// operators (U+2060–U+2064), the byte-order mark (U+FEFF), the soft hyphen (U+00AD) and the
-/// Mongolian vowel separator (U+180E), as UTF-8 bytes.
-const OBFUSCATION: &str = r"(?-u)%[0-9A-Fa-f]{2}|\xE2\x80[\x8B-\x8F]|\xE2\x81[\xA0-\xA4]|\xEF\xBB\xBF|\xC2\xAD|\xE1\xA0\x8E";
+/// unseen, as UTF-8 bytes: zero-width space, joiners and marks (U+200B–U+200F), the directional
+/// embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069), word joiner, invisible
+/// operators and deprecated format characters (U+2060–U+2064, U+206A–U+206F), the combining
+/// grapheme joiner (U+034F), the Arabic letter mark (U+061C), the Mongolian free variation
+/// selectors and vowel separator (U+180B–U+180F), the variation selectors (U+FE00–U+FE0F), the
+/// byte-order mark (U+FEFF), the soft hyphen (U+00AD), the Hangul fillers (U+115F, U+1160,
+/// U+3164, U+FFA0) and the tag characters (U+E0000–U+E007F).
+const OBFUSCATION: &str = r"(?-u)%[0-9A-Fa-f]{2}|\xE2\x80[\x8B-\x8F\xAA-\xAE]|\xE2\x81[\xA0-\xA4\xA6-\xAF]|\xCD\x8F|\xD8\x9C|\xE1\xA0[\x8B-\x8F]|\xE1\x85[\x9F\xA0]|\xE3\x85\xA4|\xEF\xB8[\x80-\x8F]|\xEF\xBB\xBF|\xEF\xBE\xA0|\xC2\xAD|\xF3\xA0[\x80\x81][\x80-\xBF]";
 
 /// A decoded copy of the text and where it differs from the original.
 struct View {
@@ -1215,7 +1219,8 @@ fn normalize(text: &str, obfuscation: &Regex) -> Option<View> {
     // Every match begins with `%` or the lead byte of one of the invisible characters; text
     // with none of them (most text) skips the regex.
     if memchr::memchr3(b'%', 0xE2, 0xEF, raw).is_none()
-        && memchr::memchr2(0xC2, 0xE1, raw).is_none()
+        && memchr::memchr3(0xC2, 0xE1, 0xE3, raw).is_none()
+        && memchr::memchr3(0xCD, 0xD8, 0xF3, raw).is_none()
     {
         return None;
     }
@@ -1894,7 +1899,16 @@ mod tests {
             format!("{}\u{200b}{}", &secret[..9], &secret[9..]),
             format!("{}%3D", &secret[..secret.len() - 1]),
         ];
-        let invisible = ["\u{200b}", "\u{200d}", "\u{feff}", "\u{ad}", "\u{2060}"];
+        let invisible = [
+            "\u{200b}",
+            "\u{200d}",
+            "\u{feff}",
+            "\u{ad}",
+            "\u{2060}",
+            "\u{2066}",
+            "\u{fe0f}",
+            "\u{e0020}",
+        ];
         let credentials = samples();
         let mut rng = Xorshift(0x2545_F491_4F6C_DD1D);
         adversarial_texts(count)
@@ -2240,6 +2254,32 @@ mod tests {
                     "at {at}: {text}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn every_character_that_renders_as_nothing_is_looked_through() {
+        let s = scanner();
+        let token = format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8");
+        let (head, tail) = token.split_at(9);
+        let invisible = (0x200B..=0x200F)
+            .chain(0x202A..=0x202E)
+            .chain(0x2060..=0x2064)
+            .chain(0x2066..=0x206F)
+            .chain([
+                0x034F, 0x061C, 0x00AD, 0xFEFF, 0x115F, 0x1160, 0x3164, 0xFFA0,
+            ])
+            .chain(0x180B..=0x180F)
+            .chain(0xFE00..=0xFE0F)
+            .chain(0xE0000..=0xE007F);
+        for code in invisible {
+            let c = char::from_u32(code).expect("a character");
+            let text = format!("token: {head}{c}{tail}");
+            assert_eq!(
+                hit_name(&s, &text).as_deref(),
+                Some("github_token"),
+                "U+{code:04X}"
+            );
         }
     }
 
