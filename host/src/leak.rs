@@ -1257,14 +1257,27 @@ fn looks_like_text(bytes: &[u8]) -> bool {
 }
 
 /// Whether a value looks like a generated credential rather than a word or an expression: long
-/// enough, letters and digits mixed, and about 3 bits of entropy per character or more.
+/// enough, letters and digits mixed, and about 3 bits of entropy per character or more, in the
+/// whole value or in its letters and digits alone (so that filler such as a run of dots after
+/// the credential cannot dilute it below the bound).
 fn looks_random(value: &[u8]) -> bool {
     if value.len() < 12 {
         return false;
     }
     let letters = value.iter().any(u8::is_ascii_alphabetic);
     let digits = value.iter().any(u8::is_ascii_digit);
-    letters && digits && shannon_bits(value) >= 3.0
+    if !(letters && digits) {
+        return false;
+    }
+    if shannon_bits(value) >= 3.0 {
+        return true;
+    }
+    let alphanumeric: Vec<u8> = value
+        .iter()
+        .copied()
+        .filter(u8::is_ascii_alphanumeric)
+        .collect();
+    alphanumeric.len() >= 12 && shannon_bits(&alphanumeric) >= 3.0
 }
 
 /// Shannon entropy of `value`, in bits per byte.
@@ -2170,6 +2183,11 @@ mod tests {
                 format!("aws_secret_access_key = {}", &r36[..20]),
             ),
             ("secret_assignment", format!("DB_PASSWORD={}", &r36[..16])),
+            // Filler after the credential does not dilute it below the entropy bound.
+            (
+                "secret_assignment",
+                format!("password={}{}", &r36[..12], ".".repeat(60)),
+            ),
         ]
     }
 
