@@ -595,9 +595,11 @@ impl LeakScanner {
             None
         } else {
             // Standard matching, searched with overlaps: a value that overlaps another's match
-            // is found too, not hidden behind it.
+            // is found too, not hidden behind it. ASCII case is ignored: a hex or base32 value
+            // printed in the other case is the same secret.
             let search = AhoCorasick::builder()
                 .match_kind(MatchKind::Standard)
+                .ascii_case_insensitive(true)
                 .build(&values)
                 .map_err(|source| ScannerError {
                     values: values.len(),
@@ -2299,6 +2301,13 @@ mod tests {
                 "U+{code:04X}"
             );
         }
+    }
+
+    #[test]
+    fn a_secret_value_in_the_other_ascii_case_is_redacted() {
+        let s = LeakScanner::new([("hex", "deadbeefcafe0123456789ab")]).expect("scanner");
+        let redacted = s.redact("id DEADBEEFCAFE0123456789AB end", "the result");
+        assert_eq!(redacted, "id [REDACTED:hex] end");
     }
 
     #[test]
