@@ -465,8 +465,8 @@ pub fn link(
         instance
             .func_new_async(function, move |caller, _ty, params, results| {
                 let call = call.clone();
-                let faults = caller.data().faults.clone();
-                Box::new(async move { call.run(params, results, &faults).await })
+                let (faults, user) = (caller.data().faults.clone(), caller.data().user.clone());
+                Box::new(async move { call.run(params, results, &faults, user).await })
             })
             .map_err(|e| link_err(format!("{e:#}")))?;
     }
@@ -483,18 +483,24 @@ struct LibraryCall {
 }
 
 impl LibraryCall {
-    /// Run the function in a fresh instance of the library, under the library's grant. A host
-    /// fault the library met is recorded in the calling tool's `faults` and traps the caller.
+    /// Run the function in a fresh instance of the library, under the library's grant, for the
+    /// calling tool's `user` (whose rate windows its requests count in). A host fault the
+    /// library met is recorded in the calling tool's `faults` and traps the caller.
     async fn run(
         &self,
         params: &[Val],
         results: &mut [Val],
         faults: &Faults,
+        user: Arc<str>,
     ) -> wasmtime::Result<()> {
         let Linking::Host(pre) = &self.library.linking else {
             wasmtime::bail!("library `{}` is not host-linked", self.library.id());
         };
-        let ctx = CallContext::default();
+        // Nobody to ask: a library's call is never put to a person.
+        let ctx = CallContext {
+            user,
+            ..CallContext::default()
+        };
         let env = CallEnv {
             grant: &self.library.grant,
             services: &self.services,

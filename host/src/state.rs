@@ -52,6 +52,8 @@ pub struct HostState {
     pub(crate) started: Instant,
     /// When the call must end (its timeout after `started`).
     pub(crate) deadline: Instant,
+    /// The caller: a library the call uses runs for the same user.
+    pub(crate) user: Arc<str>,
 }
 
 /// A call's state could not be built (a granted directory vanished, say).
@@ -122,6 +124,7 @@ impl HostState {
             faults,
             started,
             deadline,
+            user: env.ctx.user.clone(),
         })
     }
 }

@@ -428,6 +428,88 @@ async fn slots_one_process_reserved_count_for_the_others_and_come_back_unused() 
     );
 }
 
+/// The files library re-signed as `chitin/NAME` with its HTTP grant narrowed to `port` and
+/// limited to `per_minute`, and the composed tool re-signed to depend on it by that name.
+fn library_and_tool(name: &str, port: u16, per_minute: u32, out: &Path) -> [PathBuf; 2] {
+    let manifest = |dir: &str| {
+        std::fs::read_to_string(
+            common::repo()
+                .join("components")
+                .join(dir)
+                .join("manifest.toml"),
+        )
+        .expect("manifest")
+    };
+    let library = manifest("test-lib-files")
+        .replace("name = \"test-lib-files\"", &format!("name = \"{name}\""))
+        .replace(
+            "allow = [{ host = \"*\" }]",
+            &format!(
+                "allow = [{{ host = \"*\", port = {port} }}]\n\
+                 rate_limit = {{ per_minute = {per_minute}, per_hour = 100 }}"
+            ),
+        );
+    let tool = manifest("test-composed").replace(
+        "name = \"chitin/test-lib-files\"",
+        &format!("name = \"chitin/{name}\""),
+    );
+    [("test-lib-files", library), ("test-composed", tool)].map(|(fixture_name, text)| {
+        let signed = resign(&std::fs::read(fixture(fixture_name)).expect("wasm"), &text);
+        let path = out.join(format!("{name}-{fixture_name}.wasm"));
+        std::fs::write(&path, signed).expect("write");
+        path
+    })
+}
+
+/// A host with the composed tool on the files library of [`library_and_tool`].
+async fn library_host(data: &Path, server: &TestServer, name: &str, per_minute: u32) -> Host {
+    let [library, tool] = library_and_tool(name, server.addr.port(), per_minute, data);
+    for granted in ["libdir", "rootdir"] {
+        std::fs::create_dir_all(data.join("workspace").join(granted)).expect("granted dir");
+    }
+    let text = fixture("test-lib-text");
+    let extra = [text.as_path(), library.as_path(), tool.as_path()];
+    host(data, server, lab_policy(server), None, &extra).await
+}
+
+/// A library's requests count in windows of its own, per calling user, under its own grant's
+/// limits: never in another library's, nor in another user's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_librarys_requests_count_under_the_library_and_the_calling_user() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let fetch = json!({ "url": server.url("/echo") });
+    // Another process on the same data directory, whose library may send 50 a minute, sends
+    // three first.
+    let busy = library_host(data.path(), &server, "test-lib-busy", 50).await;
+    for _ in 0..3 {
+        ok(&busy, "lib_fetch", fetch.clone()).await;
+    }
+    drop(busy);
+    // A library allowed 2 a minute still has its two...
+    let h = library_host(data.path(), &server, "test-lib-files", 2).await;
+    for _ in 0..2 {
+        let out = ok(&h, "lib_fetch", fetch.clone()).await;
+        assert!(out["text"].as_str().is_some_and(|t| !t.is_empty()), "{out}");
+    }
+    // ...and no third.
+    let before = server.hits.load(Ordering::SeqCst);
+    let e = err(&h, "lib_fetch", fetch.clone()).await;
+    assert!(
+        e.to_string()
+            .contains("rate limit of 2 requests per minute"),
+        "{e}"
+    );
+    assert_eq!(server.hits.load(Ordering::SeqCst), before);
+    // Another user's calls count apart.
+    let alice = CallContext {
+        user: "alice".into(),
+        ..approving()
+    };
+    let report = h.call_in("lib_fetch", &fetch.to_string(), &alice).await;
+    assert!(report.result.is_ok(), "{:?}", report.result.err());
+}
+
 #[tokio::test]
 async fn url_tricks_are_refused_before_anything_is_sent() {
     let data = tempfile::tempdir().expect("tempdir");

@@ -1,7 +1,7 @@
 //! Test fixture: tools built on two libraries — `chitin:test-text/text` (capability-free,
-//! composed statically) and `chitin:test-files/files` (with a files grant of its own, linked
-//! through the host) — plus a tool reading files itself under its own grant (`rootdir/`) and
-//! `own_calls`, the monolithic equivalent of the library calls (for the benchmark).
+//! composed statically) and `chitin:test-files/files` (with files and HTTP grants of its own,
+//! linked through the host) — plus a tool reading files itself under its own grant (`rootdir/`)
+//! and `own_calls`, the monolithic equivalent of the library calls (for the benchmark).
 
 use chitin_sdk::prelude::*;
 
@@ -31,6 +31,12 @@ struct PathArgs {
     path: String,
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct UrlArgs {
+    /// The URL to GET
+    url: String,
+}
+
 #[derive(Serialize, JsonSchema)]
 struct TextOutput {
     /// The result
@@ -53,6 +59,12 @@ fn lib_read(args: PathArgs) -> Result<TextOutput, ToolError> {
     files::read(&args.path)
         .map(|text| TextOutput { text })
         .map_err(ToolError::permission_denied)
+}
+
+fn lib_fetch(args: UrlArgs) -> Result<TextOutput, ToolError> {
+    files::fetch(&args.url)
+        .map(|text| TextOutput { text })
+        .map_err(ToolError::external_service)
 }
 
 fn own_read(args: PathArgs) -> Result<TextOutput, ToolError> {
@@ -93,6 +105,11 @@ fn tools() -> Vec<Tool> {
             "lib_read",
             "Reads a file through the files library.",
             lib_read,
+        ),
+        Tool::new(
+            "lib_fetch",
+            "Sends a GET through the files library.",
+            lib_fetch,
         ),
         Tool::new("own_read", "Reads a file itself.", own_read),
         Tool::new("text_calls", "Calls the text library twice.", text_calls),

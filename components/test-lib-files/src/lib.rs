@@ -1,7 +1,9 @@
-//! Test fixture: a library exporting `chitin:test-files/files`, reading workspace files under
-//! its own files grant.
+//! Test fixture: a library exporting `chitin:test-files/files`, reading workspace files and
+//! sending GETs under grants of its own.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use chitin_sdk::http;
 
 wit_bindgen::generate!({ path: "wit", world: "library" });
 
@@ -18,6 +20,19 @@ impl exports::chitin::test_files::files::Guest for Files {
 
     fn calls() -> u32 {
         CALLS.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn fetch(url: String) -> Result<String, String> {
+        let request = http::Request {
+            method: "GET".into(),
+            url,
+            headers: Vec::new(),
+            body: None,
+            timeout_ms: None,
+            max_body_bytes: 64 * 1024,
+        };
+        let response = http::send(&request).map_err(|e| format!("{e:?}"))?;
+        Ok(String::from_utf8_lossy(&response.body).into_owned())
     }
 }
 

@@ -42,7 +42,7 @@ impl Capability for Http {
         cuts: &mut Vec<Cut>,
     ) -> Result<Self::Config, CapabilityError> {
         let credentials = credentials::configure(section, load.granted.secrets.as_ref(), cuts);
-        configure(section, credentials, load.policy).map_err(CapabilityError::new::<Self>)
+        configure(section, credentials, load.id, load.policy).map_err(CapabilityError::new::<Self>)
     }
 
     fn ctx(config: &Self::Config, call: &Call<'_>) -> HttpCtx {
@@ -86,6 +86,10 @@ pub struct HttpConfig {
     /// This load of this grant, unique in the process: kept-alive connections are reused only
     /// under the same owner, so never between components, publishers or reloads.
     pub owner: u64,
+    /// What its requests count under in the rate windows when it runs as a library, called by
+    /// another component rather than by name: `library:namespace/name`, which no tool's name
+    /// can be (tool names have no `:`), so each library has windows of its own.
+    pub as_library: Arc<str>,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -98,11 +102,12 @@ impl std::fmt::Debug for HttpConfig {
     }
 }
 
-/// Resolve `grant` against `policy`; `credentials` are the grant's mappings that survived the
-/// secrets grant (see `credentials::configure`).
+/// Resolve the `grant` of component `id` against `policy`; `credentials` are the grant's
+/// mappings that survived the secrets grant (see `credentials::configure`).
 pub fn configure(
     grant: Option<&HttpGrant>,
     credentials: Arc<[CredentialMapping]>,
+    id: &str,
     policy: &Policy,
 ) -> Result<Option<Arc<HttpConfig>>, HttpGrantError> {
     static LOADS: AtomicU64 = AtomicU64::new(0);
@@ -116,6 +121,7 @@ pub fn configure(
         addresses: policy.address_policy(),
         tls: tls::client_config(&policy.http.ca_files)?,
         owner: LOADS.fetch_add(1, Ordering::Relaxed),
+        as_library: Arc::from(format!("library:{id}")),
     })))
 }
 

@@ -49,8 +49,9 @@ pub struct HttpCall {
     services: Arc<Services>,
     scanner: Arc<LeakScanner>,
     user: Arc<str>,
-    /// The tool called (`None` while the component loads); rate limits are per user and tool.
-    tool: Option<Arc<str>>,
+    /// What its requests count under in the rate windows, per user: the tool called, or the
+    /// library (see [`HttpConfig::as_library`]).
+    counted: Arc<str>,
     deadline: Instant,
     sent: AtomicU32,
     log: SharedLog,
@@ -62,12 +63,18 @@ impl HttpCall {
     /// deadline, its scanner knows the secrets the call could reach, and host faults (the rate
     /// windows or the secret store failing) are recorded in its faults.
     pub fn new(config: Option<Arc<HttpConfig>>, call: &Call<'_>) -> Self {
+        // A call with no tool named runs a library for another component's call.
+        let counted = match (call.target, &config) {
+            (Some(target), _) => target.tool.clone(),
+            (None, Some(config)) => config.as_library.clone(),
+            (None, None) => Arc::from(""),
+        };
         Self {
             config,
             services: call.services.clone(),
             scanner: call.scanner.clone(),
             user: call.context.user.clone(),
-            tool: call.target.map(|target| target.tool.clone()),
+            counted,
             deadline: call.deadline,
             sent: AtomicU32::new(0),
             log: call.log.clone(),
@@ -120,7 +127,7 @@ impl HttpCall {
         let (rate, user, counted, limits) = (
             self.services.http_rate(),
             self.user.clone(),
-            self.tool.clone().unwrap_or_else(|| Arc::from("")),
+            self.counted.clone(),
             config.rate,
         );
         // A slot this process reserved earlier is taken here, without a commit.

@@ -1,5 +1,6 @@
-//! Outbound request rate limits per (user, tool): sliding windows of a minute and an hour,
-//! kept in the state database so they hold across every chitin process on a data directory.
+//! Outbound request rate limits per (user, tool), or per (user, library) for a library's
+//! requests: sliding windows of a minute and an hour, kept in the state database so they hold
+//! across every chitin process on a data directory.
 //!
 //! Hand-rolled rather than `governor` (which the host uses elsewhere): GCRA smooths a rate and
 //! cannot say "60 in any minute" with the exact time the oldest request leaves the window,
