@@ -839,3 +839,101 @@ async fn concurrent_shell_calls_each_get_a_scratch_the_other_cannot_read_removed
     }
     assert!(removed, "scratch removed after the call");
 }
+
+/// Whether `socket` (bound outside the workspace) is reached within 2 s.
+fn datagram_arrived(socket: &std::os::unix::net::UnixDatagram) -> bool {
+    socket
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    socket.recv(&mut [0u8; 64]).is_ok()
+}
+
+#[tokio::test]
+async fn udp_and_other_sockets_need_a_network_grant() {
+    // Landlock rules TCP only: UDP (DNS tunnels, any UDP server) went out without a grant.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    udp.set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    let port = udp.local_addr().expect("addr").port();
+    let script = format!("bash -c 'echo leaked > /dev/udp/127.0.0.1/{port}'");
+    let env = env();
+    let denied = config(&env, &sh_grant());
+    let (ok, output) = attempt(&denied, &script).await;
+    assert!(!ok, "UDP without a network grant should fail: {output}");
+    assert!(udp.recv(&mut [0u8; 64]).is_err(), "a datagram got out");
+    // Neither does any other family (here a raw socket, which needs root, and AF_PACKET).
+    for family in ["2, 3, 1", "17, 3, 0", "40, 1, 0"] {
+        let (ok, output) = attempt(
+            &denied,
+            &format!("perl -e 'socket(S, {family}) or die \"refused: $!\"'"),
+        )
+        .await;
+        assert!(!ok, "socket({family}) without a network grant: {output}");
+    }
+    let granted = config(
+        &env,
+        &ProcessGrant {
+            network: true,
+            ..sh_grant()
+        },
+    );
+    let (ok, output) = attempt(&granted, &script).await;
+    assert!(ok, "UDP with a network grant should work: {output}");
+    assert!(udp.recv(&mut [0u8; 64]).is_ok(), "the granted datagram");
+}
+
+#[tokio::test]
+async fn a_unix_socket_outside_the_workspace_is_unreachable() {
+    // Landlock sees no path a UNIX socket connects to: an ssh agent or a container runtime's
+    // socket anywhere on the host was reachable, whatever the grant.
+    use std::os::unix::net::{UnixDatagram, UnixListener};
+    let outside = tempfile::tempdir().expect("tempdir");
+    let stream_path = outside.path().join("agent.sock");
+    let listener = UnixListener::bind(&stream_path).expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let dgram_path = outside.path().join("log.sock");
+    let dgram = UnixDatagram::bind(&dgram_path).expect("bind");
+    let env = env();
+    for network in [false, true] {
+        let config = config(
+            &env,
+            &ProcessGrant {
+                network,
+                ..sh_grant()
+            },
+        );
+        let connect = format!(
+            "perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => \"{}\") or die \"refused: $!\"'",
+            stream_path.display()
+        );
+        let (ok, output) = attempt(&config, &connect).await;
+        assert!(!ok, "connect (network {network}): {output}");
+        assert!(listener.accept().is_err(), "a connection got through");
+        let (ok, output) = attempt(
+            &config,
+            &format!(
+                "perl -MSocket -e 'socket(S, AF_UNIX, SOCK_DGRAM, 0) or die \"refused: $!\"; \
+             send(S, \"x\", 0, pack_sockaddr_un(\"{0}\")) or die \"refused: $!\"'",
+                dgram_path.display()
+            ),
+        )
+        .await;
+        assert!(!ok, "sendto (network {network}): {output}");
+        // A connected pair (a stream) still works; a datagram pair would send to any path.
+        let (ok, output) = attempt(
+            &config,
+            &format!(
+                "perl -MSocket -e 'socketpair(A, B, AF_UNIX, SOCK_STREAM, 0) or die \"pair: $!\"; \
+             socketpair(C, D, AF_UNIX, SOCK_DGRAM, 0) or exit 0; \
+             send(C, \"x\", 0, pack_sockaddr_un(\"{0}\")) or die \"refused: $!\"'",
+                dgram_path.display()
+            ),
+        )
+        .await;
+        assert!(
+            ok,
+            "a stream pair works, a datagram pair is refused: {output}"
+        );
+        assert!(!datagram_arrived(&dgram), "a datagram got through");
+    }
+}

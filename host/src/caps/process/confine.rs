@@ -1,6 +1,7 @@
 //! Confinement applied in the child before `exec`: its own process group, resource limits,
-//! `no_new_privs`, a seccomp filter that keeps it in that group, and a Landlock domain
-//! (filesystem, TCP and scope rules) built in the parent for each call.
+//! `no_new_privs`, a seccomp filter that keeps it in that group and off the sockets Landlock does
+//! not rule, and a Landlock domain (filesystem, TCP and scope rules) built in the parent for each
+//! call.
 //!
 //! Everything that allocates or opens paths happens in the parent ([`Confinement::landlock`]);
 //! what runs in the child ([`InChild::apply`]) only makes system calls, since the child shares
@@ -271,6 +272,8 @@ impl Rules {
 pub struct Confinement {
     ruleset: Option<OwnedFd>,
     rlimits: Rlimits,
+    /// Whether IP sockets may be made (the grant's `network`; always when unconfined).
+    network: bool,
     /// What each fixed rule, then the scratch, bound when the ruleset was built (empty when
     /// unconfined).
     bound: Vec<Identity>,
@@ -331,6 +334,7 @@ impl Confinement {
         Ok(Self {
             ruleset: Some(ruleset),
             rlimits,
+            network: rules.network,
             bound,
         })
     }
@@ -356,6 +360,8 @@ impl Confinement {
         Self {
             ruleset: None,
             rlimits,
+            // Unconfined processes reach the network over TCP anyway.
+            network: true,
             bound: Vec::new(),
         }
     }
@@ -370,6 +376,7 @@ impl Confinement {
     pub fn in_child(&self, cpu_secs: u64) -> InChild<'_> {
         InChild {
             ruleset: self.ruleset.as_ref().map(AsFd::as_fd),
+            network: self.network,
             limits: Rlimits {
                 cpu_secs: cpu_secs.min(self.rlimits.cpu_secs).max(1),
                 ..self.rlimits
@@ -382,6 +389,7 @@ impl Confinement {
 #[derive(Debug, Clone, Copy)]
 pub struct InChild<'a> {
     ruleset: Option<BorrowedFd<'a>>,
+    network: bool,
     limits: Rlimits,
 }
 
@@ -485,7 +493,7 @@ impl InChild<'_> {
         set(Resource::Nproc, limits.processes)?;
         set(Resource::Nofile, limits.open_files)?;
         rustix::thread::set_no_new_privs(true).map_err(|e| (Step::NoNewPrivs, e.into()))?;
-        seccomp::keep_in_group().map_err(|e| (Step::Seccomp, e))?;
+        seccomp::install(self.network).map_err(|e| (Step::Seccomp, e))?;
         if let Some(fd) = self.ruleset {
             // SAFETY: `fd` is the ruleset descriptor borrowed from the `Confinement`, open for
             // the whole spawn; the call only reads it.
@@ -499,21 +507,30 @@ impl InChild<'_> {
     }
 }
 
-/// A seccomp filter that refuses `setsid` and `setpgid`: a confined process cannot leave the
-/// process group the host kills at the timeout (`setsid sleep 1000 &` would otherwise outlive
-/// the call).
+/// A seccomp filter that keeps a confined process in the process group the host kills at the
+/// timeout (`setsid sleep 1000 &` would otherwise outlive the call) and away from the sockets
+/// Landlock does not confine: Landlock (up to ABI 7) rules TCP only and sees no path a UNIX
+/// socket connects to, so UDP, raw and other families would reach the network without a network
+/// grant, and a UNIX socket anywhere on the host (an ssh agent, a container runtime) would be
+/// reachable whatever the grant.
 mod seccomp {
     use libc::{sock_filter, sock_fprog};
 
     const BPF_LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     const BPF_JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
     const BPF_JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+    const BPF_AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
     const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
     const OFFSET_NR: u32 = 0;
     const OFFSET_ARCH: u32 = 4;
+    /// The low 32 bits of the first and second arguments (little-endian).
+    const OFFSET_ARG0: u32 = 16;
+    const OFFSET_ARG1: u32 = 24;
     const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
     const EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
     const ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+    /// The socket type without its `SOCK_NONBLOCK` / `SOCK_CLOEXEC` flags.
+    const SOCK_TYPE_MASK: u32 = 0xf;
 
     #[cfg(target_arch = "x86_64")]
     const ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
@@ -535,24 +552,58 @@ mod seccomp {
         sock_filter { code, jt, jf, k }
     }
 
-    static FILTER: [sock_filter; 9] = [
-        stmt(BPF_LD_W_ABS, OFFSET_ARCH),
-        // Another architecture's system calls (e.g. 32-bit `int 0x80`) have other numbers.
-        jump(BPF_JEQ_K, ARCH, 1, 0),
-        stmt(BPF_RET_K, ENOSYS),
-        stmt(BPF_LD_W_ABS, OFFSET_NR),
-        jump(BPF_JGE_K, X32_BIT, 3, 0),
-        jump(BPF_JEQ_K, libc::SYS_setsid as u32, 2, 0),
-        jump(BPF_JEQ_K, libc::SYS_setpgid as u32, 1, 0),
-        stmt(BPF_RET_K, ALLOW),
-        stmt(BPF_RET_K, EPERM),
-    ];
+    /// The filter; `network` lets `AF_INET` and `AF_INET6` sockets be made (Landlock still
+    /// rules TCP's ports). Jumps count the instructions skipped: ALLOW is at 18, EPERM at 19.
+    const fn filter(network: bool) -> [sock_filter; 20] {
+        // From 12 and 13: to ALLOW with a network grant, else to EPERM.
+        let (inet, inet6) = if network { (5, 4) } else { (6, 5) };
+        [
+            /* 0 */ stmt(BPF_LD_W_ABS, OFFSET_ARCH),
+            // Another architecture's system calls (e.g. 32-bit `int 0x80`) have other numbers.
+            /* 1 */
+            jump(BPF_JEQ_K, ARCH, 1, 0),
+            /* 2 */ stmt(BPF_RET_K, ENOSYS),
+            /* 3 */ stmt(BPF_LD_W_ABS, OFFSET_NR),
+            /* 4 */ jump(BPF_JGE_K, X32_BIT, 14, 0),
+            /* 5 */ jump(BPF_JEQ_K, libc::SYS_setsid as u32, 13, 0),
+            /* 6 */ jump(BPF_JEQ_K, libc::SYS_setpgid as u32, 12, 0),
+            // io_uring makes and connects sockets without the system calls below.
+            /* 7 */
+            jump(BPF_JEQ_K, libc::SYS_io_uring_setup as u32, 11, 0),
+            /* 8 */ jump(BPF_JEQ_K, libc::SYS_socket as u32, 1, 0),
+            /* 9 */ jump(BPF_JEQ_K, libc::SYS_socketpair as u32, 5, 8),
+            // socket(): netlink (local, used by name resolution), and IP with a network grant.
+            // Every other family, AF_UNIX included, is refused.
+            /* 10 */
+            stmt(BPF_LD_W_ABS, OFFSET_ARG0),
+            /* 11 */ jump(BPF_JEQ_K, libc::AF_NETLINK as u32, 6, 0),
+            /* 12 */ jump(BPF_JEQ_K, libc::AF_INET as u32, inet, 0),
+            /* 13 */ jump(BPF_JEQ_K, libc::AF_INET6 as u32, inet6, 0),
+            /* 14 */ stmt(BPF_RET_K, EPERM),
+            // socketpair(): connected pairs, except datagrams, which `sendto` can still aim at
+            // any UNIX socket path.
+            /* 15 */
+            stmt(BPF_LD_W_ABS, OFFSET_ARG1),
+            /* 16 */ stmt(BPF_AND_K, SOCK_TYPE_MASK),
+            /* 17 */ jump(BPF_JEQ_K, libc::SOCK_DGRAM as u32, 1, 0),
+            /* 18 */ stmt(BPF_RET_K, ALLOW),
+            /* 19 */ stmt(BPF_RET_K, EPERM),
+        ]
+    }
+
+    static WITH_NETWORK: [sock_filter; 20] = filter(true);
+    static WITHOUT_NETWORK: [sock_filter; 20] = filter(false);
 
     /// Install the filter on the calling thread (requires `no_new_privs`).
-    pub fn keep_in_group() -> std::io::Result<()> {
+    pub fn install(network: bool) -> std::io::Result<()> {
+        let filter = if network {
+            &WITH_NETWORK
+        } else {
+            &WITHOUT_NETWORK
+        };
         let prog = sock_fprog {
-            len: FILTER.len() as u16,
-            filter: FILTER.as_ptr().cast_mut(),
+            len: filter.len() as u16,
+            filter: filter.as_ptr().cast_mut(),
         };
         // SAFETY: `prog` points at a static, valid BPF program for the duration of the call.
         let rc = unsafe {
