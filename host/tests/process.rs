@@ -937,3 +937,41 @@ async fn a_unix_socket_outside_the_workspace_is_unreachable() {
         assert!(!datagram_arrived(&dgram), "a datagram got through");
     }
 }
+
+#[tokio::test]
+async fn a_root_hosts_capabilities_never_reach_a_process() {
+    // A host running as root passed all of root's capabilities on: raw sockets and real-time
+    // scheduling (a busy loop at SCHED_FIFO starves the host), which Landlock does not rule. On
+    // a host without capabilities this holds trivially.
+    let env = env();
+    let config = config(
+        &env,
+        &ProcessGrant {
+            network: true,
+            ..sh_grant()
+        },
+    );
+    let (ok, output) = attempt(&config, "chrt -f 1 true").await;
+    assert!(!ok, "real-time scheduling: {output}");
+    let (ok, output) = attempt(
+        &config,
+        "perl -e 'socket(S, 2, 3, 1) or die \"refused: $!\"'",
+    )
+    .await;
+    assert!(!ok, "a raw socket: {output}");
+    // Unconfined by the policy's choice, /proc/self/status shows every set empty.
+    let mut host = env.host.clone();
+    host.support = Support::Unavailable(0);
+    host.allow_unconfined = true;
+    let unconfined = ProcessConfig::resolve(&sh_grant(), &host).expect("resolves");
+    let out = unconfined
+        .run(sh("grep -E '^Cap(Inh|Prm|Eff|Amb):' /proc/self/status"))
+        .await
+        .expect("runs");
+    let sets = text(&out.stdout.bytes);
+    assert_eq!(sets.lines().count(), 4, "{sets}");
+    assert!(
+        sets.lines().all(|l| l.ends_with("0000000000000000")),
+        "{sets}"
+    );
+}

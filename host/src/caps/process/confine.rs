@@ -1,5 +1,5 @@
 //! Confinement applied in the child before `exec`: its own process group, resource limits,
-//! `no_new_privs`, a seccomp filter that keeps it in that group and off the sockets Landlock does
+//! `no_new_privs`, no capability, a seccomp filter that keeps it in that group and off the sockets Landlock does
 //! not rule, and a Landlock domain (filesystem, TCP and scope rules) built in the parent for each
 //! call.
 //!
@@ -469,8 +469,8 @@ struct PathBeneathAttr {
 }
 
 impl InChild<'_> {
-    /// Apply it to the calling process: its own group, the limits, `no_new_privs`, the seccomp
-    /// filter, then the Landlock domain. Only system calls, no allocation: this runs in the
+    /// Apply it to the calling process: its own group, the limits, `no_new_privs`, no
+    /// capability, the seccomp filter, then the Landlock domain. Only system calls, no allocation: this runs in the
     /// child, which shares the parent's memory until it execs.
     pub fn apply(&self) -> Result<(), (Step, std::io::Error)> {
         use rustix::process::{Resource, Rlimit, setrlimit};
@@ -493,6 +493,7 @@ impl InChild<'_> {
         set(Resource::Nproc, limits.processes)?;
         set(Resource::Nofile, limits.open_files)?;
         rustix::thread::set_no_new_privs(true).map_err(|e| (Step::NoNewPrivs, e.into()))?;
+        drop_capabilities().map_err(|e| (Step::Capabilities, e))?;
         seccomp::install(self.network).map_err(|e| (Step::Seccomp, e))?;
         if let Some(fd) = self.ruleset {
             // SAFETY: `fd` is the ruleset descriptor borrowed from the `Confinement`, open for
@@ -505,6 +506,49 @@ impl InChild<'_> {
         }
         Ok(())
     }
+}
+
+/// The kernel's `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// The kernel's `struct __user_cap_data_struct`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets, as two `CapData`.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Empty the calling thread's effective, permitted, inheritable (and so ambient) capabilities.
+/// A host running as root would otherwise hand every program all of root's capabilities, which
+/// Landlock does not rule: raw sockets, real-time scheduling that starves the host, network
+/// and clock administration, rebooting. With `no_new_privs` set, `execve` cannot give any back,
+/// even to root.
+fn drop_capabilities() -> std::io::Result<()> {
+    let header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let none = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: `header` and `none` are the kernel's capset structures (version 3: two data
+    // entries), read during the call only; pid 0 is the calling thread.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, none.as_ptr()) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// A seccomp filter that keeps a confined process in the process group the host kills at the

@@ -49,6 +49,8 @@ pub enum Step {
     Limits,
     /// Setting `no_new_privs`.
     NoNewPrivs,
+    /// Dropping every capability.
+    Capabilities,
     /// Installing the seccomp filter.
     Seccomp,
     /// Entering the Landlock domain.
@@ -60,13 +62,14 @@ pub enum Step {
 }
 
 impl Step {
-    const ALL: [Self; 10] = [
+    const ALL: [Self; 11] = [
         Self::Signals,
         Self::Stdio,
         Self::Cwd,
         Self::Group,
         Self::Limits,
         Self::NoNewPrivs,
+        Self::Capabilities,
         Self::Seccomp,
         Self::Landlock,
         Self::CloseFds,
@@ -81,6 +84,7 @@ impl Step {
             Self::Group => "cannot give it a process group of its own",
             Self::Limits => "cannot set its resource limits",
             Self::NoNewPrivs => "cannot set no_new_privs",
+            Self::Capabilities => "cannot drop its capabilities",
             Self::Seccomp => "cannot install the seccomp filter",
             Self::Landlock => "cannot enter the Landlock domain",
             Self::CloseFds => "cannot close the host's descriptors",
