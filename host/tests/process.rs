@@ -975,3 +975,32 @@ async fn a_root_hosts_capabilities_never_reach_a_process() {
         "{sets}"
     );
 }
+
+#[tokio::test]
+async fn a_workspace_holding_the_temporary_directory_refuses_processes() {
+    // Scratches are made in the temporary directory: with it inside the workspace (say
+    // `--workspace /tmp`), one call's processes read and seed another call's scratch, the spare
+    // prepared for the next call included.
+    let temp = std::env::temp_dir().canonicalize().expect("temp dir");
+    let data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("data dir");
+    let host = ProcessHost::new(temp.clone(), data.path().to_owned());
+    let config = ProcessConfig::resolve(&sh_grant(), &host).expect("the grant still loads");
+    let other = match config.scratch() {
+        Ok(other) => other,
+        Err(RunError::Unconfined(why)) => {
+            assert!(why.contains("temporary directory"), "{why}");
+            return;
+        }
+        Err(e) => panic!("unexpected: {e}"),
+    };
+    std::fs::write(other.path().join("token"), "another call's secret").expect("write");
+    let mine = config.scratch().expect("scratch");
+    let out = config
+        .run_in(&mine, sh(&format!("cat {}/token", other.path().display())))
+        .await
+        .expect("runs");
+    panic!(
+        "processes ran with the scratches inside the workspace and read another call's: {}",
+        text(&out.stdout.bytes)
+    );
+}

@@ -451,7 +451,8 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Refuse a workspace that contains the data directory or the user's home (and so `/`).
+/// Refuse a workspace that contains the data directory, the user's home (and so `/`) or the
+/// temporary directory where scratches are made.
 fn check_workspace(workspace: &Path, data_dir: &Path) -> Result<(), ProcessGrantError> {
     let too_wide = |what, path: &Path| ProcessGrantError::WorkspaceTooWide {
         workspace: workspace.to_owned(),
@@ -468,6 +469,16 @@ fn check_workspace(workspace: &Path, data_dir: &Path) -> Result<(), ProcessGrant
         && home.starts_with(workspace)
     {
         return Err(too_wide("the home directory", &home));
+    }
+    // Every call's private scratch (and the spare made for the next call) is made there: inside
+    // the workspace, any call's processes would read and seed the others'.
+    let temp = std::env::temp_dir();
+    let temp = temp.canonicalize().unwrap_or(temp);
+    if temp.starts_with(workspace) {
+        return Err(too_wide(
+            "the temporary directory (TMPDIR) that holds each call's private scratch",
+            &temp,
+        ));
     }
     Ok(())
 }
