@@ -40,6 +40,15 @@ impl Setup {
     /// The fs component granted `files`, after `prepare` has shaped the workspace (grants are
     /// resolved at load, so granted sub-paths must exist by then).
     async fn granting(files: Option<&str>, prepare: impl FnOnce(&Path)) -> Self {
+        Self::granting_under(files, roomy(), prepare).await
+    }
+
+    /// As [`Setup::granting`], under `limits`.
+    async fn granting_under(
+        files: Option<&str>,
+        limits: Limits,
+        prepare: impl FnOnce(&Path),
+    ) -> Self {
         let root = tempfile::tempdir().expect("tempdir");
         let ws = root.path().join("workspace");
         let outside = root.path().join("workspace-evil");
@@ -55,7 +64,7 @@ impl Setup {
         let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
         let services = services(&root.path().join("data"), &ws);
         // The tools themselves are under test here, not the policy's approval rules.
-        let mut policy = policy(roomy());
+        let mut policy = policy(limits);
         policy.approval.clear();
         let mut host = Host::new(runtime, policy, services);
         host.load_path(&wasm).await.expect("load fs");
@@ -721,4 +730,42 @@ async fn a_fifo_without_a_writer_holds_up_only_its_own_call() {
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     // A FIFO has no offsets: wasmtime-wasi's positioned read of it fails, as before.
     assert!(ended.result.is_err(), "{:?}", ended.result.map(|o| o.text));
+}
+
+#[tokio::test]
+async fn a_granted_sub_directory_swapped_for_a_link_out_reaches_nothing_outside() {
+    // The grant `ctx` is resolved inside the workspace when the component loads; each call
+    // opens it again. Between calls, anything that writes in the workspace (another tool
+    // granted the root, which `symlink-at` lets make a relative link; a shell command) can put
+    // a link `ctx -> ..` where the directory was: the next call must not get the parent.
+    let s = Setup::granting(Some(r#"{ path = "ctx", access = "read-write" }"#), |ws| {
+        std::fs::create_dir_all(ws.join("ctx")).expect("ctx");
+        std::fs::write(ws.join("ctx/a.txt"), "inside\n").expect("a");
+    })
+    .await;
+    let out = s.ok("read_file", json!({"path": "ctx/a.txt"})).await;
+    assert_eq!(out["content"], "inside\n");
+    let ws = s.ws();
+    std::fs::rename(ws.join("ctx"), ws.join("ctx-moved")).expect("move ctx away");
+    std::os::unix::fs::symlink("..", ws.join("ctx")).expect("ctx -> ..");
+    let e = s
+        .err(
+            "read_file",
+            json!({"path": "ctx/workspace-evil/secret.txt"}),
+        )
+        .await;
+    assert!(!e.to_string().contains("SECRET"), "{e}");
+    let e = s
+        .err(
+            "write_file",
+            json!({"path": "ctx/workspace-evil/pwned.txt", "content": "pwned"}),
+        )
+        .await;
+    assert!(!e.to_string().contains("SECRET"), "{e}");
+    s.outside_untouched();
+    // A directory put back where the grant names it is reached again.
+    std::fs::remove_file(ws.join("ctx")).expect("remove the link");
+    std::fs::rename(ws.join("ctx-moved"), ws.join("ctx")).expect("put ctx back");
+    let out = s.ok("read_file", json!({"path": "ctx/a.txt"})).await;
+    assert_eq!(out["content"], "inside\n");
 }
