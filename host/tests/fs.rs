@@ -40,6 +40,15 @@ impl Setup {
     /// The fs component granted `files`, after `prepare` has shaped the workspace (grants are
     /// resolved at load, so granted sub-paths must exist by then).
     async fn granting(files: Option<&str>, prepare: impl FnOnce(&Path)) -> Self {
+        Self::granting_under(files, roomy(), prepare).await
+    }
+
+    /// As [`Setup::granting`], under `limits`.
+    async fn granting_under(
+        files: Option<&str>,
+        limits: Limits,
+        prepare: impl FnOnce(&Path),
+    ) -> Self {
         let root = tempfile::tempdir().expect("tempdir");
         let ws = root.path().join("workspace");
         let outside = root.path().join("workspace-evil");
@@ -55,7 +64,7 @@ impl Setup {
         let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
         let services = services(&root.path().join("data"), &ws);
         // The tools themselves are under test here, not the policy's approval rules.
-        let mut policy = policy(roomy());
+        let mut policy = policy(limits);
         policy.approval.clear();
         let mut host = Host::new(runtime, policy, services);
         host.load_path(&wasm).await.expect("load fs");
@@ -646,10 +655,11 @@ async fn read_file_checks_utf8_in_its_escaping_pass_wherever_ascii_ends() {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn a_fifo_without_a_writer_holds_up_only_its_own_call() {
+async fn a_fifo_without_a_writer_is_refused_without_waiting() {
     // Opens and stats the kernel can do from its caches run on the calling thread; a FIFO's
-    // open waits for a writer, so it must still go to the blocking pool: on this one-thread
-    // runtime (as in stdio serving) an open waiting here would stop every other call.
+    // open waits for a writer, so it must not run there: on this one-thread runtime (as in
+    // stdio serving) an open waiting here would stop every other call. On the pool it is made
+    // with `O_NONBLOCK` and refused, so no pool thread waits for a writer either.
     let s = Setup::granting(None, |ws| {
         rustix::fs::mkfifoat(
             rustix::fs::CWD,
@@ -671,54 +681,124 @@ async fn a_fifo_without_a_writer_holds_up_only_its_own_call() {
             std::process::abort();
         }
     });
-    let pipe = json!({"path": "pipe"}).to_string();
-    let stuck = s.host.call("read_file", &pipe);
-    tokio::pin!(stuck);
-    let other = async {
-        // Time for the FIFO's call to reach its open.
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        // A listing stats every entry, the FIFO too, on this thread: a `stat` opens nothing.
-        let listed = s.ok("list_dir", json!({})).await;
+    let started = std::time::Instant::now();
+    for (tool, args) in [
+        ("read_file", json!({"path": "pipe"})),
+        ("write_file", json!({"path": "pipe", "content": "x"})),
         (
-            s.ok("read_file", json!({"path": "small.txt"})).await,
-            listed,
-        )
-    };
-    let read = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        tokio::select! {
-            read = other => read,
-            _ = &mut stuck => panic!("the FIFO's read ended before any writer came"),
-        }
-    })
-    .await
-    .expect("a listing and a file's read finished while the FIFO's waited for a writer");
-    let (read, listed) = read;
-    assert_eq!(read["content"], "small\n");
+            "apply_patch",
+            json!({"path": "pipe", "old_string": "a", "new_string": "b"}),
+        ),
+        ("grep", json!({"pattern": "x", "path": "pipe"})),
+    ] {
+        let e = s.err(tool, args.clone()).await;
+        assert!(!matches!(e, ToolError::Timeout(_)), "{tool} {args}: {e}");
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the FIFO was waited for"
+    );
+    // A listing stats every entry, the FIFO too, on this thread: a `stat` opens nothing.
+    let listed = s.ok("list_dir", json!({})).await;
     assert!(
         listed["entries"].as_array().is_some_and(|e| e
             .iter()
             .any(|e| e["path"] == "pipe" && e["type"] == "other")),
         "{listed}"
     );
-    let path = s.ws().join("pipe");
-    let writer = std::thread::spawn(move || {
-        use std::io::Write;
-        let mut pipe = std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .expect("open the FIFO for writing");
-        // The reader's positioned read fails (a FIFO has no offsets) and it may close its end
-        // before this write: a broken pipe then is the race, not a failure.
-        match pipe.write_all(b"piped\n") {
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("write: {e}"),
-            _ => {}
-        }
-    });
-    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), stuck)
-        .await
-        .expect("the FIFO's call ended once a writer came");
-    writer.join().expect("writer");
+    let read = s.ok("read_file", json!({"path": "small.txt"})).await;
+    assert_eq!(read["content"], "small\n");
     done.store(true, std::sync::atomic::Ordering::SeqCst);
-    // A FIFO has no offsets: wasmtime-wasi's positioned read of it fails, as before.
-    assert!(ended.result.is_err(), "{:?}", ended.result.map(|o| o.text));
+}
+
+#[tokio::test]
+async fn a_granted_sub_directory_swapped_for_a_link_out_reaches_nothing_outside() {
+    // The grant `ctx` is resolved inside the workspace when the component loads; each call
+    // opens it again. Between calls, anything that writes in the workspace (another tool
+    // granted the root, which `symlink-at` lets make a relative link; a shell command) can put
+    // a link `ctx -> ..` where the directory was: the next call must not get the parent.
+    let s = Setup::granting(Some(r#"{ path = "ctx", access = "read-write" }"#), |ws| {
+        std::fs::create_dir_all(ws.join("ctx")).expect("ctx");
+        std::fs::write(ws.join("ctx/a.txt"), "inside\n").expect("a");
+    })
+    .await;
+    let out = s.ok("read_file", json!({"path": "ctx/a.txt"})).await;
+    assert_eq!(out["content"], "inside\n");
+    let ws = s.ws();
+    std::fs::rename(ws.join("ctx"), ws.join("ctx-moved")).expect("move ctx away");
+    std::os::unix::fs::symlink("..", ws.join("ctx")).expect("ctx -> ..");
+    let e = s
+        .err(
+            "read_file",
+            json!({"path": "ctx/workspace-evil/secret.txt"}),
+        )
+        .await;
+    assert!(!e.to_string().contains("SECRET"), "{e}");
+    let e = s
+        .err(
+            "write_file",
+            json!({"path": "ctx/workspace-evil/pwned.txt", "content": "pwned"}),
+        )
+        .await;
+    assert!(!e.to_string().contains("SECRET"), "{e}");
+    s.outside_untouched();
+    // A directory put back where the grant names it is reached again.
+    std::fs::remove_file(ws.join("ctx")).expect("remove the link");
+    std::fs::rename(ws.join("ctx-moved"), ws.join("ctx")).expect("put ctx back");
+    let out = s.ok("read_file", json!({"path": "ctx/a.txt"})).await;
+    assert_eq!(out["content"], "inside\n");
+}
+
+#[test]
+fn a_fifo_left_without_a_writer_holds_no_pool_thread_past_its_call() {
+    // An open that may wait runs on the blocking pool, where a thread waiting in `open` cannot
+    // be stopped: a FIFO's open (for reading or for writing) waits for its other end, past the
+    // call's deadline, for good. Two such calls on a pool of two threads left none for any
+    // other file operation of the server, and every later write timed out.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // A panic here is reported, not hidden behind a runtime drop waiting for stuck threads.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async {
+            let limits = Limits {
+                timeout_ms: 2_000,
+                ..roomy()
+            };
+            let s = Setup::granting_under(None, limits, |ws| {
+                rustix::fs::mkfifoat(
+                    rustix::fs::CWD,
+                    ws.join("pipe"),
+                    rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+                )
+                .expect("fifo");
+            })
+            .await;
+            let read = s.err("read_file", json!({"path": "pipe"})).await;
+            assert!(!matches!(read, ToolError::Timeout(_)), "{read}");
+            let written = s
+                .err("write_file", json!({"path": "pipe", "content": "x"}))
+                .await;
+            assert!(!matches!(written, ToolError::Timeout(_)), "{written}");
+            // Writes go to the pool: they find a thread.
+            let out = s
+                .ok(
+                    "write_file",
+                    json!({"path": "after.txt", "content": "after"}),
+                )
+                .await;
+            assert_eq!(out["bytes"], 5);
+            assert_eq!(
+                std::fs::read_to_string(s.ws().join("after.txt")).expect("after"),
+                "after"
+            );
+        })
+    }));
+    runtime.shutdown_background();
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
 }

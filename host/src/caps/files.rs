@@ -1,8 +1,13 @@
 //! Files: the operator's workspace through `wasi:filesystem` preopens (wasmtime-wasi over
 //! cap-std). A component reaches exactly the granted paths, read-only or read-write; cap-std
 //! refuses `..` and symlinks that lead outside a preopen, so nothing beyond it is reachable.
+//! A granted sub-directory is opened again for every call beneath the workspace root, never by
+//! its path alone: a link put in its place since the grant was checked leads nowhere.
 
-use std::path::PathBuf;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
 
 use chitin_registry::manifest::{FileAccess, FilesGrant};
 use wasmtime::component::Linker;
@@ -27,6 +32,10 @@ pub struct FilesConfig {
 pub struct Preopen {
     /// The canonical host directory.
     pub host: PathBuf,
+    /// The canonical workspace root it was found in.
+    pub root: PathBuf,
+    /// Its path under `root` (empty for the root itself).
+    pub within: PathBuf,
     /// Its path inside the component (`/workspace` or `/workspace/<sub>`).
     pub guest: String,
     /// Read-only or read-write.
@@ -109,8 +118,11 @@ pub fn configure(
         } else {
             format!("{GUEST_ROOT}/{}", relative.to_string_lossy())
         };
+        let within = relative.to_owned();
         preopens.push(Preopen {
             host,
+            root: root.to_owned(),
+            within,
             guest,
             access: path_grant.access,
         });
@@ -125,11 +137,44 @@ pub fn apply(config: &FilesConfig, builder: &mut WasiCtxBuilder) -> Result<(), s
             FileAccess::ReadOnly => FsPerms::ReadOnly,
             FileAccess::ReadWrite => FsPerms::ReadWrite,
         };
+        if p.within.as_os_str().is_empty() {
+            // The workspace root: nothing a tool reaches can replace it.
+            builder
+                .preopened_dir(&p.host, &p.guest, perms)
+                .map_err(|e| std::io::Error::other(format!("{}: {e:#}", p.guest)))?;
+            continue;
+        }
+        // Anything that writes in the workspace can replace a sub-directory with a link (even
+        // a relative `..`) after the grant was checked, so its path is followed only beneath
+        // the root, and wasmtime-wasi opens the very directory found (through its descriptor).
+        let dir = open_beneath(&p.root, &p.within).map_err(|cause| {
+            std::io::Error::other(FilesError {
+                path: p.within.display().to_string(),
+                reason: format!(
+                    "cannot open it inside the workspace ({cause}); if a link now stands where                      the directory was, put the directory back"
+                ),
+            })
+        })?;
+        let by_descriptor = format!("/proc/self/fd/{}", dir.as_raw_fd());
         builder
-            .preopened_dir(&p.host, &p.guest, perms)
-            .map_err(|e| std::io::Error::other(format!("{}: {e:#}", p.host.display())))?;
+            .preopened_dir(&by_descriptor, &p.guest, perms)
+            .map_err(|e| std::io::Error::other(format!("{}: {e:#}", p.guest)))?;
     }
     Ok(())
+}
+
+/// The directory `within` names under `root`, as an `O_PATH` handle, when resolving it never
+/// leaves `root` (no `..` above it, no absolute or `/proc` link).
+fn open_beneath(root: &Path, within: &Path) -> rustix::io::Result<OwnedFd> {
+    let how = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let root = rustix::fs::open(root, how, Mode::empty())?;
+    rustix::fs::openat2(
+        &root,
+        within,
+        how,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    )
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@
 //! An open cannot simply run on the calling thread: opening a FIFO waits for a writer, a file
 //! with a lease waits for its holder (up to `lease-break-time`), a path the dentry cache does not
 //! hold waits for the disk, and a network filesystem waits for its server. So only an open
-//! that can wait for none of these runs here; anything else goes to wasmtime-wasi's own open on
-//! the pool, so errors, and every open that writes or creates, are exactly as before.
+//! that can wait for none of these runs here; anything else goes to the pool (`without_waiting`):
+//! wasmtime-wasi's open with `O_NONBLOCK`, so a FIFO is refused there rather than waited for.
 //!
 //! The open here is a read-only one (no open flag but `directory`, no descriptor flag but
 //! `read`) and goes in three steps:
@@ -29,9 +29,11 @@ use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use wasmtime::component::{Linker, Resource, ResourceTable};
 use wasmtime_wasi::OpenMode;
 use wasmtime_wasi::filesystem::{Descriptor, Dir, File, WasiFilesystemView};
+use wasmtime_wasi::p2::FsError;
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     DescriptorFlags, ErrorCode, Host, HostDescriptor, OpenFlags, PathFlags,
 };
+use wasmtime_wasi::runtime::spawn_blocking;
 
 use super::FILESYSTEM_TYPES;
 
@@ -64,6 +66,22 @@ pub fn add_to_linker<T: WasiFilesystemView + 'static>(l: &mut Linker<T>) -> wasm
                         let pushed: Result<Resource<Descriptor>, ErrorCode> =
                             Ok(view.table.push(opened)?);
                         return Ok((pushed,));
+                    }
+                    let pooled = match dir_of(view.table, &fd) {
+                        Some(dir) => without_waiting(dir, path_flags, &path, oflags, flags).await,
+                        None => None,
+                    };
+                    match pooled {
+                        Some(Ok(opened)) => {
+                            let pushed: Result<Resource<Descriptor>, ErrorCode> =
+                                Ok(view.table.push(opened)?);
+                            return Ok((pushed,));
+                        }
+                        Some(Err(Refused::Code(code))) => return Ok((Err(code),)),
+                        Some(Err(Refused::Io(e))) => {
+                            return Ok((Err(view.convert_error_code(FsError::from(e))?),));
+                        }
+                        None => {}
                     }
                     let opened = match HostDescriptor::open_at(
                         &mut view, fd, path_flags, path, oflags, flags,
@@ -121,6 +139,129 @@ fn from_cache(
     } else {
         Descriptor::File(File::new(file, dir.perms, OpenMode::READ, false))
     })
+}
+
+/// Where an open that may wait goes: wasmtime-wasi's open (the same `openat2` containment,
+/// flags, and the permission checks before it, which wasmtime-wasi makes when this gives the
+/// open back) on the pool, with `O_NONBLOCK`. Opening a FIFO waits for its other end, and a
+/// pool thread waiting there cannot be stopped: it outlived the call's deadline, and enough of
+/// them stalled every file operation of the server. So a FIFO, socket or device is refused; a
+/// regular file or directory is handed on with the flag cleared. `None` gives the open back to
+/// wasmtime-wasi: an open it refuses before opening anything, or a kernel without `openat2`.
+async fn without_waiting(
+    dir: &Dir,
+    path_flags: PathFlags,
+    path: &str,
+    oflags: OpenFlags,
+    flags: DescriptorFlags,
+) -> Option<Result<Descriptor, Refused>> {
+    let syncs = DescriptorFlags::FILE_INTEGRITY_SYNC
+        | DescriptorFlags::DATA_INTEGRITY_SYNC
+        | DescriptorFlags::REQUESTED_WRITE_SYNC;
+    let writes = oflags.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE)
+        || flags.contains(DescriptorFlags::WRITE);
+    if flags.intersects(syncs)
+        || (oflags.contains(OpenFlags::DIRECTORY)
+            && oflags.intersects(OpenFlags::CREATE | OpenFlags::EXCLUSIVE | OpenFlags::TRUNCATE))
+        || (writes && dir.perms.write_not_permitted())
+    {
+        return None;
+    }
+    // wasmtime-wasi's modes: written when created, truncated or asked to; read when asked to
+    // or when not written.
+    let reads = flags.contains(DescriptorFlags::READ) || !flags.contains(DescriptorFlags::WRITE);
+    let (mut how, open_mode) = match (reads, writes) {
+        (true, true) => (OFlags::RDWR, OpenMode::READ | OpenMode::WRITE),
+        (false, true) => (OFlags::WRONLY, OpenMode::WRITE),
+        _ => (OFlags::RDONLY, OpenMode::READ),
+    };
+    how |= OFlags::CLOEXEC | OFlags::NONBLOCK;
+    if oflags.contains(OpenFlags::CREATE) {
+        how |= OFlags::CREATE;
+        if oflags.contains(OpenFlags::EXCLUSIVE) {
+            how |= OFlags::EXCL;
+        }
+    }
+    if oflags.contains(OpenFlags::TRUNCATE) {
+        how |= OFlags::TRUNC;
+    }
+    if !path_flags.contains(PathFlags::SYMLINK_FOLLOW) {
+        how |= OFlags::NOFOLLOW;
+    }
+    let (start, path) = (dir.dir.clone(), path.to_owned());
+    let opened = spawn_blocking(move || open_beneath(&start, &path, how)).await?;
+    let (file, kind) = match opened {
+        Ok(opened) => opened,
+        Err(e) => return Some(Err(Refused::Io(e))),
+    };
+    Some(match kind {
+        FileType::Directory => Ok(Descriptor::Dir(Dir::new(file, dir.perms, open_mode, false))),
+        _ if oflags.contains(OpenFlags::DIRECTORY) => Err(Refused::Code(ErrorCode::NotDirectory)),
+        FileType::RegularFile => Ok(Descriptor::File(File::new(
+            file, dir.perms, open_mode, false,
+        ))),
+        _ => Err(Refused::Code(ErrorCode::Unsupported)),
+    })
+}
+
+/// Why [`without_waiting`] refused an open.
+enum Refused {
+    /// The kernel's error, converted as wasmtime-wasi converts it.
+    Io(std::io::Error),
+    /// Not a regular file or directory, or not the directory asked for.
+    Code(ErrorCode),
+}
+
+/// `path` under `start` opened with `how` (which holds `O_NONBLOCK`) as wasmtime-wasi opens it
+/// (`RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`, again after a rename raced it), and what it
+/// is; for a regular file or directory `O_NONBLOCK` is cleared again. `None` when `openat2` is
+/// missing or refused by a seccomp filter (`ENOSYS`, `EPERM`), where wasmtime-wasi falls back
+/// to resolving the path itself.
+fn open_beneath(
+    start: &std::fs::File,
+    path: &str,
+    how: OFlags,
+) -> Option<std::io::Result<(std::fs::File, FileType)>> {
+    // `openat2` refuses a mode without `O_CREAT` (`EINVAL`).
+    let mode = if how.contains(OFlags::CREATE) {
+        Mode::from_bits_truncate(0o666)
+    } else {
+        Mode::empty()
+    };
+    let mut tries = 0;
+    let opened = loop {
+        match rustix::fs::openat2(
+            start,
+            path,
+            how,
+            mode,
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(opened) => break opened,
+            Err(rustix::io::Errno::AGAIN) if tries < 3 => tries += 1,
+            Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => return None,
+            // wasmtime-wasi's error for a path that leads out.
+            Err(rustix::io::Errno::XDEV) => {
+                return Some(Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "a path led outside of the filesystem",
+                )));
+            }
+            Err(e) => return Some(Err(e.into())),
+        }
+    };
+    let kind = match rustix::fs::fstat(&opened) {
+        Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+        Err(e) => return Some(Err(e.into())),
+    };
+    if matches!(kind, FileType::RegularFile | FileType::Directory) {
+        let cleared = rustix::fs::fcntl_getfl(&opened)
+            .and_then(|status| rustix::fs::fcntl_setfl(&opened, status - OFlags::NONBLOCK));
+        if let Err(e) = cleared {
+            return Some(Err(e.into()));
+        }
+    }
+    Some(Ok((std::fs::File::from(opened), kind)))
 }
 
 /// The regular file or directory `path` names under `dir`, opened read-only, and whether it
