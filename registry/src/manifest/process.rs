@@ -19,7 +19,8 @@ pub struct ProcessGrant {
     /// `HOME`, `TMPDIR` or `SHELL`, which the host sets).
     #[serde(default)]
     pub env: Vec<String>,
-    /// Whether the programs may use TCP (connect and bind); without it the host refuses both.
+    /// Whether the programs may make IP sockets (TCP, with connect and bind, and UDP); without
+    /// it the host refuses them.
     #[serde(default)]
     pub network: bool,
     /// Whether the programs may only read the workspace.

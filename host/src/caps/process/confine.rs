@@ -1,7 +1,7 @@
 //! Confinement applied in the child before `exec`: its own process group, resource limits,
-//! `no_new_privs`, no capability, a seccomp filter that keeps it in that group and off the sockets Landlock does
-//! not rule, and a Landlock domain (filesystem, TCP and scope rules) built in the parent for each
-//! call.
+//! `no_new_privs`, no capability, a seccomp filter that keeps it in that group and off the
+//! sockets Landlock does not rule, and a Landlock domain (filesystem, TCP and scope rules) built
+//! in the parent for each call.
 //!
 //! Everything that allocates or opens paths happens in the parent ([`Confinement::landlock`]);
 //! what runs in the child ([`InChild::apply`]) only makes system calls, since the child shares
@@ -470,8 +470,8 @@ struct PathBeneathAttr {
 
 impl InChild<'_> {
     /// Apply it to the calling process: its own group, the limits, `no_new_privs`, no
-    /// capability, the seccomp filter, then the Landlock domain. Only system calls, no allocation: this runs in the
-    /// child, which shares the parent's memory until it execs.
+    /// capability, the seccomp filter, then the Landlock domain. Only system calls, no
+    /// allocation: this runs in the child, which shares the parent's memory until it execs.
     pub fn apply(&self) -> Result<(), (Step, std::io::Error)> {
         use rustix::process::{Resource, Rlimit, setrlimit};
         // Its own process group, so the host can kill it and everything it starts at once.
