@@ -9,7 +9,9 @@
 //! out (log entries, progress messages, approval reasons) passes [`LeakScanner::redact`].
 //!
 //! Obfuscation is looked through: the text is also scanned with invisible Unicode characters
-//! removed and percent-escapes decoded, and every base64, base64url or hex run of at least 16
+//! removed and percent-escapes and JSON string escapes decoded (a tool's result is JSON, so a
+//! file's `password = "..."` or a token at the start of a line reaches the scan as
+//! `password = \"...\"` or `\ntoken`), and every base64, base64url or hex run of at least 16
 //! characters is decoded and scanned. Names, never values, appear in what is reported.
 //!
 //! Speed: every pattern begins with one of a few literal anchors (`AKIA`, `ghp_`, `-----BEGIN `,
@@ -278,8 +280,6 @@ struct Compiled {
     set: RegexSet,
     /// The patterns for unanchored iteration, with the set.
     regexes: Vec<Regex>,
-    /// Percent-escapes and invisible characters ([`OBFUSCATION`]).
-    obfuscation: Regex,
 }
 
 /// Makes a cache for [`Compiled::trial`].
@@ -400,7 +400,6 @@ static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
             .iter()
             .map(|s| Regex::new(s).expect("built-in leak pattern compiles"))
             .collect(),
-        obfuscation: Regex::new(OBFUSCATION).expect("obfuscation pattern compiles"),
     }
 });
 
@@ -467,9 +466,9 @@ impl Compiled {
     }
 
     /// The candidates of `view`, as [`LeakScanner::candidates`] would find them there (sorted),
-    /// from those of the original text. An anchor is ASCII without `%`, so none the original
-    /// holds takes in an edit's bytes: each is one the view holds too, unless it begins inside
-    /// an escape's hex digits. What the view holds besides are anchors that an edit changed,
+    /// from those of the original text. An anchor is ASCII without `%` or `\`, so none the
+    /// original holds takes in an edit's bytes: each is one the view holds too, unless it begins
+    /// inside an escape (its letter or hex digits). What the view holds besides are anchors that an edit changed,
     /// which begin at most the longest anchor's length before its end: only those bytes are
     /// searched again.
     fn view_candidates(&self, view: &View, original: &[(usize, usize)]) -> Vec<(usize, usize)> {
@@ -670,7 +669,14 @@ impl LeakScanner {
         let mut at = 0;
         for hit in merge(hits) {
             let name = self.name(hit.needle);
-            out.push_str(&text[at..hit.start]);
+            // A span that begins just after the backslash of an escape takes the backslash too,
+            // so that a JSON result stays JSON.
+            let escaping = text.as_bytes()[at..hit.start]
+                .iter()
+                .rev()
+                .take_while(|&&b| b == b'\\')
+                .count();
+            out.push_str(&text[at..hit.start - escaping % 2]);
             out.push_str("[REDACTED:");
             out.push_str(name);
             out.push(']');
@@ -706,7 +712,7 @@ impl LeakScanner {
         // The run search notes, in the same pass, whether the text holds a byte where an
         // obfuscation may begin; most text has none and needs no view.
         let leads = self.find_encoded(raw, &mut hits);
-        if leads && let Some(view) = normalize(text, &self.compiled.obfuscation) {
+        if leads && let Some(view) = normalize(text) {
             let mut found = Vec::new();
             if by_edits(&view) {
                 self.find_view_patterns(&view, candidates.as_deref(), &mut found);
@@ -886,43 +892,69 @@ impl LeakScanner {
     }
 
     /// Hits inside base64/base64url/hex runs of `bytes`, decoded: each is reported as the whole
-    /// run (a part of an encoding cannot be redacted meaningfully). Returns whether `bytes` hold
-    /// a `%` or a byte outside ASCII, where an obfuscation may begin.
+    /// run (a part of an encoding cannot be redacted meaningfully). A run that begins with the
+    /// letter of a JSON escape (`\n`, `\r`, `\t`, `\b`, `\f`: a line break or tab in a tool's
+    /// result) is also decoded without it, as the view holds it, so that the view's pass need
+    /// not search it again (see [`LeakScanner::find_view_encoded`]). Returns whether `bytes`
+    /// hold a `%`, a `\` or a byte outside ASCII, where an obfuscation or escape may begin.
     fn find_encoded(&self, bytes: &[u8], out: &mut Vec<Hit>) -> bool {
         let mut found = Vec::new();
         runs::encoded_runs(bytes, |run| {
-            let run_bytes = &bytes[run.clone()];
-            // With no secret values to look for, only a decoding that is text can hold a hit:
-            // most long runs are ruled out by their first bytes without decoding them whole.
-            if self.secrets.is_none() && !may_decode_to_text(run_bytes) {
-                return;
-            }
-            let Some(decoded) = decode_run(run_bytes) else {
-                return;
-            };
-            found.clear();
-            self.find_secrets(&decoded, &mut found);
-            // Decoded binary (an image, compressed data) is only searched for secret values:
-            // patterns are text, and running them over every identifier-like run that decodes
-            // to noise would cost time for nothing.
-            if looks_like_text(&decoded) {
-                self.find_patterns(&decoded, &mut found);
-            }
-            // One hit per needle kind in a run is enough to redact or refuse it.
-            if let Some(hit) = found.iter().min_by_key(|h| priority(h.needle)) {
-                out.push(Hit {
-                    start: run.start,
-                    end: run.end,
-                    needle: hit.needle,
-                });
+            self.find_in_run(bytes, run.clone(), &mut found, out);
+            if run.start > 0
+                && bytes[run.start - 1] == b'\\'
+                && is_escape_letter(bytes[run.start])
+                && run.len() > MIN_ENCODED_RUN
+            {
+                self.find_in_run(bytes, run.start + 1..run.end, &mut found, out);
             }
         })
+    }
+
+    /// The hit, if any, inside the encoded `run` of `bytes`, decoded (`found` is scratch space).
+    fn find_in_run(
+        &self,
+        bytes: &[u8],
+        run: std::ops::Range<usize>,
+        found: &mut Vec<Hit>,
+        out: &mut Vec<Hit>,
+    ) {
+        let run_bytes = &bytes[run.clone()];
+        // With no secret values to look for, only a decoding that is text can hold a hit: most
+        // long runs are ruled out by their first bytes without decoding them whole.
+        if self.secrets.is_none() && !may_decode_to_text(run_bytes) {
+            return;
+        }
+        let Some(decoded) = decode_run(run_bytes) else {
+            return;
+        };
+        found.clear();
+        self.find_secrets(&decoded, found);
+        // Decoded binary (an image, compressed data) is only searched for secret values:
+        // patterns are text, and running them over every identifier-like run that decodes to
+        // noise would cost time for nothing.
+        if looks_like_text(&decoded) {
+            self.find_patterns(&decoded, found);
+        }
+        // One hit per needle kind in a run is enough to redact or refuse it.
+        if let Some(hit) = found.iter().min_by_key(|h| priority(h.needle)) {
+            out.push(Hit {
+                start: run.start,
+                end: run.end,
+                needle: hit.needle,
+            });
+        }
     }
 
     /// Hits inside the encoded runs of `view` that an edit touches. Every other run of the view
     /// is, with the bytes on either side of it, one of the original's, whose hits are in already:
     /// only the stretches around the edits are searched, each widened to bytes no run or its
     /// padding can cross.
+    ///
+    /// A JSON escape of one letter decoded to a byte outside the runs' alphabet (`\n`, `\"`,
+    /// `\\`; not `\/`) needs no search: the runs before it end at its `\` in the original as at
+    /// its byte in the view, and the run after it is the original's, or the original's without
+    /// the escape's letter, which the original's pass decoded too.
     fn find_view_encoded(&self, view: &View, out: &mut Vec<Hit>) {
         let bytes = &view.bytes;
         let widen_left = |mut at: usize| {
@@ -938,7 +970,10 @@ impl LeakScanner {
             at
         };
         let mut stretches: Vec<std::ops::Range<usize>> = Vec::new();
-        for edit in &view.edits {
+        let one_letter = |edit: &&Edit| {
+            edit.original.len() == 2 && edit.len == 1 && !runs::in_run(bytes[edit.at])
+        };
+        for edit in view.edits.iter().filter(|e| !one_letter(e)) {
             // The edit's bytes, widened to the runs on either side (which a deleted character
             // joins, and a decoded one extends or ends).
             let (start, end) = (edit.at, edit.at + edit.len);
@@ -992,6 +1027,11 @@ fn merge(mut hits: Vec<Hit>) -> Vec<Hit> {
         }
     }
     out
+}
+
+/// Whether `b`, after a `\`, is a JSON escape that decodes to a control character.
+fn is_escape_letter(b: u8) -> bool {
+    matches!(b, b'n' | b'r' | b't' | b'b' | b'f')
 }
 
 /// How a run decodes.
@@ -1160,16 +1200,6 @@ fn begins_as_text(decoded: &[u8]) -> bool {
     }
 }
 
-/// Percent-escapes and the characters that render as nothing and so can split a credential
-/// unseen, as UTF-8 bytes: zero-width space, joiners and marks (U+200B–U+200F), the directional
-/// embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069), word joiner, invisible
-/// operators and deprecated format characters (U+2060–U+2064, U+206A–U+206F), the combining
-/// grapheme joiner (U+034F), the Arabic letter mark (U+061C), the Mongolian free variation
-/// selectors and vowel separator (U+180B–U+180F), the variation selectors (U+FE00–U+FE0F), the
-/// byte-order mark (U+FEFF), the soft hyphen (U+00AD), the Hangul fillers (U+115F, U+1160,
-/// U+3164, U+FFA0) and the tag characters (U+E0000–U+E007F).
-const OBFUSCATION: &str = r"(?-u)%[0-9A-Fa-f]{2}|\xE2\x80[\x8B-\x8F\xAA-\xAE]|\xE2\x81[\xA0-\xA4\xA6-\xAF]|\xCD\x8F|\xD8\x9C|\xE1\xA0[\x8B-\x8F]|\xE1\x85[\x9F\xA0]|\xE3\x85\xA4|\xEF\xB8[\x80-\x8F]|\xEF\xBB\xBF|\xEF\xBE\xA0|\xC2\xAD|\xF3\xA0[\x80\x81][\x80-\xBF]";
-
 /// A decoded copy of the text and where it differs from the original.
 struct View {
     bytes: Vec<u8>,
@@ -1177,8 +1207,8 @@ struct View {
     edits: Vec<Edit>,
 }
 
-/// One obfuscation removed: `original` of the text became the `len` bytes (a decoded escape's
-/// one, or none) at `at` in the view.
+/// One obfuscation removed: `original` of the text became the `len` bytes (what a decoded
+/// escape stands for, or none) at `at` in the view.
 struct Edit {
     at: usize,
     len: usize,
@@ -1214,39 +1244,148 @@ impl View {
     }
 }
 
-/// The text with invisible characters removed and percent-escapes decoded, or `None` when it
-/// has neither (the common case: one pass of `obfuscation`, which has literal prefilters).
-fn normalize(text: &str, obfuscation: &Regex) -> Option<View> {
+/// The text with invisible characters removed and escapes decoded, or `None` when it has
+/// neither.
+fn normalize(text: &str) -> Option<View> {
     let raw = text.as_bytes();
-    // Every match begins with `%` or the lead byte of one of the invisible characters; text
-    // with none of them (most text) skips the regex.
-    if memchr::memchr3(b'%', 0xE2, 0xEF, raw).is_none()
-        && memchr::memchr3(0xC2, 0xE1, 0xE3, raw).is_none()
-        && memchr::memchr3(0xCD, 0xD8, 0xF3, raw).is_none()
-    {
+    let found = obfuscations(raw);
+    if found.is_empty() {
         return None;
     }
-    let mut found = obfuscation.find_iter(raw).peekable();
-    found.peek()?;
     let mut bytes = Vec::with_capacity(raw.len());
-    let mut edits = Vec::new();
+    let mut edits = Vec::with_capacity(found.len());
     let mut at = 0;
     for m in found {
-        bytes.extend_from_slice(&raw[at..m.start()]);
+        bytes.extend_from_slice(&raw[at..m.start]);
         let view_at = bytes.len();
-        if let Some(hex) = m.as_bytes().strip_prefix(b"%") {
-            bytes.extend(decode_hex(hex));
-        }
-        // Anything else matched is an invisible character: dropped.
+        decode_obfuscation(&raw[m.clone()], &mut bytes);
         edits.push(Edit {
             at: view_at,
             len: bytes.len() - view_at,
-            original: m.range(),
+            original: m.clone(),
         });
-        at = m.end();
+        at = m.end;
     }
     bytes.extend_from_slice(&raw[at..]);
     Some(View { bytes, edits })
+}
+
+/// Where the obfuscations of `raw` (UTF-8) lie, in order: percent-escapes, JSON string escapes
+/// (a surrogate pair's two as one) and the characters that render as nothing and so can split
+/// a credential unseen (see [`obfuscation_len`]). Found from the bytes each begins with, by SIMD
+/// searches, then checked there: the same matches as one regex of them all (the tests hold the
+/// two equal), whose prefilter over so many literals walks a megabyte a byte at a time (~2 ms).
+fn obfuscations(raw: &[u8]) -> Vec<std::ops::Range<usize>> {
+    let mut found = Vec::new();
+    // Escapes are ASCII and invisible characters are not, so neither kind overlaps the other;
+    // an escape may hold another's `\` (`\\n`), so each begins past the last.
+    let mut end = 0;
+    for at in memchr::memchr2_iter(b'%', b'\\', raw) {
+        if at >= end
+            && let Some(len) = obfuscation_len(&raw[at..])
+        {
+            end = at + len;
+            found.push(at..end);
+        }
+    }
+    if !raw.is_ascii() {
+        let escapes = found.len();
+        // In UTF-8 no lead byte is another's continuation, so these never overlap either.
+        let leads = memchr::memchr3_iter(0xC2, 0xCD, 0xD8, raw)
+            .chain(memchr::memchr3_iter(0xE1, 0xE2, 0xE3, raw))
+            .chain(memchr::memchr2_iter(0xEF, 0xF3, raw));
+        for at in leads {
+            if let Some(len) = obfuscation_len(&raw[at..]) {
+                found.push(at..at + len);
+            }
+        }
+        if found.len() > escapes {
+            found.sort_unstable_by_key(|m| m.start);
+        }
+    }
+    found
+}
+
+/// The length of the obfuscation `bytes` begin with, if they begin with one: a percent-escape
+/// (`%XX`); a JSON string escape (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\uXXXX`, a
+/// surrogate pair's `\uD8XX\uDCXX` as one); or, as UTF-8, a character that renders as nothing:
+/// zero-width space, joiners and marks (U+200B–U+200F), the directional embeddings, overrides
+/// and isolates (U+202A–U+202E, U+2066–U+2069), word joiner, invisible operators and deprecated
+/// format characters (U+2060–U+2064, U+206A–U+206F), the combining grapheme joiner (U+034F),
+/// the Arabic letter mark (U+061C), the Mongolian free variation selectors and vowel separator
+/// (U+180B–U+180F), the variation selectors (U+FE00–U+FE0F), the byte-order mark (U+FEFF), the
+/// soft hyphen (U+00AD), the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0) and the tag
+/// characters (U+E0000–U+E007F).
+fn obfuscation_len(bytes: &[u8]) -> Option<usize> {
+    let hex = |at: usize| bytes.get(at).is_some_and(u8::is_ascii_hexdigit);
+    let byte = |at: usize| bytes.get(at).copied().unwrap_or(0);
+    let unicode_escape =
+        |at: usize| byte(at) == b'\\' && byte(at + 1) == b'u' && (2..6).all(|i| hex(at + i));
+    let surrogate = |at: usize, low: bool| {
+        let range = if low { b'c'..=b'f' } else { b'8'..=b'b' };
+        unicode_escape(at)
+            && byte(at + 2).eq_ignore_ascii_case(&b'd')
+            && range.contains(&byte(at + 3).to_ascii_lowercase())
+    };
+    let len = match (byte(0), byte(1), byte(2)) {
+        (b'%', _, _) if hex(1) && hex(2) => 3,
+        (b'\\', b'u', _) if surrogate(0, false) && surrogate(6, true) => 12,
+        (b'\\', b'u', _) if unicode_escape(0) => 6,
+        (b'\\', b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't', _) => 2,
+        (0xC2, 0xAD, _) | (0xCD, 0x8F, _) | (0xD8, 0x9C, _) => 2,
+        (0xE2, 0x80, 0x8B..=0x8F | 0xAA..=0xAE)
+        | (0xE2, 0x81, 0xA0..=0xA4 | 0xA6..=0xAF)
+        | (0xE1, 0xA0, 0x8B..=0x8F)
+        | (0xE1, 0x85, 0x9F | 0xA0)
+        | (0xE3, 0x85, 0xA4)
+        | (0xEF, 0xB8, 0x80..=0x8F)
+        | (0xEF, 0xBB, 0xBF)
+        | (0xEF, 0xBE, 0xA0) => 3,
+        (0xF3, 0xA0, 0x80 | 0x81) if (0x80..=0xBF).contains(&byte(3)) => 4,
+        _ => return None,
+    };
+    Some(len)
+}
+
+/// Append to `out` what `matched`, an obfuscation (see [`obfuscation_len`]), stands for: a
+/// percent-escape's byte, a JSON escape's character (nothing for an invisible one, a
+/// replacement character for a lone surrogate), and nothing for an invisible character.
+fn decode_obfuscation(matched: &[u8], out: &mut Vec<u8>) {
+    // An escape holds only ASCII hex digits after `\u`, so these parse.
+    let unit = |hex: &[u8]| {
+        std::str::from_utf8(hex)
+            .ok()
+            .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+            .unwrap_or(0xFFFD)
+    };
+    match matched {
+        [b'%', hex @ ..] => out.extend(decode_hex(hex)),
+        [b'\\', b'u', ..] => {
+            let units = matched
+                .split(|&b| b == b'\\')
+                .filter_map(|part| part.strip_prefix(b"u"))
+                .map(unit);
+            let c = char::decode_utf16(units)
+                .next()
+                .and_then(Result::ok)
+                .unwrap_or(char::REPLACEMENT_CHARACTER);
+            let mut buffer = [0u8; 4];
+            let encoded = c.encode_utf8(&mut buffer).as_bytes();
+            // A single character that is an obfuscation whole renders as nothing.
+            if obfuscation_len(encoded) != Some(encoded.len()) {
+                out.extend_from_slice(encoded);
+            }
+        }
+        [b'\\', escaped] => out.push(match escaped {
+            b'b' => 0x08,
+            b'f' => 0x0C,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            other => *other,
+        }),
+        _ => {}
+    }
 }
 
 /// Whether decoded bytes are text: valid UTF-8 without control characters other than
@@ -1314,6 +1453,17 @@ impl Scrubbed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What [`obfuscation_len`] matches, as one regex: the definition its matches are held to.
+    /// Percent-escapes, JSON string escapes (a surrogate pair's two as one), and the characters
+    /// that render as nothing and so can split a credential unseen, as UTF-8 bytes: zero-width space, joiners and marks (U+200B–U+200F), the directional
+    /// embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069), word joiner, invisible
+    /// operators and deprecated format characters (U+2060–U+2064, U+206A–U+206F), the combining
+    /// grapheme joiner (U+034F), the Arabic letter mark (U+061C), the Mongolian free variation
+    /// selectors and vowel separator (U+180B–U+180F), the variation selectors (U+FE00–U+FE0F), the
+    /// byte-order mark (U+FEFF), the soft hyphen (U+00AD), the Hangul fillers (U+115F, U+1160,
+    /// U+3164, U+FFA0) and the tag characters (U+E0000–U+E007F).
+    const OBFUSCATION: &str = r"(?-u)%[0-9A-Fa-f]{2}|\\(?:u[dD][89abAB][0-9A-Fa-f]{2}\\u[dD][c-fC-F][0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|[\x22\\/bfnrt])|\xE2\x80[\x8B-\x8F\xAA-\xAE]|\xE2\x81[\xA0-\xA4\xA6-\xAF]|\xCD\x8F|\xD8\x9C|\xE1\xA0[\x8B-\x8F]|\xE1\x85[\x9F\xA0]|\xE3\x85\xA4|\xEF\xB8[\x80-\x8F]|\xEF\xBB\xBF|\xEF\xBE\xA0|\xC2\xAD|\xF3\xA0[\x80\x81][\x80-\xBF]";
 
     #[test]
     fn lowering_is_ascii_lowercase_on_every_path() {
@@ -1615,8 +1765,9 @@ mod tests {
                 assert!(anchor.len() > 2, "{anchor}");
                 assert_eq!(*anchor, anchor.to_ascii_lowercase(), "{}", pattern.name);
                 // The view's pass takes over the original's anchors because none can hold a byte
-                // of an obfuscation: a `%`, or one outside ASCII (`Compiled::view_candidates`).
-                assert!(!anchor.contains('%'), "{anchor}");
+                // of an obfuscation: a `%`, a `\`, or one outside ASCII
+                // (`Compiled::view_candidates`).
+                assert!(!anchor.contains(['%', '\\']), "{anchor}");
             }
         }
     }
@@ -1885,10 +2036,9 @@ mod tests {
         for m in found {
             bytes.extend_from_slice(&raw[at..m.start()]);
             map.extend(at..m.start());
-            if let Some(hex) = m.as_bytes().strip_prefix(b"%") {
-                bytes.extend(decode_hex(hex));
-                map.push(m.start());
-            }
+            let before = bytes.len();
+            decode_obfuscation(m.as_bytes(), &mut bytes);
+            map.extend(std::iter::repeat_n(m.start(), bytes.len() - before));
             at = m.end();
         }
         bytes.extend_from_slice(&raw[at..]);
@@ -1896,10 +2046,11 @@ mod tests {
         Some((bytes, map))
     }
 
-    /// Texts that obfuscate: the adversarial texts with some of their characters percent-escaped
-    /// or preceded by an invisible character, anywhere (inside anchors, runs and padding), and
-    /// stray `%` signs, escapes of `%` itself and credentials and a secret value encoded whole,
-    /// escaped or split.
+    /// Texts that obfuscate: the adversarial texts with some of their characters percent-escaped,
+    /// `\u`-escaped or preceded by an invisible character, anywhere (inside anchors, runs and
+    /// padding), and stray `%` and `\` signs, escapes of `%` itself, JSON escapes (a surrogate
+    /// pair, a lone surrogate, an escaped invisible character) and credentials and a secret value
+    /// encoded whole, escaped or split.
     fn obfuscated_texts(count: usize) -> Vec<String> {
         let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
         let secret = b64(SECRET);
@@ -1913,6 +2064,15 @@ mod tests {
             secret.clone(),
             format!("{}\u{200b}{}", &secret[..9], &secret[9..]),
             format!("{}%3D", &secret[..secret.len() - 1]),
+            "\\".to_owned(),
+            "\\n".to_owned(),
+            "\\t".to_owned(),
+            "\\\"".to_owned(),
+            "\\\\".to_owned(),
+            "\\u200b".to_owned(),
+            "\\ud83d\\ude00".to_owned(),
+            "\\udc00".to_owned(),
+            format!("\\n{secret}"),
         ];
         let invisible = [
             "\u{200b}",
@@ -1941,6 +2101,7 @@ mod tests {
                     match rng.below(24) {
                         0 if c.is_ascii() => text.push_str(&format!("%{:02X}", c as u32)),
                         1 if c.is_ascii() => text.push_str(&format!("%{:02x}", c as u32)),
+                        4 if c.is_ascii() => text.push_str(&format!("\\u{:04X}", c as u32)),
                         2 => {
                             text.push_str(invisible[rng.below(invisible.len())]);
                             text.push(c);
@@ -1961,9 +2122,78 @@ mod tests {
     const SECRET: &str = "Zq9-unusual-value-77";
 
     #[test]
+    fn the_obfuscation_matcher_is_the_regex_at_every_start() {
+        let regex = Regex::new(&format!("^(?:{OBFUSCATION})")).expect("compiles");
+        let by_regex = |bytes: &[u8]| regex.find(bytes).map(|m| m.end());
+        let mut checked = 0;
+        let mut check = |bytes: &[u8]| {
+            assert_eq!(obfuscation_len(bytes), by_regex(bytes), "{bytes:x?}");
+            checked += 1;
+        };
+        // Every lead byte of an invisible character, then every two bytes (and, for the tag
+        // characters' four, every last byte after their first three).
+        for lead in [0xC2, 0xCD, 0xD8, 0xE1, 0xE2, 0xE3, 0xEF, 0xF3] {
+            for second in 0..=255u8 {
+                for third in 0..=255u8 {
+                    check(&[lead, second, third]);
+                }
+                check(&[lead, second]);
+            }
+        }
+        for third in 0..=255u8 {
+            for fourth in 0..=255u8 {
+                check(&[0xF3, 0xA0, third, fourth]);
+            }
+        }
+        // Escapes: `%` and `\` before every two of a set of bytes, `\u` before every four,
+        // and surrogate pairs whole, cut and out of range.
+        let some = b"09afAFgG%\\u\"/bnDd8Cc ";
+        for &a in some {
+            for &b in some {
+                check(&[b'%', a, b]);
+                check(&[b'\\', a, b]);
+            }
+        }
+        for b in 0..=255u8 {
+            check(&[b'\\', b]);
+        }
+        for a in some {
+            for b in some {
+                for c in some {
+                    for d in some {
+                        check(&[b'\\', b'u', *a, *b, *c, *d]);
+                    }
+                }
+            }
+        }
+        for high in ["d800", "DBFF", "d83d", "d7ff", "dc00", "D8", "d8zz"] {
+            for low in ["dc00", "DFFF", "de00", "dbff", "e000", "DC", "dcz0"] {
+                check(format!("\\u{high}\\u{low}").as_bytes());
+                check(format!("\\u{high}\\{low}").as_bytes());
+            }
+        }
+        assert!(checked > 500_000);
+    }
+
+    #[test]
+    fn the_obfuscations_found_are_the_regexs_matches() {
+        let regex = Regex::new(OBFUSCATION).expect("compiles");
+        let mixed =
+            "ção\\u00e9%41 漢字ひらがな\u{200b}\\\\n—“q”\u{feff}\u{e0041}%%4\\uD83D\\uDE00\\";
+        for text in obfuscated_texts(500)
+            .into_iter()
+            .chain([mixed.to_owned(), mixed.repeat(40)])
+        {
+            let raw = text.as_bytes();
+            let expected: Vec<_> = regex.find_iter(raw).map(|m| m.range()).collect();
+            assert_eq!(obfuscations(raw), expected, "{text:?}");
+        }
+    }
+
+    #[test]
     fn the_view_keeps_every_offset_of_the_map_it_replaced() {
         for text in obfuscated_texts(500) {
-            let view = normalize(&text, &COMPILED.obfuscation);
+            let view = normalize(&text);
             let whole = whole_view(text.as_bytes());
             let (Some(view), Some((bytes, map))) = (view, whole) else {
                 continue;
@@ -1989,7 +2219,7 @@ mod tests {
 
     #[test]
     fn a_view_is_searched_around_its_edits_only_when_they_are_few() {
-        let view = |text: &str| normalize(text, &COMPILED.obfuscation).expect("an edit");
+        let view = |text: &str| normalize(text).expect("an edit");
         // A URL's escape in a page of text; an escape every 64 bytes of the view, then a little
         // more often.
         assert!(view(&format!("{}%20{}", "a".repeat(4000), "b".repeat(4000))).is_sparse());
@@ -2211,6 +2441,105 @@ mod tests {
         for (name, sample) in samples() {
             let text = format!("some text before {sample} and after");
             assert_eq!(hit_name(&s, &text).as_deref(), Some(name), "{sample}");
+        }
+    }
+
+    /// `text` as a tool's result holds it: a JSON string, its line breaks, tabs and quotes
+    /// escaped.
+    fn json_string(text: &str) -> String {
+        serde_json::to_string(text).expect("JSON")
+    }
+
+    #[test]
+    fn credentials_in_a_json_string_are_caught_wherever_an_escape_leaves_them() {
+        let s = scanner();
+        for (name, sample) in samples() {
+            for text in [
+                format!("first line\n{sample}\nlast line"),
+                format!("a\t{sample}"),
+                format!("quoted \"{sample}\""),
+            ] {
+                let json = json_string(&text);
+                assert_eq!(hit_name(&s, &json).as_deref(), Some(name), "{json}");
+            }
+        }
+        // Every character escaped, as `\uXXXX` (an astral one as a surrogate pair) or with an
+        // invisible character escaped between.
+        let r36 = "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8";
+        let token = format!("ghp_{r36}");
+        let escaped: String = token
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
+        let split: String = token
+            .chars()
+            .flat_map(|c| [c.to_string(), "\\u200B".into()])
+            .collect();
+        let pair = format!("\\ud83d\\ude00{token}");
+        for json in [escaped, split, pair] {
+            let json = format!("{{\"content\":\"{json}\"}}");
+            assert_eq!(
+                hit_name(&s, &json).as_deref(),
+                Some("github_token"),
+                "{json}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_json_result_stays_json_when_redacted() {
+        let s = scanner();
+        let r36 = "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8";
+        let file = format!(
+            "[db]\npassword = \"{}\"\nAKIA{}\n\tghp_{r36}\n",
+            &r36[..16],
+            "IOSFODNN7EXAMPLE"
+        );
+        let result = serde_json::json!({ "content": file }).to_string();
+        let Scrubbed::Redacted(redacted, _) = s.scrub(&result) else {
+            panic!("not redacted: {result}");
+        };
+        let content =
+            serde_json::from_str::<serde_json::Value>(&redacted).expect("JSON")["content"]
+                .as_str()
+                .expect("content")
+                .to_owned();
+        assert_eq!(
+            content,
+            "[db]\npassword = \"[REDACTED:secret_assignment]\"\n[REDACTED:aws_access_key_id]\n\t\
+             [REDACTED:github_token]\n"
+        );
+    }
+
+    #[test]
+    fn a_span_after_an_escapes_backslash_takes_the_backslash() {
+        let s = LeakScanner::new([("k", "nasty-secret-value-1")]).expect("scanner");
+        // The value as it stands in the text, its `n` the end of the escape `\n`.
+        let result = r#"{"a":"x\nasty-secret-value-1","b":"\\nasty-secret-value-1"}"#;
+        let Scrubbed::Redacted(redacted, _) = s.scrub(result) else {
+            panic!("not redacted: {result}");
+        };
+        assert_eq!(redacted, r#"{"a":"x[REDACTED:k]","b":"\\[REDACTED:k]"}"#);
+        serde_json::from_str::<serde_json::Value>(&redacted).expect("JSON");
+    }
+
+    #[test]
+    fn a_secret_value_encoded_after_an_escape_is_caught() {
+        let value = "Zq9-unusual-value-77";
+        let s = LeakScanner::new([("deploy_key", value)]).expect("scanner");
+        let b64 = base64::engine::general_purpose::STANDARD.encode(value);
+        let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
+        for text in [
+            format!("line\n{b64}\n"),
+            format!("a\t{b64}"),
+            format!("line\n{hex}"),
+        ] {
+            let json = json_string(&text);
+            assert_eq!(
+                s.scan_outbound(&json),
+                Err(Leak::Secret("deploy_key".into())),
+                "{json}"
+            );
         }
     }
 

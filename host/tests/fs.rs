@@ -562,6 +562,30 @@ async fn secrets_anywhere_in_a_mebibyte_read_are_redacted() {
     assert_eq!(content.matches("[REDACTED:aws_access_key_id]").count(), 15);
 }
 
+/// A tool's result is JSON: a credential at the start of a line follows the escape `\n`, a
+/// quoted one the escape `\"`. Each is found through the escape and redacted, and the result is
+/// still JSON with the rest of the file as written.
+#[tokio::test]
+async fn credentials_after_a_line_break_a_tab_or_a_quote_are_redacted() {
+    // Built at run time, so no credential-shaped literal sits in the source.
+    let token = format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8");
+    let key = format!("AKIA{}", "IOSFODNN7EXAMPLE");
+    let password = "Xk9vLq2mZp7wRt4yB3";
+    let config =
+        format!("[db]\npassword = \"{password}\"\n{key}\n\t{token}\napi_key: \"{token}\"\n");
+    let s = Setup::granting(None, |ws| {
+        std::fs::write(ws.join("app.toml"), &config).expect("config");
+    })
+    .await;
+    let out = s.ok("read_file", json!({"path": "app.toml"})).await;
+    let content = out["content"].as_str().expect("content");
+    assert_eq!(
+        content,
+        "[db]\npassword = \"[REDACTED:secret_assignment]\"\n[REDACTED:aws_access_key_id]\n\t\
+         [REDACTED:github_token]\napi_key: \"[REDACTED:github_token]\"\n"
+    );
+}
+
 #[tokio::test]
 async fn read_file_hands_back_every_byte_as_written() {
     // Every byte that JSON escapes, and multi-byte characters, at every offset of the

@@ -8,8 +8,8 @@
 //! `>> 2`, `>> 4`, `>> 8`) rather than byte by byte. A byte-at-a-time search cost 0.25 ms of
 //! every 1 MiB result (`docs/performance-log.md`).
 //!
-//! The same pass notes whether the text holds a `%` or a byte outside ASCII, where every
-//! obfuscation the scanner looks through begins: text without one (most text) needs no
+//! The same pass notes whether the text holds a `%`, a `\` or a byte outside ASCII, where
+//! every obfuscation and escape the scanner looks through begins: text without one needs no
 //! second pass to find out.
 
 use std::ops::Range;
@@ -40,8 +40,8 @@ pub(super) fn in_run(b: u8) -> bool {
 }
 
 /// Calls `each` with the span of every run of at least [`MIN_ENCODED_RUN`] alphabet bytes in
-/// `bytes`, with the `=` padding after it, in order. Returns whether `bytes` hold a `%` or a
-/// byte outside ASCII (see [`Classes::leads`]).
+/// `bytes`, with the `=` padding after it, in order. Returns whether `bytes` hold a `%`, a `\`
+/// or a byte outside ASCII (see [`Classes::leads`]).
 pub(super) fn encoded_runs(bytes: &[u8], each: impl FnMut(Range<usize>)) -> bool {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
@@ -95,15 +95,15 @@ fn runs_with(
 struct Classes {
     /// Bit `i` set when byte `i` is in the alphabet; bits past the bytes are clear.
     alphabet: u64,
-    /// Whether a byte is `%` or outside ASCII: where a percent-escape or an invisible character
-    /// (whose UTF-8 begins with a byte above 0x7F) may begin.
+    /// Whether a byte is `%`, `\` or outside ASCII: where a percent-escape, a JSON string
+    /// escape or an invisible character (whose UTF-8 begins with a byte above 0x7F) may begin.
     leads: bool,
 }
 
 /// Whether `b` may begin an obfuscation (see [`Classes::leads`]).
 #[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
 fn is_lead(b: u8) -> bool {
-    b == b'%' || !b.is_ascii()
+    b == b'%' || b == b'\\' || !b.is_ascii()
 }
 
 /// The runs of one block's `mask` (bits past the text are clear), the block starting at
@@ -185,7 +185,8 @@ fn sse2_classes(block: &[u8; BLOCK]) -> Classes {
         _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8))
     }
     let mut mask = 0u64;
-    // A lane's byte with its top bit set is outside ASCII; `%` lanes are set by the compare.
+    // A lane's byte with its top bit set is outside ASCII; `%` and `\` lanes are set by the
+    // compares.
     let mut leads = _mm_set1_epi8(0);
     for (i, lane) in block.chunks_exact(16).enumerate() {
         // SAFETY: `lane` is 16 readable bytes, and `_mm_loadu_si128` takes any alignment.
@@ -199,7 +200,8 @@ fn sse2_classes(block: &[u8; BLOCK]) -> Classes {
         );
         let bits = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(letters, digits), signs));
         mask |= u64::from(bits as u16) << (16 * i);
-        leads = _mm_or_si128(leads, _mm_or_si128(v, equal(v, b'%')));
+        let escapes = _mm_or_si128(equal(v, b'%'), equal(v, b'\\'));
+        leads = _mm_or_si128(leads, _mm_or_si128(v, escapes));
     }
     Classes {
         alphabet: mask,
@@ -214,7 +216,8 @@ fn sse2_classes(block: &[u8; BLOCK]) -> Classes {
 mod avx2 {
     use std::arch::x86_64::{
         _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
-        _mm256_set1_epi8, _mm256_setzero_si256, _mm256_shuffle_epi8, _mm256_srli_epi16,
+        _mm256_or_si256, _mm256_set1_epi8, _mm256_setzero_si256, _mm256_shuffle_epi8,
+        _mm256_srli_epi16,
     };
     use std::ops::Range;
 
@@ -269,7 +272,7 @@ mod avx2 {
     }
 
     /// The classes of a block: a byte is in the alphabet when the rows of its high nibble and
-    /// of its low nibble meet; a lead is `%` or has its top bit set.
+    /// of its low nibble meet; a lead is `%` or `\`, or has its top bit set.
     #[target_feature(enable = "avx2")]
     pub(super) fn classify(block: &[u8; BLOCK]) -> Classes {
         // SAFETY: `HIGH` and `LOW` are 32 readable bytes; `_mm256_loadu_si256` takes any
@@ -292,8 +295,11 @@ mod avx2 {
             );
             let outside = _mm256_movemask_epi8(_mm256_cmpeq_epi8(rows, _mm256_setzero_si256()));
             alphabet |= u64::from(!(outside as u32)) << (32 * i);
-            leads |= _mm256_movemask_epi8(v) as u32
-                | _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'%' as i8))) as u32;
+            let escapes = _mm256_or_si256(
+                _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'%' as i8)),
+                _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8)),
+            );
+            leads |= _mm256_movemask_epi8(_mm256_or_si256(v, escapes)) as u32;
         }
         Classes {
             alphabet,
@@ -368,7 +374,7 @@ mod tests {
                     assert_eq!(classes, table_classes(&block), "{name}: {byte:#x} at {at}");
                     assert_eq!(
                         classes.leads,
-                        byte == b'%' || byte >= 0x80,
+                        byte == b'%' || byte == b'\\' || byte >= 0x80,
                         "{name}: {byte:#x} at {at}"
                     );
                 }
@@ -401,7 +407,7 @@ mod tests {
                     pass.0
                 );
                 for at in 0..len {
-                    for lead in [b'%', 0x80, 0xff] {
+                    for lead in [b'%', b'\\', 0x80, 0xff] {
                         let mut text = plain.clone();
                         text[at] = lead;
                         assert!(
