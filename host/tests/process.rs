@@ -553,6 +553,37 @@ async fn rules_bind_what_each_path_names_at_the_call_not_at_load() {
     );
 }
 
+/// A granted program inside the workspace has the workspace's rule and no rule of its own: an
+/// agent that puts a link at its path cannot make the next call's domain follow it out.
+#[tokio::test]
+async fn a_granted_program_in_the_workspace_swapped_for_a_link_opens_nothing_outside() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = env();
+    let bin = env.workspace.join("bin");
+    std::fs::create_dir(&bin).expect("bin");
+    let tool = bin.join("tool");
+    std::fs::write(&tool, "#!/bin/sh\necho tool ran\n").expect("tool");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let outside = env.data.join("outside");
+    std::fs::create_dir(&outside).expect("outside");
+    std::fs::write(outside.join("secret.txt"), "TOP SECRET").expect("secret");
+    let grant = ProcessGrant {
+        programs: vec!["/bin/sh".into(), tool.display().to_string()],
+        ..ProcessGrant::default()
+    };
+    let config = config(&env, &grant);
+    let (ok, output) = attempt(&config, "bin/tool").await;
+    assert!(ok && output.contains("tool ran"), "{output}");
+    // What an agent's process can do in the workspace: the program becomes a link out.
+    std::fs::remove_file(&tool).expect("remove");
+    std::os::unix::fs::symlink(&outside, &tool).expect("symlink");
+    let read = format!("cat {}/secret.txt", outside.display());
+    for _ in 0..2 {
+        let (ok, output) = attempt(&config, &read).await;
+        assert!(!ok && !output.contains("TOP SECRET"), "{output}");
+    }
+}
+
 // ---- The shell component, through the host ----
 
 /// Approves or refuses every request, and remembers the reasons it was asked.

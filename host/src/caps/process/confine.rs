@@ -416,7 +416,20 @@ fn fs_rules(plan: &Plan, abi: ABI) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
     rules.extend(ETC_ENTRIES.iter().map(|e| (PathBuf::from(e), read_exec)));
     rules.extend(DEVICES.iter().map(|d| (PathBuf::from(d), device)));
     rules.extend(PROC_FILES.iter().map(|f| (PathBuf::from(f), read_exec)));
-    rules.extend(plan.programs.iter().map(|p| (p.clone(), read_exec)));
+    // A program inside the workspace has the workspace's rule. A rule of its own would follow
+    // whatever link an agent put at its path, out of the workspace, at the next call.
+    let outside = |program: &PathBuf| {
+        !program
+            .canonicalize()
+            .unwrap_or_else(|_| program.clone())
+            .starts_with(&plan.workspace)
+    };
+    rules.extend(
+        plan.programs
+            .iter()
+            .filter(|p| outside(p))
+            .map(|p| (p.clone(), read_exec)),
+    );
     rules.push((plan.workspace.clone(), workspace));
     rules
 }
