@@ -127,6 +127,31 @@ pub fn configure(
             access: path_grant.access,
         });
     }
+    // A read-only path inside a read-write one is writable through the latter: refused, so
+    // that the manifest says what the component can do.
+    let named = |p: &Preopen| {
+        if p.within.as_os_str().is_empty() {
+            ".".to_owned()
+        } else {
+            p.within.display().to_string()
+        }
+    };
+    for ro in preopens.iter().filter(|p| p.access == FileAccess::ReadOnly) {
+        if let Some(rw) = preopens
+            .iter()
+            .find(|p| p.access == FileAccess::ReadWrite && ro.host.starts_with(&p.host))
+        {
+            return Err(FilesError {
+                path: named(ro),
+                reason: format!(
+                    "it is granted read-only but lies inside `{}`, granted read-write, through \
+                     which the component can write it; grant the read-write path narrower or \
+                     drop the read-only one",
+                    named(rw)
+                ),
+            });
+        }
+    }
     Ok(FilesConfig { preopens })
 }
 
@@ -151,7 +176,8 @@ pub fn apply(config: &FilesConfig, builder: &mut WasiCtxBuilder) -> Result<(), s
             std::io::Error::other(FilesError {
                 path: p.within.display().to_string(),
                 reason: format!(
-                    "cannot open it inside the workspace ({cause}); if a link now stands where                      the directory was, put the directory back"
+                    "cannot open it inside the workspace ({cause}); if a link now stands where \
+                     the directory was, put the directory back"
                 ),
             })
         })?;
@@ -208,6 +234,35 @@ mod tests {
         let docs = configure(Some(&grant("docs", FileAccess::ReadOnly)), &s).expect("docs");
         assert_eq!(docs.preopens[0].guest, "/workspace/docs");
         assert_eq!(docs.preopens[0].access, FileAccess::ReadOnly);
+    }
+
+    #[test]
+    fn a_read_only_path_inside_a_read_write_one_is_refused() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let data = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(ws.path().join("src/docs")).expect("mkdir");
+        let s = services(ws.path(), data.path());
+        let both = |paths: &[(&str, FileAccess)]| FilesGrant {
+            paths: paths
+                .iter()
+                .map(|(path, access)| PathGrant {
+                    path: (*path).into(),
+                    access: *access,
+                })
+                .collect(),
+        };
+        let (ro, rw) = (FileAccess::ReadOnly, FileAccess::ReadWrite);
+        let err = configure(Some(&both(&[(".", rw), ("src/docs", ro)])), &s).expect_err("nested");
+        let text = err.to_string();
+        assert!(
+            text.contains("`src/docs`") && text.contains("inside `.`, granted read-write"),
+            "{text}"
+        );
+        let err = configure(Some(&both(&[("src/docs", ro), ("src", rw)])), &s).expect_err("nested");
+        assert!(err.to_string().contains("inside `src`"), "{err}");
+        // The other way round says what it means: a writable corner of a read-only tree.
+        let config = configure(Some(&both(&[(".", ro), ("src", rw)])), &s).expect("rw in ro");
+        assert_eq!(config.preopens.len(), 2);
     }
 
     #[test]
