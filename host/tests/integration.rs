@@ -21,6 +21,7 @@ mod host_fault;
 mod http;
 mod invoke;
 mod layering;
+mod mcp_http_connections;
 mod mcp_http_direct;
 mod mcp_http_keepalive;
 mod mcp_stdio_direct;

@@ -1,7 +1,7 @@
 //! `chitin serve`: serve the tools over MCP, on stdio (default) or Streamable HTTP (`--http`).
 
 use std::net::SocketAddr;
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -33,6 +33,27 @@ pub struct Args {
     /// With --http: requests per second one client address may make (bursts of twice that).
     #[arg(long, value_name = "N", default_value = "200", requires = "http")]
     pub rate_limit: NonZeroU32,
+
+    /// With --http: connections one client address may hold open; more are closed as they
+    /// come. Raise it behind a reverse proxy, where every client has the proxy's address.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = http::MAX_CONNECTIONS_PER_CLIENT,
+        requires = "http"
+    )]
+    pub max_connections_per_client: NonZeroUsize,
+
+    /// With --http: seconds a connection may take to send a request's headers (counted from
+    /// when it opened or was last answered) before it is closed.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = http::HEADER_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..),
+        requires = "http"
+    )]
+    pub header_timeout: u64,
 
     /// With --http on a loopback address: accept requests without the bearer token. Only for
     /// test clients that cannot send one (the MCP conformance suite); any local process can
@@ -217,6 +238,8 @@ async fn serve_http(
         extra_hosts: args.allow_host.clone(),
         rate_per_second: args.rate_limit,
         burst,
+        header_timeout: std::time::Duration::from_secs(args.header_timeout),
+        max_connections_per_client: args.max_connections_per_client,
     };
     let shutdown = http::Shutdown::default();
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

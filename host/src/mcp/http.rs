@@ -1,15 +1,14 @@
 //! `chitin serve --http`: MCP over Streamable HTTP (rmcp's service mounted in axum), guarded by
 //! a per-client rate limit and a bearer token (the static one, and OAuth access tokens when an
 //! issuer is configured, with their protected-resource metadata), with Host/Origin checks
-//! against DNS rebinding and a cap on request bodies. `/healthz` and `/readyz` answer probes
-//! without a token.
+//! against DNS rebinding, a cap on request bodies, a deadline for request headers and a bound on
+//! the connections one address holds. `/healthz` and `/readyz` answer probes without a token.
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU32;
-use std::pin::Pin;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -17,9 +16,12 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use axum::serve::{IncomingStream, Listener, ListenerExt};
+use axum::serve::Listener;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
@@ -29,7 +31,7 @@ use tower_service::Service;
 
 use crate::mcp::access::{Access, ClientId};
 use crate::mcp::direct::{Direct, Passed};
-use crate::mcp::lanes;
+use crate::mcp::lanes::{self, LaneListener};
 use crate::mcp::oauth::{ResourceServer, metadata};
 use crate::mcp::token::BearerToken;
 use crate::mcp::{McpServer, Served};
@@ -43,6 +45,14 @@ pub const READY_PATH: &str = "/readyz";
 
 /// Largest request body accepted (JSON-RPC messages are small; tool arguments are capped too).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// How long a connection may take to send a request's headers, counted from when it opened or
+/// its last response was written; past it the connection is closed. A peer that trickles its
+/// headers, or opens connections and sends nothing, holds none for longer.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connections one client address may hold open by default.
+pub const MAX_CONNECTIONS_PER_CLIENT: NonZeroUsize = NonZeroUsize::new(256).expect("not zero");
 
 /// Clients tracked by the rate limiter before idle ones are forgotten.
 const RATE_KEYS_PRUNE_AT: usize = 10_000;
@@ -59,6 +69,10 @@ pub struct HttpOptions {
     pub rate_per_second: NonZeroU32,
     /// Requests one client address may make in a burst.
     pub burst: NonZeroU32,
+    /// How long a connection may take to send a request's headers ([`HEADER_TIMEOUT`]).
+    pub header_timeout: Duration,
+    /// Connections one client address may hold open; more are closed as they come.
+    pub max_connections_per_client: NonZeroUsize,
 }
 
 /// The `Host` authorities accepted for a server bound to `addr`: the address itself and, for a
@@ -174,20 +188,55 @@ pub async fn serve(
     };
     let accepting = shutdown.accepting;
     let lanes_stop = accepting.clone();
-    lanes::serve(listener, lanes::default_count(), accepting, move |lane| {
+    let header_timeout = options.header_timeout;
+    lanes::serve(
+        listener,
+        lanes::default_count(),
+        options.max_connections_per_client,
+        accepting,
+        move |lane| serve_lane(lane, fronts.clone(), header_timeout, lanes_stop.clone()),
+    )
+    .await
+}
+
+/// Serve one lane's connections until `stop`, then let the requests in flight finish. Not
+/// `axum::serve`: it gives hyper no timer, and without one hyper's header deadline never runs,
+/// so a connection that sends nothing is held for ever.
+async fn serve_lane(
+    mut lane: LaneListener,
+    fronts: Fronts,
+    header_timeout: Duration,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let graceful = GracefulShutdown::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = lane.accept() => accepted,
+        };
         // Without TCP_NODELAY a response written in more than one segment waits for the
         // client's delayed ACK (~40 ms) on every call after the first on a kept-alive
         // connection.
-        let lane = lane.tap_io(|stream| {
-            if let Err(e) = stream.get_ref().set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+        if let Err(e) = stream.get_ref().set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+        }
+        let front = fronts.front(peer.ip());
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let front = front.clone();
+            async move { Ok::<_, Infallible>(front.serve(request.map(Body::new)).await) }
+        });
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::trace!(error = %e, %peer, "connection ended with an error");
             }
         });
-        axum::serve(lane, fronts.clone())
-            .with_graceful_shutdown(lanes_stop.clone().cancelled_owned())
-            .into_future()
-    })
-    .await
+    }
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// Makes each accepted connection its [`Front`].
@@ -198,27 +247,16 @@ struct Fronts {
     router: Router,
 }
 
-impl<L> Service<IncomingStream<'_, L>> for Fronts
-where
-    L: Listener<Addr = SocketAddr>,
-{
-    type Response = Front;
-    type Error = Infallible;
-    type Future = std::future::Ready<Result<Front, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, stream: IncomingStream<'_, L>) -> Self::Future {
-        let peer = stream.remote_addr().ip();
-        std::future::ready(Ok(Front {
+impl Fronts {
+    /// The front of a connection from `peer`.
+    fn front(&self, peer: IpAddr) -> Front {
+        Front {
             guard: self.guard.clone(),
             direct: self.direct.clone(),
             router: self.router.clone(),
             peer,
             by_peer: Arc::from(format!("peer:{peer}")),
-        }))
+        }
     }
 }
 
@@ -235,21 +273,6 @@ struct Front {
     peer: IpAddr,
     /// The client a request without an OAuth token is counted as.
     by_peer: Arc<str>,
-}
-
-impl Service<Request> for Front {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        let front = self.clone();
-        Box::pin(async move { Ok(front.serve(request).await) })
-    }
 }
 
 impl Front {

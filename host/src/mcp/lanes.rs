@@ -7,12 +7,13 @@
 //! a lane (see "One runtime per core" in docs/performance-log.md). A guest computing for long
 //! yields to its lane's other connections at every epoch tick.
 
+use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroUsize;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -33,13 +34,14 @@ pub fn default_count() -> NonZeroUsize {
 
 /// Accept on `listener` until `accepting` is cancelled, serving each connection on one of
 /// `count` lanes with the future `serve_lane` makes from the lane's listener (on the lane's
-/// thread). Returns once every lane's future has ended; the lanes' runtimes are kept running
+/// thread). A peer address with `per_peer` connections open has its next one closed at once. Returns once every lane's future has ended; the lanes' runtimes are kept running
 /// until then, so a task one lane started that another lane waits for (an MCP session's
 /// worker) is never dropped early. Dropped before that, it ends the lanes and their
 /// connections.
 pub async fn serve<F, Fut>(
     listener: TcpListener,
     count: NonZeroUsize,
+    per_peer: NonZeroUsize,
     accepting: CancellationToken,
     serve_lane: F,
 ) -> io::Result<()>
@@ -102,6 +104,10 @@ where
         lanes.push(Lane { sender, open });
         ended.push(lane_ended);
     }
+    let peers = Peers {
+        open: Arc::default(),
+        most: per_peer.get(),
+    };
     let (stop, acceptor_ended) = (accepting, all_ended.clone());
     // Once it stops, the lanes' channels close; that tells a lane nothing, its future ends on
     // `accepting` itself.
@@ -110,7 +116,7 @@ where
         .spawn(move || {
             acceptor.block_on(async move {
                 tokio::select! {
-                    () = accept(&listener, &lanes, &stop) => {}
+                    () = accept(&listener, &lanes, &peers, &stop) => {}
                     () = acceptor_ended.cancelled() => {}
                 }
             });
@@ -133,13 +139,76 @@ where
 
 /// One lane as the acceptor sees it: where to send a connection, and how many it holds.
 struct Lane {
-    sender: mpsc::UnboundedSender<(std::net::TcpStream, SocketAddr)>,
+    sender: mpsc::UnboundedSender<Accepted>,
     open: Arc<AtomicUsize>,
 }
 
+/// A connection on its way to a lane, with its peer and the peer's slot it holds.
+type Accepted = (std::net::TcpStream, SocketAddr, PeerSlot);
+
+/// Open connections by peer address, and the most one address may hold: without a bound one
+/// peer opening connections and sending nothing takes every file descriptor of the process,
+/// and then no client is accepted and no tool can open a file.
+struct Peers {
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    most: usize,
+}
+
+/// What a peer over its bound of `most` connections is told before its connection is closed.
+fn too_many_connections(most: usize) -> String {
+    let body = format!(
+        "too many open connections from this address (at most {most}): close idle ones, or \
+         start the server with a higher --max-connections-per-client\n"
+    );
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\nconnection: close\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+impl Peers {
+    /// A slot for one more connection of `peer`, unless it holds the most already.
+    fn take(&self, peer: IpAddr) -> Option<PeerSlot> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(peer).or_default();
+        if *count >= self.most {
+            return None;
+        }
+        *count += 1;
+        Some(PeerSlot {
+            open: self.open.clone(),
+            peer,
+        })
+    }
+}
+
+/// One open connection of a peer, counted until it is dropped.
+struct PeerSlot {
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    peer: IpAddr,
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.peer) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&self.peer);
+            }
+        }
+    }
+}
+
 /// Hand each accepted connection to the lane with the fewest open, until `accepting` is
-/// cancelled.
-async fn accept(listener: &TcpListener, lanes: &[Lane], accepting: &CancellationToken) {
+/// cancelled; close at once a connection from a peer holding the most `peers` allows.
+async fn accept(
+    listener: &TcpListener,
+    lanes: &[Lane],
+    peers: &Peers,
+    accepting: &CancellationToken,
+) {
     loop {
         let accepted = tokio::select! {
             () = accepting.cancelled() => return,
@@ -155,6 +224,12 @@ async fn accept(listener: &TcpListener, lanes: &[Lane], accepting: &Cancellation
                 continue;
             }
         };
+        let Some(slot) = peers.take(peer.ip()) else {
+            // Best effort: the socket's send buffer is empty, and the peer is not waited for.
+            let _ = stream.try_write(too_many_connections(peers.most).as_bytes());
+            tracing::debug!(%peer, "too many open connections from this address; closed");
+            continue;
+        };
         // A lane registers the socket with its own runtime; out of this one it goes first.
         let stream = match stream.into_std() {
             Ok(stream) => stream,
@@ -167,7 +242,7 @@ async fn accept(listener: &TcpListener, lanes: &[Lane], accepting: &Cancellation
             return;
         };
         lane.open.fetch_add(1, Ordering::Relaxed);
-        if lane.sender.send((stream, peer)).is_err() {
+        if lane.sender.send((stream, peer, slot)).is_err() {
             lane.open.fetch_sub(1, Ordering::Relaxed);
             tracing::warn!(%peer, "a serving thread has stopped; the connection is closed");
         }
@@ -186,7 +261,7 @@ fn is_peer_error(e: &io::Error) -> bool {
 
 /// The connections the acceptor hands one lane, as axum's listener.
 pub struct LaneListener {
-    incoming: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
+    incoming: mpsc::UnboundedReceiver<Accepted>,
     open: Arc<AtomicUsize>,
     local: SocketAddr,
 }
@@ -197,7 +272,7 @@ impl Listener for LaneListener {
 
     async fn accept(&mut self) -> (LaneStream, SocketAddr) {
         loop {
-            let Some((stream, peer)) = self.incoming.recv().await else {
+            let Some((stream, peer, slot)) = self.incoming.recv().await else {
                 // The acceptor has stopped; the serve loop ends on its shutdown signal.
                 return std::future::pending().await;
             };
@@ -208,6 +283,7 @@ impl Listener for LaneListener {
                         LaneStream {
                             stream,
                             _counted: counted,
+                            _slot: slot,
                         },
                         peer,
                     );
@@ -237,6 +313,7 @@ impl Drop for Counted {
 pub struct LaneStream {
     stream: TcpStream,
     _counted: Counted,
+    _slot: PeerSlot,
 }
 
 impl LaneStream {
@@ -299,23 +376,29 @@ mod tests {
         let accepting = CancellationToken::new();
         let stop = accepting.clone();
         let two = NonZeroUsize::new(2).expect("two");
-        let server = tokio::spawn(serve(listener, two, accepting.clone(), move |mut lane| {
-            let stop = stop.clone();
-            async move {
-                let mut held = Vec::new();
-                loop {
-                    let (mut stream, _) = tokio::select! {
-                        () = stop.cancelled() => return Ok(()),
-                        accepted = lane.accept() => accepted,
-                    };
-                    let name = std::thread::current().name().unwrap_or("").to_owned();
-                    stream.write_all(name.as_bytes()).await?;
-                    stream.flush().await?;
-                    // Held open, so the lane counts it when the next one is placed.
-                    held.push(stream);
+        let server = tokio::spawn(serve(
+            listener,
+            two,
+            NonZeroUsize::MAX,
+            accepting.clone(),
+            move |mut lane| {
+                let stop = stop.clone();
+                async move {
+                    let mut held = Vec::new();
+                    loop {
+                        let (mut stream, _) = tokio::select! {
+                            () = stop.cancelled() => return Ok(()),
+                            accepted = lane.accept() => accepted,
+                        };
+                        let name = std::thread::current().name().unwrap_or("").to_owned();
+                        stream.write_all(name.as_bytes()).await?;
+                        stream.flush().await?;
+                        // Held open, so the lane counts it when the next one is placed.
+                        held.push(stream);
+                    }
                 }
-            }
-        }));
+            },
+        ));
         let mut threads = Vec::new();
         let mut clients = Vec::new();
         for _ in 0..4 {
@@ -359,6 +442,7 @@ mod tests {
         let server = tokio::spawn(serve(
             listener,
             two,
+            NonZeroUsize::MAX,
             CancellationToken::new(),
             move |_lane| {
                 let guard = Dropped(sender.clone());
@@ -393,16 +477,22 @@ mod tests {
         let accepting = CancellationToken::new();
         let stop = accepting.clone();
         let two = NonZeroUsize::new(2).expect("two");
-        let server = tokio::spawn(serve(listener, two, accepting.clone(), move |_lane| {
-            let stop = stop.clone();
-            async move {
-                if std::thread::current().name() == Some("chitin-lane-1") {
-                    return Err(io::Error::other("lane one failed"));
+        let server = tokio::spawn(serve(
+            listener,
+            two,
+            NonZeroUsize::MAX,
+            accepting.clone(),
+            move |_lane| {
+                let stop = stop.clone();
+                async move {
+                    if std::thread::current().name() == Some("chitin-lane-1") {
+                        return Err(io::Error::other("lane one failed"));
+                    }
+                    stop.cancelled().await;
+                    Ok(())
                 }
-                stop.cancelled().await;
-                Ok(())
-            }
-        }));
+            },
+        ));
         accepting.cancel();
         let result = tokio::time::timeout(Duration::from_secs(10), server)
             .await

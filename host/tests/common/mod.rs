@@ -205,6 +205,11 @@ pub struct HttpServer {
 /// Start `chitin serve --http 127.0.0.1:0` serving `components`; returns once it listens and
 /// its token is written. The process is killed when the value is dropped.
 pub async fn serve_http(components: &[PathBuf]) -> HttpServer {
+    serve_http_with(components, &[]).await
+}
+
+/// [`serve_http`] with more arguments for `chitin serve`.
+pub async fn serve_http_with(components: &[PathBuf], args: &[&str]) -> HttpServer {
     use tokio::io::{AsyncBufReadExt, BufReader};
     let data = tempfile::tempdir().expect("data dir");
     // Beside the data directory, never holding it.
@@ -212,6 +217,7 @@ pub async fn serve_http(components: &[PathBuf]) -> HttpServer {
     std::fs::create_dir_all(&workspace).expect("workspace");
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_chitin"));
     command.args(["serve", "--no-watch", "--http", "127.0.0.1:0"]);
+    command.args(args);
     for component in components {
         command.arg("--components").arg(component);
     }

@@ -1,0 +1,141 @@
+//! `chitin serve --http` against peers that hold connections without finishing a request: a
+//! connection that sends nothing, trickles its headers or idles after an answer is closed at
+//! the header deadline, and one address cannot hold more than its share of connections, so it
+//! cannot take every file descriptor of the server. Real server process, real loopback sockets.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// The header deadline the server is started with, in seconds.
+const HEADER_TIMEOUT_SECS: u64 = 1;
+/// Far above the deadline: a connection still open after this was never going to be closed.
+const CLOSED_WITHIN: Duration = Duration::from_secs(10);
+
+/// Read until the server closes `stream`; what it sent, or `None` when it is still open after
+/// [`CLOSED_WITHIN`].
+async fn closed_by_server(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(CLOSED_WITHIN, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    read.ok().map(|()| got)
+}
+
+/// A GET of `/healthz` on `stream`, answered `200`.
+async fn healthz(stream: &mut TcpStream, addr: &str) -> bool {
+    let request = format!("GET /healthz HTTP/1.1\r\nhost: {addr}\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 256];
+    match tokio::time::timeout(CLOSED_WITHIN, stream.read(&mut buf)).await {
+        Ok(Ok(n)) => buf[..n].starts_with(b"HTTP/1.1 200"),
+        _ => false,
+    }
+}
+
+#[tokio::test]
+async fn connections_that_never_finish_their_headers_are_closed_at_the_deadline() {
+    let timeout = HEADER_TIMEOUT_SECS.to_string();
+    let server = common::serve_http_with(
+        &[common::component("echo")],
+        &["--header-timeout", &timeout],
+    )
+    .await;
+    let addr = server.addr.as_str();
+    let started = Instant::now();
+    // Sends nothing at all.
+    let mut silent = TcpStream::connect(addr).await.expect("connect");
+    // Sends part of its headers and stops (slowloris).
+    let mut partial = TcpStream::connect(addr).await.expect("connect");
+    partial
+        .write_all(format!("POST /mcp HTTP/1.1\r\nhost: {addr}\r\nx-slow: ").as_bytes())
+        .await
+        .expect("write");
+    // Is answered once, then keeps the connection idle.
+    let mut idle = TcpStream::connect(addr).await.expect("connect");
+    assert!(healthz(&mut idle, addr).await, "the probe is answered");
+    for (name, stream) in [
+        ("silent", &mut silent),
+        ("partial", &mut partial),
+        ("idle", &mut idle),
+    ] {
+        assert!(
+            closed_by_server(stream).await.is_some(),
+            "the {name} connection is still open {:?} after it was made",
+            started.elapsed()
+        );
+    }
+    // The server still serves.
+    let mut next = TcpStream::connect(addr).await.expect("connect");
+    assert!(healthz(&mut next, addr).await, "the server still answers");
+}
+
+#[tokio::test]
+async fn one_address_cannot_hold_every_connection() {
+    const MOST: usize = 8;
+    let most = MOST.to_string();
+    let server = common::serve_http_with(
+        &[common::component("echo")],
+        &["--max-connections-per-client", &most],
+    )
+    .await;
+    let addr = server.addr.as_str();
+    // The flood comes from another loopback address, so the probe below is another client.
+    let flooder: std::net::SocketAddr = "127.0.0.2:0".parse().expect("addr");
+    let target: std::net::SocketAddr = addr.parse().expect("the server's address");
+    let mut held = Vec::new();
+    for _ in 0..MOST {
+        let socket = TcpSocket::new_v4().expect("socket");
+        socket.bind(flooder).expect("bind 127.0.0.2");
+        held.push(socket.connect(target).await.expect("connect"));
+    }
+    // Held connections are all served: each is answered.
+    for stream in &mut held {
+        assert!(
+            healthz(stream, addr).await,
+            "a connection within the bound is served"
+        );
+    }
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket.bind(flooder).expect("bind 127.0.0.2");
+    let mut over = socket.connect(target).await.expect("connect");
+    let told = closed_by_server(&mut over)
+        .await
+        .expect("the connection over the bound is closed at once");
+    let told = String::from_utf8_lossy(&told);
+    assert!(
+        told.starts_with("HTTP/1.1 503") && told.contains("--max-connections-per-client"),
+        "the refusal says why and what to do: {told:?}"
+    );
+    // Another address is still served while the first holds its most.
+    let mut other = TcpStream::connect(addr).await.expect("connect");
+    assert!(healthz(&mut other, addr).await, "another client is served");
+    // A connection closed gives its slot back.
+    drop(held.pop());
+    let answered = async {
+        loop {
+            let socket = TcpSocket::new_v4().expect("socket");
+            socket.bind(flooder).expect("bind 127.0.0.2");
+            let mut again = socket.connect(target).await.expect("connect");
+            if healthz(&mut again, addr).await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(CLOSED_WITHIN, answered)
+        .await
+        .expect("a closed connection's slot is given back");
+}
