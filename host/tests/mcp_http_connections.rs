@@ -139,3 +139,58 @@ async fn one_address_cannot_hold_every_connection() {
         .await
         .expect("a closed connection's slot is given back");
 }
+
+#[tokio::test]
+async fn a_call_that_outlasts_the_header_deadline_is_still_answered() {
+    // Calls end at 3 s, well past the 1 s header deadline.
+    let policy_dir = tempfile::tempdir().expect("tempdir");
+    let policy = policy_dir.path().join("policy.toml");
+    let default = std::fs::read_to_string(common::repo().join("policies/default.toml"))
+        .expect("the default policy");
+    let short = default.replacen("timeout_ms = 30000", "timeout_ms = 3000", 1);
+    assert_ne!(short, default, "the default policy names its call timeout");
+    std::fs::write(&policy, short).expect("write the policy");
+    let timeout = HEADER_TIMEOUT_SECS.to_string();
+    let server = common::serve_http_with(
+        &[common::fixture("test-hostile")],
+        &[
+            "--header-timeout",
+            &timeout,
+            "--policy",
+            policy.to_str().expect("utf-8 path"),
+        ],
+    )
+    .await;
+    let addr = server.addr.as_str();
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "nap", "arguments": {},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    })
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {}\r\n\
+         content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+         mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: nap\r\n\
+         content-length: {}\r\n\r\n{body}",
+        server.token,
+        body.len()
+    );
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut buf = vec![0u8; 8192];
+    let n = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut buf))
+        .await
+        .expect("answered within 30 s")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&buf[..n]);
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("timed out"),
+        "the call's own deadline ends it, not the header deadline: {answer:?}"
+    );
+}
