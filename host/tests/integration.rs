@@ -24,6 +24,7 @@ mod layering;
 mod mcp_http_connections;
 mod mcp_http_direct;
 mod mcp_http_keepalive;
+mod mcp_http_sessions;
 mod mcp_stdio_direct;
 mod memory;
 mod process;

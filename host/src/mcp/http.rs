@@ -33,6 +33,7 @@ use crate::mcp::access::{Access, ClientId};
 use crate::mcp::direct::{Direct, Passed};
 use crate::mcp::lanes::{self, LaneListener};
 use crate::mcp::oauth::{ResourceServer, metadata};
+use crate::mcp::sessions::{self, Sessions};
 use crate::mcp::token::BearerToken;
 use crate::mcp::{McpServer, Served};
 
@@ -42,6 +43,9 @@ pub const MCP_PATH: &str = "/mcp";
 pub const HEALTH_PATH: &str = "/healthz";
 /// Readiness: 200 when components are loaded and the state database answers, else 503.
 pub const READY_PATH: &str = "/readyz";
+
+/// rmcp's `Mcp-Session-Id`.
+const SESSION_ID_HEADER: &str = "mcp-session-id";
 
 /// Largest request body accepted (JSON-RPC messages are small; tool arguments are capped too).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -106,6 +110,8 @@ struct Guard {
     limiter: DefaultKeyedRateLimiter<IpAddr>,
     /// The paths served without a token: the probes and the protected-resource metadata.
     public: Vec<String>,
+    /// The MCP sessions each client keeps open.
+    sessions: Sessions,
 }
 
 /// When the server stops: `accepting` cancelled stops taking connections and lets requests in
@@ -150,9 +156,10 @@ pub async fn serve(
     let probed = served.clone();
     // Behind an `Arc`: axum clones a route's handler for every request, and rmcp's own clone
     // copies its whole configuration, which a call the direct path answers never uses.
+    let manager = Arc::new(LocalSessionManager::default());
     let rmcp = Arc::new(StreamableHttpService::new(
         move || Ok(McpServer::new(for_sessions.clone(), page_size)),
-        Arc::new(LocalSessionManager::default()),
+        manager.clone(),
         config,
     ));
     let metadata_paths = auth
@@ -169,6 +176,7 @@ pub async fn serve(
             Quota::per_second(options.rate_per_second).allow_burst(options.burst),
         ),
         public,
+        sessions: Sessions::new(manager, sessions::MAX_PER_CLIENT),
     });
     let mut router = Router::new().route(
         MCP_PATH,
@@ -314,9 +322,22 @@ impl Front {
                 client,
             }
         };
+        // A request without a session that comes back with one began a session.
+        let may_begin =
+            request.uri().path() == MCP_PATH && !request.headers().contains_key(SESSION_ID_HEADER);
         request.extensions_mut().insert(access);
-        request.extensions_mut().insert(client);
-        self.route(request).await
+        request.extensions_mut().insert(client.clone());
+        let response = self.route(request).await;
+        let begun = response
+            .headers()
+            .get(SESSION_ID_HEADER)
+            .and_then(|id| id.to_str().ok());
+        if let Some(session) = begun.filter(|_| may_begin)
+            && let Err(refused) = self.guard.sessions.admit(&client, session.into()).await
+        {
+            return refusal(StatusCode::TOO_MANY_REQUESTS, refused.to_string());
+        }
+        response
     }
 
     async fn route(&mut self, request: Request) -> Response {

@@ -14,6 +14,7 @@ pub mod plain_call;
 pub mod questions;
 pub mod served;
 mod server;
+pub mod sessions;
 pub mod stdio;
 pub mod tasks;
 pub mod token;
