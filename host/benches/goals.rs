@@ -55,6 +55,10 @@ const PAUSED_CALLS: usize = 30;
 /// The pause before each of them: long enough for the VM to go cold (10 ms is, measured).
 const PAUSE: Duration = Duration::from_millis(200);
 
+/// Set to a count, the executable only scans row 3's result that many times and prints the
+/// scan's p50 and mean (for `perf`).
+const SCANS_ENV: &str = "CHITIN_BENCH_SCANS";
+
 fn main() {
     match std::env::var(ROLE_ENV).as_deref() {
         Ok("stdio-floor") => return floor::stdio(),
@@ -62,12 +66,37 @@ fn main() {
         Ok("http-floor-instance") => return floor::http(true),
         _ => {}
     }
+    if let Some(count) = std::env::var(SCANS_ENV).ok().and_then(|n| n.parse().ok()) {
+        return scans(count);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
     rt.block_on(run());
+}
+
+/// Scan a result like row 3's (`read_file` of the 1 MiB file, as JSON) `count` times.
+fn scans(count: usize) {
+    let line = format!("{}\n", "x".repeat(1023));
+    let content = line.repeat(1024);
+    let result = json!({"content": content, "lines": 1024, "path": "big.txt"}).to_string();
+    let scanner = LeakScanner::new(std::iter::empty()).expect("scanner");
+    let mut times: Vec<Duration> = (0..count)
+        .map(|_| {
+            let started = Instant::now();
+            assert!(matches!(scanner.scrub(&result), Scrubbed::Clean));
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    let mean = times.iter().sum::<Duration>() / count.max(1) as u32;
+    println!(
+        "{count} scans of {} bytes: p50 {:?}, mean {mean:?}",
+        result.len(),
+        times[count / 2]
+    );
 }
 
 /// One row of the table.

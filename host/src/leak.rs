@@ -266,6 +266,8 @@ struct Compiled {
     anchors: Vec<(&'static [u8], usize)>,
     /// The length of the longest anchor.
     longest_anchor: usize,
+    /// Which bytes occur in an anchor (lower case).
+    in_anchors: [bool; 256],
     /// Which pairs of bytes begin an anchor: bit `a << 8 | b` of this set is on where one
     /// begins with `a`, `b` (every anchor is longer than two bytes).
     leads: Box<[u64; 1024]>,
@@ -379,6 +381,13 @@ static COMPILED: std::sync::LazyLock<Compiled> = std::sync::LazyLock::new(|| {
     Compiled {
         anchor_search,
         longest_anchor: anchors.iter().map(|(a, _)| a.len()).max().unwrap_or(1),
+        in_anchors: {
+            let mut table = [false; 256];
+            for &b in anchors.iter().flat_map(|(a, _)| a.iter()) {
+                table[usize::from(b)] = true;
+            }
+            table
+        },
         leads,
         anchors,
         anchored: sources
@@ -468,9 +477,11 @@ impl Compiled {
     /// The candidates of `view`, as [`LeakScanner::candidates`] would find them there (sorted),
     /// from those of the original text. An anchor is ASCII without `%` or `\`, so none the
     /// original holds takes in an edit's bytes: each is one the view holds too, unless it begins
-    /// inside an escape (its letter or hex digits). What the view holds besides are anchors that an edit changed,
-    /// which begin at most the longest anchor's length before its end: only those bytes are
-    /// searched again.
+    /// inside an escape (its letter or hex digits). What the view holds besides are anchors that
+    /// an edit changed, which begin at most the longest anchor's length before its end and hold
+    /// its bytes: only around an edit that left bytes an anchor may hold (or none, joining its
+    /// neighbours) is the view searched again. A line break or tab decoded from a JSON escape,
+    /// in no anchor, needs no search.
     fn view_candidates(&self, view: &View, original: &[(usize, usize)]) -> Vec<(usize, usize)> {
         let mut candidates: Vec<(usize, usize)> = original
             .iter()
@@ -482,6 +493,14 @@ impl Compiled {
         let mut searched = 0;
         for edit in &view.edits {
             let end = edit.at + edit.len;
+            let decoded = &bytes[edit.at..end];
+            if !decoded.is_empty()
+                && decoded
+                    .iter()
+                    .all(|b| !self.in_anchors[usize::from(b.to_ascii_lowercase())])
+            {
+                continue;
+            }
             for start in edit.at.saturating_sub(reach).max(searched)..end {
                 let Some(pair) = bytes.get(start..start + 2) else {
                     break;
