@@ -459,6 +459,17 @@ fn check_workspace(workspace: &Path, data_dir: &Path) -> Result<(), ProcessGrant
         what,
         path: path.to_owned(),
     };
+    // Every call's private scratch (and the spare made for the next call) is made in the
+    // temporary directory: inside the workspace, any call's processes would read and seed the
+    // others'. Checked first, so the refusal names it wherever the data directory lies.
+    let temp = std::env::temp_dir();
+    let temp = temp.canonicalize().unwrap_or(temp);
+    if temp.starts_with(workspace) {
+        return Err(too_wide(
+            "the temporary directory (TMPDIR) that holds each call's private scratch",
+            &temp,
+        ));
+    }
     let data_dir = data_dir
         .canonicalize()
         .unwrap_or_else(|_| data_dir.to_owned());
@@ -469,16 +480,6 @@ fn check_workspace(workspace: &Path, data_dir: &Path) -> Result<(), ProcessGrant
         && home.starts_with(workspace)
     {
         return Err(too_wide("the home directory", &home));
-    }
-    // Every call's private scratch (and the spare made for the next call) is made there: inside
-    // the workspace, any call's processes would read and seed the others'.
-    let temp = std::env::temp_dir();
-    let temp = temp.canonicalize().unwrap_or(temp);
-    if temp.starts_with(workspace) {
-        return Err(too_wide(
-            "the temporary directory (TMPDIR) that holds each call's private scratch",
-            &temp,
-        ));
     }
     Ok(())
 }
