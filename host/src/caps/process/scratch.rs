@@ -373,6 +373,9 @@ mod tests {
         let root = tempfile::tempdir().expect("tempdir");
         let scratches = Arc::new(confined_waiting(root.path(), Duration::from_secs(5)));
         let making = Making::start(&scratches).expect("no spare yet");
+        // Taken before the maker starts, so a busy machine that runs this thread late cannot
+        // make the wait look shorter than the maker's sleep.
+        let started = std::time::Instant::now();
         let (taken, made) = std::thread::scope(|scope| {
             let maker = scope.spawn(|| {
                 let making = making;
@@ -382,7 +385,6 @@ mod tests {
                 making.0.slot().spare = Some(made);
                 path
             });
-            let started = std::time::Instant::now();
             let taken = scratches.take().expect("scratch");
             assert!(
                 started.elapsed() >= Duration::from_millis(50),
