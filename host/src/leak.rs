@@ -728,10 +728,12 @@ impl LeakScanner {
         let mut hits = Vec::new();
         let candidates = self.find_patterns(raw, &mut hits);
         self.find_secrets(raw, &mut hits);
-        // The run search notes, in the same pass, whether the text holds a byte where an
-        // obfuscation may begin; most text has none and needs no view.
+        // The run search notes, in the same pass, where an obfuscation may begin; most text has
+        // no such byte and needs no view.
         let leads = self.find_encoded(raw, &mut hits);
-        if leads && let Some(view) = normalize(text) {
+        if leads.any()
+            && let Some(view) = self.view(raw, &leads, candidates.as_deref())
+        {
             let mut found = Vec::new();
             if by_edits(&view) {
                 self.find_view_patterns(&view, candidates.as_deref(), &mut found);
@@ -914,9 +916,9 @@ impl LeakScanner {
     /// run (a part of an encoding cannot be redacted meaningfully). A run that begins with the
     /// letter of a JSON escape (`\n`, `\r`, `\t`, `\b`, `\f`: a line break or tab in a tool's
     /// result) is also decoded without it, as the view holds it, so that the view's pass need
-    /// not search it again (see [`LeakScanner::find_view_encoded`]). Returns whether `bytes`
-    /// hold a `%`, a `\` or a byte outside ASCII, where an obfuscation or escape may begin.
-    fn find_encoded(&self, bytes: &[u8], out: &mut Vec<Hit>) -> bool {
+    /// not search it again (see [`LeakScanner::find_view_encoded`]). Returns where in `bytes`
+    /// an obfuscation or escape may begin.
+    fn find_encoded(&self, bytes: &[u8], out: &mut Vec<Hit>) -> runs::Leads {
         let mut found = Vec::new();
         runs::encoded_runs(bytes, |run| {
             self.find_in_run(bytes, run.clone(), &mut found, out);
@@ -1263,14 +1265,40 @@ impl View {
     }
 }
 
-/// The text with invisible characters removed and escapes decoded, or `None` when it has
-/// neither.
-fn normalize(text: &str) -> Option<View> {
-    let raw = text.as_bytes();
-    let found = obfuscations(raw);
-    if found.is_empty() {
-        return None;
+impl LeakScanner {
+    /// The view of `raw` (the text with invisible characters removed and escapes decoded), or
+    /// `None` when it has neither or when its passes could find nothing the original's did not.
+    ///
+    /// That is so, and the view not worth its copy of the text (a megabyte's result of 1,024
+    /// lines holds 1,024 `\n`), when there are no secret values to look for, the original
+    /// holds no pattern's anchor (`candidates` is empty), and every obfuscation is a one-letter
+    /// JSON escape whose byte is in no anchor and no encoded run: the view then holds no anchor
+    /// either (see [`Compiled::view_candidates`]) and no run the original's pass did not decode
+    /// (see [`LeakScanner::find_view_encoded`]).
+    fn view(
+        &self,
+        raw: &[u8],
+        leads: &runs::Leads,
+        candidates: Option<&[(usize, usize)]>,
+    ) -> Option<View> {
+        let found = obfuscations(raw, leads);
+        if found.is_empty() {
+            return None;
+        }
+        let nothing_more = self.secrets.is_none()
+            && candidates.is_some_and(<[_]>::is_empty)
+            && found.iter().all(|m| {
+                escaped_byte(&raw[m.clone()]).is_some_and(|b| {
+                    !runs::in_run(b)
+                        && !self.compiled.in_anchors[usize::from(b.to_ascii_lowercase())]
+                })
+            });
+        (!nothing_more).then(|| build_view(raw, found))
     }
+}
+
+/// The view of `raw` with the obfuscations `found` (in order, not empty) removed or decoded.
+fn build_view(raw: &[u8], found: Vec<std::ops::Range<usize>>) -> View {
     let mut bytes = Vec::with_capacity(raw.len());
     let mut edits = Vec::with_capacity(found.len());
     let mut at = 0;
@@ -1286,20 +1314,22 @@ fn normalize(text: &str) -> Option<View> {
         at = m.end;
     }
     bytes.extend_from_slice(&raw[at..]);
-    Some(View { bytes, edits })
+    View { bytes, edits }
 }
 
-/// Where the obfuscations of `raw` (UTF-8) lie, in order: percent-escapes, JSON string escapes
-/// (a surrogate pair's two as one) and the characters that render as nothing and so can split
-/// a credential unseen (see [`obfuscation_len`]). Found from the bytes each begins with, by SIMD
-/// searches, then checked there: the same matches as one regex of them all (the tests hold the
-/// two equal), whose prefilter over so many literals walks a megabyte a byte at a time (~2 ms).
-fn obfuscations(raw: &[u8]) -> Vec<std::ops::Range<usize>> {
+/// Where the obfuscations of `raw` (UTF-8, whose `leads` the run search noted) lie, in order:
+/// percent-escapes, JSON string escapes (a surrogate pair's two as one) and the characters that
+/// render as nothing and so can split a credential unseen (see [`obfuscation_len`]). Found from
+/// the bytes each begins with (the escapes' from the run search's masks, the invisible
+/// characters' by SIMD searches), then checked there: the same matches as one regex of them all
+/// (the tests hold the two equal), whose prefilter over so many literals walks a megabyte a
+/// byte at a time (~2 ms).
+fn obfuscations(raw: &[u8], leads: &runs::Leads) -> Vec<std::ops::Range<usize>> {
     let mut found = Vec::new();
     // Escapes are ASCII and invisible characters are not, so neither kind overlaps the other;
     // an escape may hold another's `\` (`\\n`), so each begins past the last.
     let mut end = 0;
-    for at in memchr::memchr2_iter(b'%', b'\\', raw) {
+    for at in leads.escapes() {
         if at >= end
             && let Some(len) = obfuscation_len(&raw[at..])
         {
@@ -1307,7 +1337,7 @@ fn obfuscations(raw: &[u8]) -> Vec<std::ops::Range<usize>> {
             found.push(at..end);
         }
     }
-    if !raw.is_ascii() {
+    if leads.non_ascii {
         let escapes = found.len();
         // In UTF-8 no lead byte is another's continuation, so these never overlap either.
         let leads = memchr::memchr3_iter(0xC2, 0xCD, 0xD8, raw)
@@ -1395,7 +1425,15 @@ fn decode_obfuscation(matched: &[u8], out: &mut Vec<u8>) {
                 out.extend_from_slice(encoded);
             }
         }
-        [b'\\', escaped] => out.push(match escaped {
+        _ => out.extend(escaped_byte(matched)),
+    }
+}
+
+/// The byte a one-letter JSON escape (`\n`, `\"`, ...) stands for; `None` for any other
+/// obfuscation.
+fn escaped_byte(matched: &[u8]) -> Option<u8> {
+    match matched {
+        [b'\\', escaped] => Some(match escaped {
             b'b' => 0x08,
             b'f' => 0x0C,
             b'n' => b'\n',
@@ -1403,7 +1441,7 @@ fn decode_obfuscation(matched: &[u8], out: &mut Vec<u8>) {
             b't' => b'\t',
             other => *other,
         }),
-        _ => {}
+        _ => None,
     }
 }
 
@@ -2205,14 +2243,93 @@ mod tests {
         {
             let raw = text.as_bytes();
             let expected: Vec<_> = regex.find_iter(raw).map(|m| m.range()).collect();
-            assert_eq!(obfuscations(raw), expected, "{text:?}");
+            let leads = runs::encoded_runs(raw, |_| {});
+            assert_eq!(obfuscations(raw, &leads), expected, "{text:?}");
         }
+    }
+
+    /// The view of `text`, made whether or not its passes could find more, or `None` when the
+    /// text holds no obfuscation.
+    fn view_of(text: &str) -> Option<View> {
+        let raw = text.as_bytes();
+        let found = obfuscations(raw, &runs::encoded_runs(raw, |_| {}));
+        (!found.is_empty()).then(|| build_view(raw, found))
+    }
+
+    #[test]
+    fn a_view_not_made_is_one_that_would_find_nothing_more() {
+        let plain = scanner();
+        let with_secret = LeakScanner::new([("deploy_key", SECRET)]).expect("scanner");
+        let json = |text: &str| serde_json::to_string(text).expect("a string");
+        // Lines of a file as a result carries them (a megabyte of them in the bench's row 3),
+        // prose with quotes, tabs and letters outside ASCII, and the same with what makes the view needed: an anchor,
+        // an escape of `/` (in the runs' alphabet), a percent-escape, an invisible character.
+        let lines = format!("{}\n", "x".repeat(1023)).repeat(64);
+        let prose = "He said \"no\".\tThen:\r\n\\ ok, café \x08end\x0c.\n".repeat(40);
+        let not_made = [json(&lines), json(&prose)];
+        let made = [
+            json(&format!("{lines}password = Zq9x7Vb2Lm4Kp8Rt\n")),
+            format!("{prose}a\\/b"),
+            format!("{prose}%20"),
+            format!("{prose}\u{200b}"),
+            json(&format!("{lines}ghp_")),
+        ];
+        let viewed = |s: &LeakScanner, text: &str| {
+            let raw = text.as_bytes();
+            let mut hits = Vec::new();
+            let candidates = s.find_patterns(raw, &mut hits);
+            let leads = s.find_encoded(raw, &mut hits);
+            assert!(leads.any(), "{text:?}");
+            s.view(raw, &leads, candidates.as_deref()).is_some()
+        };
+        for text in &not_made {
+            assert!(!viewed(&plain, text), "{text:?}");
+            // With a secret value to look for, the view is searched for it.
+            assert!(viewed(&with_secret, text), "{text:?}");
+            // Made anyway, the view's passes find nothing.
+            let view = view_of(text).expect("escapes");
+            let mut found = Vec::new();
+            plain.find_patterns_everywhere(&view.bytes, &mut found);
+            plain.find_encoded(&view.bytes, &mut found);
+            assert!(found.is_empty(), "{text:?}");
+        }
+        for text in &made {
+            assert!(viewed(&plain, text), "{text:?}");
+        }
+        // Where the view is not made, the hits are still those of whole passes over the text and
+        // its view, in every text of the equivalence tests that gets there.
+        let mut skipped = 0;
+        for text in obfuscated_texts(2000)
+            .iter()
+            .chain(&not_made)
+            .chain(&made)
+            .map(|t| json(t))
+            .chain(
+                adversarial_texts(2000)
+                    .iter()
+                    .map(|t| json(&String::from_utf8_lossy(t))),
+            )
+        {
+            let raw = text.as_bytes();
+            let mut hits = Vec::new();
+            let candidates = plain.find_patterns(raw, &mut hits);
+            let leads = plain.find_encoded(raw, &mut hits);
+            if !leads.any() || plain.view(raw, &leads, candidates.as_deref()).is_some() {
+                continue;
+            }
+            skipped += 1;
+            let mut hits: Vec<_> = plain.hits(&text).iter().map(hit_key).collect();
+            hits.sort_unstable();
+            hits.dedup();
+            assert_eq!(hits, hits_by_whole_passes(&plain, &text), "{text:?}");
+        }
+        assert!(skipped > 100, "{skipped}");
     }
 
     #[test]
     fn the_view_keeps_every_offset_of_the_map_it_replaced() {
         for text in obfuscated_texts(500) {
-            let view = normalize(&text);
+            let view = view_of(&text);
             let whole = whole_view(text.as_bytes());
             let (Some(view), Some((bytes, map))) = (view, whole) else {
                 continue;
@@ -2238,7 +2355,7 @@ mod tests {
 
     #[test]
     fn a_view_is_searched_around_its_edits_only_when_they_are_few() {
-        let view = |text: &str| normalize(text).expect("an edit");
+        let view = |text: &str| view_of(text).expect("an edit");
         // A URL's escape in a page of text; an escape every 64 bytes of the view, then a little
         // more often.
         assert!(view(&format!("{}%20{}", "a".repeat(4000), "b".repeat(4000))).is_sparse());

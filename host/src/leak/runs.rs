@@ -8,9 +8,10 @@
 //! `>> 2`, `>> 4`, `>> 8`) rather than byte by byte. A byte-at-a-time search cost 0.25 ms of
 //! every 1 MiB result (`docs/performance-log.md`).
 //!
-//! The same pass notes whether the text holds a `%`, a `\` or a byte outside ASCII, where
-//! every obfuscation and escape the scanner looks through begins: text without one needs no
-//! second pass to find out.
+//! The same pass notes where the text holds a `%` or a `\` and whether it holds a byte outside
+//! ASCII: every obfuscation and escape the scanner looks through begins at one, so text without
+//! one needs no second pass to find out, and the escapes of text with them are found from the
+//! masks rather than by another search of the whole text.
 
 use std::ops::Range;
 
@@ -39,10 +40,41 @@ pub(super) fn in_run(b: u8) -> bool {
     ALPHABET[usize::from(b)] || b == b'='
 }
 
+/// Where an obfuscation may begin in a text: each `%` and `\`, and whether any byte is
+/// outside ASCII (where an invisible character's UTF-8 begins).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Leads {
+    /// Each block holding a `%` or `\`: its offset and the mask of them (bit `i` for the byte
+    /// at offset + `i`), in order.
+    escapes: Vec<(usize, u64)>,
+    /// Whether a byte is outside ASCII.
+    pub(super) non_ascii: bool,
+}
+
+impl Leads {
+    /// Whether the text holds any lead at all.
+    pub(super) fn any(&self) -> bool {
+        self.non_ascii || !self.escapes.is_empty()
+    }
+
+    /// The offsets of the text's `%` and `\` bytes, in order.
+    pub(super) fn escapes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.escapes.iter().flat_map(|&(base, mask)| {
+            let mut rest = mask;
+            std::iter::from_fn(move || {
+                let bit = rest.trailing_zeros();
+                (rest != 0).then(|| {
+                    rest &= rest - 1;
+                    base + bit as usize
+                })
+            })
+        })
+    }
+}
+
 /// Calls `each` with the span of every run of at least [`MIN_ENCODED_RUN`] alphabet bytes in
-/// `bytes`, with the `=` padding after it, in order. Returns whether `bytes` hold a `%`, a `\`
-/// or a byte outside ASCII (see [`Classes::leads`]).
-pub(super) fn encoded_runs(bytes: &[u8], each: impl FnMut(Range<usize>)) -> bool {
+/// `bytes`, with the `=` padding after it, in order. Returns where obfuscations may begin.
+pub(super) fn encoded_runs(bytes: &[u8], each: impl FnMut(Range<usize>)) -> Leads {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above.
@@ -58,7 +90,7 @@ fn runs_with(
     bytes: &[u8],
     mut each: impl FnMut(Range<usize>),
     classify: impl Fn(&[u8; BLOCK]) -> Classes,
-) -> bool {
+) -> Leads {
     let mut emit = |start: usize, end: usize| {
         if end - start >= MIN_ENCODED_RUN {
             let padding = bytes[end..].iter().take_while(|&&b| b == b'=').count();
@@ -67,11 +99,17 @@ fn runs_with(
     };
     // The start of a run reaching the end of the blocks read so far.
     let mut open: Option<usize> = None;
-    let mut leads = false;
+    let mut leads = Leads::default();
+    let mut note = |classes: &Classes, base: usize| {
+        leads.non_ascii |= classes.non_ascii;
+        if classes.escapes != 0 {
+            leads.escapes.push((base, classes.escapes));
+        }
+    };
     let (blocks, tail) = bytes.as_chunks::<BLOCK>();
     for (i, block) in blocks.iter().enumerate() {
         let classes = classify(block);
-        leads |= classes.leads;
+        note(&classes, i * BLOCK);
         block_runs(classes.alphabet, i * BLOCK, &mut open, &mut emit);
     }
     if !tail.is_empty() {
@@ -81,7 +119,7 @@ fn runs_with(
         let mut padded = [0u8; BLOCK];
         padded[..tail.len()].copy_from_slice(tail);
         let classes = classify(&padded);
-        leads |= classes.leads;
+        note(&classes, blocks.len() * BLOCK);
         block_runs(classes.alphabet, blocks.len() * BLOCK, &mut open, &mut emit);
     }
     if let Some(start) = open {
@@ -95,15 +133,11 @@ fn runs_with(
 struct Classes {
     /// Bit `i` set when byte `i` is in the alphabet; bits past the bytes are clear.
     alphabet: u64,
-    /// Whether a byte is `%`, `\` or outside ASCII: where a percent-escape, a JSON string
-    /// escape or an invisible character (whose UTF-8 begins with a byte above 0x7F) may begin.
-    leads: bool,
-}
-
-/// Whether `b` may begin an obfuscation (see [`Classes::leads`]).
-#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
-fn is_lead(b: u8) -> bool {
-    b == b'%' || b == b'\\' || !b.is_ascii()
+    /// Bit `i` set when byte `i` is `%` or `\`, where a percent-escape or a JSON string escape
+    /// begins.
+    escapes: u64,
+    /// Whether a byte is outside ASCII, where an invisible character's UTF-8 begins.
+    non_ascii: bool,
 }
 
 /// The runs of one block's `mask` (bits past the text are clear), the block starting at
@@ -154,7 +188,10 @@ fn table_classes(bytes: &[u8]) -> Classes {
         alphabet: bytes.iter().enumerate().fold(0, |mask, (i, &b)| {
             mask | (u64::from(ALPHABET[usize::from(b)]) << i)
         }),
-        leads: bytes.iter().any(|&b| is_lead(b)),
+        escapes: bytes.iter().enumerate().fold(0, |mask, (i, &b)| {
+            mask | (u64::from(b == b'%' || b == b'\\') << i)
+        }),
+        non_ascii: !bytes.is_ascii(),
     }
 }
 
@@ -185,9 +222,9 @@ fn sse2_classes(block: &[u8; BLOCK]) -> Classes {
         _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8))
     }
     let mut mask = 0u64;
-    // A lane's byte with its top bit set is outside ASCII; `%` and `\` lanes are set by the
-    // compares.
-    let mut leads = _mm_set1_epi8(0);
+    let mut escapes_mask = 0u64;
+    // A lane's byte with its top bit set is outside ASCII.
+    let mut top_bits = _mm_set1_epi8(0);
     for (i, lane) in block.chunks_exact(16).enumerate() {
         // SAFETY: `lane` is 16 readable bytes, and `_mm_loadu_si128` takes any alignment.
         let v = unsafe { _mm_loadu_si128(lane.as_ptr().cast()) };
@@ -201,11 +238,13 @@ fn sse2_classes(block: &[u8; BLOCK]) -> Classes {
         let bits = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(letters, digits), signs));
         mask |= u64::from(bits as u16) << (16 * i);
         let escapes = _mm_or_si128(equal(v, b'%'), equal(v, b'\\'));
-        leads = _mm_or_si128(leads, _mm_or_si128(v, escapes));
+        escapes_mask |= u64::from(_mm_movemask_epi8(escapes) as u16) << (16 * i);
+        top_bits = _mm_or_si128(top_bits, v);
     }
     Classes {
         alphabet: mask,
-        leads: _mm_movemask_epi8(leads) != 0,
+        escapes: escapes_mask,
+        non_ascii: _mm_movemask_epi8(top_bits) != 0,
     }
 }
 
@@ -267,12 +306,12 @@ mod avx2 {
 
     /// [`super::encoded_runs`], compiled for AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) fn encoded_runs(bytes: &[u8], each: impl FnMut(Range<usize>)) -> bool {
+    pub(super) fn encoded_runs(bytes: &[u8], each: impl FnMut(Range<usize>)) -> super::Leads {
         super::runs_with(bytes, each, |block| classify(block))
     }
 
     /// The classes of a block: a byte is in the alphabet when the rows of its high nibble and
-    /// of its low nibble meet; a lead is `%` or `\`, or has its top bit set.
+    /// of its low nibble meet; an escape is `%` or `\`.
     #[target_feature(enable = "avx2")]
     pub(super) fn classify(block: &[u8; BLOCK]) -> Classes {
         // SAFETY: `HIGH` and `LOW` are 32 readable bytes; `_mm256_loadu_si256` takes any
@@ -285,7 +324,8 @@ mod avx2 {
         };
         let nibble = _mm256_set1_epi8(0x0f);
         let mut alphabet = 0u64;
-        let mut leads = 0u32;
+        let mut escapes_mask = 0u64;
+        let mut top_bits = 0u32;
         for (i, half) in block.chunks_exact(32).enumerate() {
             // SAFETY: `half` is 32 readable bytes; `_mm256_loadu_si256` takes any alignment.
             let v = unsafe { _mm256_loadu_si256(half.as_ptr().cast()) };
@@ -299,11 +339,13 @@ mod avx2 {
                 _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'%' as i8)),
                 _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8)),
             );
-            leads |= _mm256_movemask_epi8(_mm256_or_si256(v, escapes)) as u32;
+            escapes_mask |= u64::from(_mm256_movemask_epi8(escapes) as u32) << (32 * i);
+            top_bits |= _mm256_movemask_epi8(v) as u32;
         }
         Classes {
             alphabet,
-            leads: leads != 0,
+            escapes: escapes_mask,
+            non_ascii: top_bits != 0,
         }
     }
 }
@@ -324,7 +366,7 @@ mod tests {
     /// A whole pass and its name.
     type Pass = (
         &'static str,
-        Box<dyn Fn(&[u8], &mut dyn FnMut(Range<usize>)) -> bool>,
+        Box<dyn Fn(&[u8], &mut dyn FnMut(Range<usize>)) -> Leads>,
     );
 
     /// Every block classifier this CPU can run: the baseline one always, AVX2's where the CPU
@@ -356,8 +398,8 @@ mod tests {
         all
     }
 
-    /// The runs `pass` finds in `text`, and whether it saw a lead.
-    fn runs_of(pass: &Pass, text: &[u8]) -> (Vec<Range<usize>>, bool) {
+    /// The runs `pass` finds in `text`, and the leads it saw.
+    fn runs_of(pass: &Pass, text: &[u8]) -> (Vec<Range<usize>>, Leads) {
         let mut found = Vec::new();
         let leads = (pass.1)(text, &mut |run| found.push(run));
         (found, leads)
@@ -372,11 +414,13 @@ mod tests {
                     block[at] = byte;
                     let classes = classify(&block);
                     assert_eq!(classes, table_classes(&block), "{name}: {byte:#x} at {at}");
+                    let escape = byte == b'%' || byte == b'\\';
                     assert_eq!(
-                        classes.leads,
-                        byte == b'%' || byte == b'\\' || byte >= 0x80,
+                        classes.escapes,
+                        u64::from(escape) << at,
                         "{name}: {byte:#x} at {at}"
                     );
+                    assert_eq!(classes.non_ascii, byte >= 0x80, "{name}: {byte:#x} at {at}");
                 }
             }
             // Blocks of mixed bytes, every value beside every other (a xorshift sequence).
@@ -402,7 +446,7 @@ mod tests {
             for len in 0..=130 {
                 let plain = vec![b'a'; len];
                 assert!(
-                    !runs_of(&pass, &plain).1,
+                    !runs_of(&pass, &plain).1.any(),
                     "{}: no lead in {len} bytes",
                     pass.0
                 );
@@ -410,13 +454,33 @@ mod tests {
                     for lead in [b'%', b'\\', 0x80, 0xff] {
                         let mut text = plain.clone();
                         text[at] = lead;
-                        assert!(
-                            runs_of(&pass, &text).1,
-                            "{}: {lead:#x} at {at} of {len}",
-                            pass.0
-                        );
+                        let leads = runs_of(&pass, &text).1;
+                        let escapes: Vec<usize> = leads.escapes().collect();
+                        let what = format!("{}: {lead:#x} at {at} of {len}", pass.0);
+                        assert!(leads.any(), "{what}");
+                        assert_eq!(leads.non_ascii, lead >= 0x80, "{what}");
+                        let expected = if lead < 0x80 { vec![at] } else { vec![] };
+                        assert_eq!(escapes, expected, "{what}");
                     }
                 }
+            }
+            // Escapes dense across several blocks, every one reported, in order.
+            let mut state = 0x2545_f491_4f6c_dd1du64;
+            for _ in 0..200 {
+                let text: Vec<u8> = (0..300)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        b"a%\\ \xc3"[(state % 5) as usize]
+                    })
+                    .collect();
+                let leads = runs_of(&pass, &text).1;
+                let expected: Vec<usize> = (0..text.len())
+                    .filter(|&i| text[i] == b'%' || text[i] == b'\\')
+                    .collect();
+                assert_eq!(leads.escapes().collect::<Vec<_>>(), expected, "{}", pass.0);
+                assert_eq!(leads.non_ascii, !text.is_ascii(), "{}", pass.0);
             }
         }
     }
