@@ -1,7 +1,7 @@
 //! `chitin serve` on stdio answers a plain `tools/call` of an initialized session without
 //! rmcp's per-request machinery (`mcp/stdio.rs`); progress still reaches the client before the
-//! result, a cancellation still stops the call, and the session carries on. Real server
-//! process, real pipes.
+//! result, a cancellation still stops the call, a line over the cap is refused, and the
+//! session carries on. Real server process, real pipes.
 
 use crate::common;
 
@@ -182,6 +182,29 @@ async fn run() {
     let answer = session.until_answer(4).await.pop().expect("answer");
     assert_eq!(
         answer["result"]["structuredContent"]["message"], "after",
+        "{answer}"
+    );
+
+    // A message over the cap on a line is answered with an error naming the cap, by its id,
+    // without the server holding it; the session carries on.
+    let huge = "z".repeat(2 * 1024 * 1024);
+    session
+        .send(call(5, "echo", json!({"message": huge}), None))
+        .await;
+    let answer = session.until_answer(5).await.pop().expect("answer");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("over 1048576 bytes")),
+        "{answer}"
+    );
+    session
+        .send(call(6, "echo", json!({"message": "still here"}), None))
+        .await;
+    let answer = session.until_answer(6).await.pop().expect("answer");
+    assert_eq!(
+        answer["result"]["structuredContent"]["message"], "still here",
         "{answer}"
     );
 

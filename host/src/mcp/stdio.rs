@@ -37,6 +37,12 @@ const PIPE_BYTES: usize = 64 * 1024;
 /// to three times slower on the VM measured; a client's next request mostly comes within this
 /// window (`docs/performance-log.md`, "A thread that slept").
 const LOOK_BEFORE_SLEEP: Duration = Duration::from_micros(100);
+/// The longest line read from the client, the HTTP front's cap on a request body: a longer
+/// one is answered with an error and skipped as it arrives, so a client cannot make the server
+/// hold an unbounded line.
+const MAX_LINE_BYTES: usize = crate::mcp::http::MAX_BODY_BYTES;
+/// How much of a line over the cap is kept to find its request id in.
+const ID_PREFIX_BYTES: usize = 4096;
 
 /// Why serving stdio stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +73,108 @@ struct Cancelled {
 #[serde(rename_all = "camelCase")]
 struct CancelledParams {
     request_id: RequestId,
+}
+
+/// What the reader made of the client's next line.
+#[derive(Debug, PartialEq, Eq)]
+enum Read {
+    /// The line is in the buffer, its newline included unless it ended the input; the buffer
+    /// is empty at the end of input.
+    Line,
+    /// The line was over [`MAX_LINE_BYTES`] and was skipped; the buffer is empty. The request
+    /// id, when its first bytes held one.
+    TooLong(Option<RequestId>),
+}
+
+/// The client's pipe, read a line at a time, each line at most [`MAX_LINE_BYTES`].
+struct ClientLines<R> {
+    reader: BufReader<R>,
+    /// The id of the line being skipped, when one is: `Some(None)` for a line without one.
+    skipping: Option<Option<RequestId>>,
+}
+
+impl<R: AsyncRead + Unpin> ClientLines<R> {
+    fn new(reader: R) -> Self {
+        Self {
+            reader: BufReader::new(reader),
+            skipping: None,
+        }
+    }
+
+    /// Read the rest of the current line into `line`. Cancel-safe: what was read stays in
+    /// `line` and `self`, and a later call goes on from there.
+    async fn read(&mut self, line: &mut Vec<u8>) -> std::io::Result<Read> {
+        loop {
+            let buf = self.reader.fill_buf().await?;
+            let (taken, ended) = match memchr::memchr(b'\n', buf) {
+                Some(at) => (at + 1, true),
+                None => (buf.len(), buf.is_empty()),
+            };
+            if self.skipping.is_none() {
+                line.extend_from_slice(&buf[..taken]);
+                let content = line.len() - usize::from(line.ends_with(b"\n"));
+                if content > MAX_LINE_BYTES {
+                    let id = leading_id(&line[..line.len().min(ID_PREFIX_BYTES)]);
+                    line.clear();
+                    self.skipping = Some(id);
+                }
+            }
+            self.reader.consume(taken);
+            if ended {
+                return Ok(match self.skipping.take() {
+                    Some(id) => Read::TooLong(id),
+                    None => Read::Line,
+                });
+            }
+        }
+    }
+}
+
+/// The request id of a JSON-RPC message from its first bytes: the value of its top-level
+/// `"id"` key where that comes within them, a number or a string.
+fn leading_id(prefix: &[u8]) -> Option<RequestId> {
+    let mut depth = 0usize;
+    let mut at = 0;
+    while let Some(&b) = prefix.get(at) {
+        match b {
+            b'"' => {
+                let end = string_end(prefix, at)?;
+                let after = prefix[end..].trim_ascii_start();
+                if depth == 1
+                    && &prefix[at..end] == b"\"id\""
+                    && let Some(value) = after.strip_prefix(b":")
+                {
+                    let value = value.trim_ascii_start();
+                    let len = match value.first()? {
+                        b'"' => string_end(value, 0)?,
+                        _ => value
+                            .iter()
+                            .position(|&b| matches!(b, b',' | b'}') || b.is_ascii_whitespace())?,
+                    };
+                    return serde_json::from_slice(&value[..len]).ok();
+                }
+                at = end;
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
+/// The offset just past the end of the JSON string that begins at `start` of `bytes`.
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut at = start + 1;
+    loop {
+        match bytes.get(at)? {
+            b'\\' => at += 2,
+            b'"' => return Some(at + 1),
+            _ => at += 1,
+        }
+    }
 }
 
 /// The client's stdout, written one whole message at a time by rmcp's relay and the direct
@@ -176,13 +284,20 @@ async fn read_client<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let in_flight: InFlight = Arc::default();
-    let mut lines = BufReader::new(reader);
+    let mut lines = ClientLines::new(reader);
     let mut line = Vec::new();
     loop {
         line.clear();
         match next_line(&mut lines, &mut line, &out.answered).await {
-            Ok(()) if line.is_empty() => break,
-            Ok(()) => {}
+            Ok(Read::Line) if line.is_empty() => break,
+            Ok(Read::Line) => {}
+            Ok(Read::TooLong(id)) => {
+                tracing::warn!(?id, "a message over {MAX_LINE_BYTES} bytes was skipped");
+                if !refuse_too_long(&out, id).await {
+                    break;
+                }
+                continue;
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "cannot read from the client");
                 break;
@@ -202,21 +317,40 @@ async fn read_client<R, W>(
     let _ = to_rmcp.shutdown().await;
 }
 
+/// Tell the client that a message of its was over [`MAX_LINE_BYTES`] and skipped: an error
+/// answering its request where its id was found, else one without an id. Returns whether the
+/// client could be written to.
+async fn refuse_too_long<W: AsyncWrite + Unpin>(out: &Out<W>, id: Option<RequestId>) -> bool {
+    let error = ErrorData::invalid_request(
+        format!(
+            "the message is over {MAX_LINE_BYTES} bytes, the most one line over stdio may hold; \
+             it was skipped unread (send large content as a file in the workspace instead)"
+        ),
+        None,
+    );
+    let message = ServerJsonRpcMessage::error(error, id);
+    let Ok(mut line) = serde_json::to_vec(&message) else {
+        return true;
+    };
+    line.push(b'\n');
+    out.line(&line).await.is_ok()
+}
+
 /// Read the client's next line into `line` (left empty at the end of input). The reader first
 /// looks for it without sleeping, yielding to the call tasks in between, for
 /// [`LOOK_BEFORE_SLEEP`] after it began or after an answer went out; only then does the
 /// thread sleep until the line or the next answer.
 async fn next_line<R: AsyncRead + Unpin>(
-    lines: &mut BufReader<R>,
+    lines: &mut ClientLines<R>,
     line: &mut Vec<u8>,
     answered: &Notify,
-) -> std::io::Result<()> {
+) -> std::io::Result<Read> {
     loop {
         let until = Instant::now() + LOOK_BEFORE_SLEEP;
         loop {
-            // `read_until` keeps what it read of a line when dropped unfinished.
-            if let Some(read) = lines.read_until(b'\n', line).now_or_never() {
-                return read.map(drop);
+            // `read` keeps what it read of a line when dropped unfinished.
+            if let Some(read) = lines.read(line).now_or_never() {
+                return read;
             }
             if Instant::now() >= until {
                 break;
@@ -225,7 +359,7 @@ async fn next_line<R: AsyncRead + Unpin>(
             tokio::task::yield_now().await;
         }
         tokio::select! {
-            read = lines.read_until(b'\n', line) => return read.map(drop),
+            read = lines.read(line) => return read,
             () = answered.notified() => {}
         }
     }
@@ -367,15 +501,119 @@ async fn answer(
 mod tests {
     use std::time::Duration;
 
-    use tokio::io::{AsyncWriteExt, BufReader, DuplexStream};
+    use rmcp::model::{NumberOrString, RequestId};
+    use tokio::io::{AsyncWriteExt, DuplexStream};
     use tokio::sync::Notify;
 
-    use super::{LOOK_BEFORE_SLEEP, next_line};
+    use super::{
+        ClientLines, ID_PREFIX_BYTES, LOOK_BEFORE_SLEEP, MAX_LINE_BYTES, Read, leading_id,
+        next_line,
+    };
 
     /// A reader of the client's pipe, and the client's end of it.
-    fn pipe() -> (BufReader<DuplexStream>, DuplexStream) {
+    fn pipe() -> (ClientLines<DuplexStream>, DuplexStream) {
         let (client, server) = tokio::io::duplex(1024);
-        (BufReader::new(server), client)
+        (ClientLines::new(server), client)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_line_over_the_cap_is_skipped_as_it_comes_and_the_next_is_read() {
+        let (mut lines, mut client) = pipe();
+        let answered = Notify::new();
+        let writer = tokio::spawn(async move {
+            let mut long = br#"{"jsonrpc":"2.0","id":"big-1","method":"tools/call","params":{"arguments":{"a":""#.to_vec();
+            long.resize(3 * MAX_LINE_BYTES, b'x');
+            long.extend_from_slice(b"\"}}}\n");
+            client.write_all(&long).await.expect("write");
+            // At the cap exactly, the newline aside: read.
+            let mut fits = b"{\"id\":7,\"x\":\"".to_vec();
+            fits.resize(MAX_LINE_BYTES - 2, b'y');
+            fits.extend_from_slice(b"\"}\n");
+            client.write_all(&fits).await.expect("write");
+            client.write_all(b"{\"id\":8}\n").await.expect("write");
+            client
+        });
+        let mut line = Vec::new();
+        let read = next_line(&mut lines, &mut line, &answered)
+            .await
+            .expect("read");
+        assert_eq!(
+            read,
+            Read::TooLong(Some(NumberOrString::String("big-1".into())))
+        );
+        assert!(line.is_empty());
+        // Never more than the cap and one buffer of the pipe was held.
+        assert!(line.capacity() <= 2 * MAX_LINE_BYTES, "{}", line.capacity());
+        let read = next_line(&mut lines, &mut line, &answered)
+            .await
+            .expect("read");
+        assert_eq!(read, Read::Line);
+        assert_eq!(line.len(), MAX_LINE_BYTES + 1);
+        line.clear();
+        let read = next_line(&mut lines, &mut line, &answered)
+            .await
+            .expect("read");
+        assert_eq!((read, line.as_slice()), (Read::Line, &b"{\"id\":8}\n"[..]));
+        drop(writer.await.expect("writer"));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_line_over_the_cap_cut_by_the_end_of_input_is_still_refused() {
+        let (mut lines, mut client) = pipe();
+        let answered = Notify::new();
+        let writer = tokio::spawn(async move {
+            client
+                .write_all(&vec![b' '; MAX_LINE_BYTES + 10])
+                .await
+                .expect("write");
+        });
+        let mut line = Vec::new();
+        let read = next_line(&mut lines, &mut line, &answered)
+            .await
+            .expect("read");
+        assert_eq!(read, Read::TooLong(None));
+        writer.await.expect("writer");
+        let read = next_line(&mut lines, &mut line, &answered)
+            .await
+            .expect("read");
+        assert_eq!((read, line.len()), (Read::Line, 0));
+    }
+
+    #[test]
+    fn the_request_id_is_found_at_the_top_level_of_a_messages_start() {
+        let number = |n: i64| Some(RequestId::Number(n));
+        let string = |s: &str| Some(RequestId::String(s.into()));
+        let cases: [(&[u8], Option<RequestId>); 10] = [
+            (
+                br#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"#,
+                number(42),
+            ),
+            (br#"{ "id" : "a\"b" , "method""#, string("a\"b")),
+            (br#"{"method":"tools/call","id":-3}"#, number(-3)),
+            // An `id` inside the parameters, or as a value, is not the request's.
+            (br#"{"params":{"id":5},"id":6,"#, number(6)),
+            (br#"{"params":{"id":5,"x":"#, None),
+            (br#"{"method":"id","params":{"#, None),
+            (br#"{"x":"\"id\":9","id":10,"#, number(10)),
+            // Cut before the value ends, or not an id.
+            (br#"{"id":12"#, None),
+            (br#"{"id":null,"#, None),
+            (br#"{"id":{"a":1},"#, None),
+        ];
+        for (prefix, expected) in cases {
+            assert_eq!(
+                leading_id(prefix),
+                expected,
+                "{}",
+                String::from_utf8_lossy(prefix)
+            );
+        }
+        // Far into a message, past the part kept.
+        let late = format!(
+            r#"{{"params":{{"a":"{}"}},"id":1}}"#,
+            "z".repeat(ID_PREFIX_BYTES)
+        );
+        assert_eq!(leading_id(&late.as_bytes()[..ID_PREFIX_BYTES]), None);
     }
 
     #[tokio::test(flavor = "current_thread")]
