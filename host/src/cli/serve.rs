@@ -30,12 +30,15 @@ pub struct Args {
     #[arg(long, value_name = "HOST", requires = "http")]
     pub allow_host: Vec<String>,
 
-    /// With --http: requests per second one client address may make (bursts of twice that).
+    /// With --http: requests per second one client may make (bursts of twice that); a client
+    /// is an address, or for IPv6 a /64 (of which one host may use any address), and on this
+    /// machine also the user owning the peer's socket.
     #[arg(long, value_name = "N", default_value = "200", requires = "http")]
     pub rate_limit: NonZeroU32,
 
-    /// With --http: connections one client address may hold open; more are closed as they
-    /// come. Raise it behind a reverse proxy, where every client has the proxy's address.
+    /// With --http: connections one client (as --rate-limit counts one) may hold open; more
+    /// are closed as they come. Raise it behind a reverse proxy, where every client has the
+    /// proxy's address.
     #[arg(
         long,
         value_name = "N",

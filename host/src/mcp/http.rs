@@ -2,7 +2,9 @@
 //! a per-client rate limit and a bearer token (the static one, and OAuth access tokens when an
 //! issuer is configured, with their protected-resource metadata), with Host/Origin checks
 //! against DNS rebinding, a cap on request bodies, a deadline for request headers and a bound on
-//! the connections one address holds. `/healthz` and `/readyz` answer probes without a token.
+//! the connections one client holds (a client is an address or an IPv6 /64, and for a peer on
+//! this machine the user owning its socket: [`PeerClient`]).
+//! `/healthz` and `/readyz` answer probes without a token.
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -33,6 +35,7 @@ use crate::mcp::access::{Access, ClientId};
 use crate::mcp::direct::{Direct, Passed};
 use crate::mcp::lanes::{self, LaneListener};
 use crate::mcp::oauth::{ResourceServer, metadata};
+use crate::mcp::peer_client::PeerClient;
 use crate::mcp::sessions::{self, Sessions};
 use crate::mcp::token::BearerToken;
 use crate::mcp::{McpServer, Served};
@@ -55,7 +58,7 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// headers, or opens connections and sends nothing, holds none for longer.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Connections one client address may hold open by default.
+/// Connections one client ([`PeerClient`]) may hold open by default.
 pub const MAX_CONNECTIONS_PER_CLIENT: NonZeroUsize = NonZeroUsize::new(256).expect("not zero");
 
 /// Clients tracked by the rate limiter before idle ones are forgotten.
@@ -69,13 +72,13 @@ pub struct HttpOptions {
     /// Host names (with or without port) accepted in the `Host` header, besides the bound
     /// address itself; `localhost` is added for a loopback address.
     pub extra_hosts: Vec<String>,
-    /// Requests per second one client address may make, sustained.
+    /// Requests per second one client ([`PeerClient`]) may make, sustained.
     pub rate_per_second: NonZeroU32,
-    /// Requests one client address may make in a burst.
+    /// Requests one client may make in a burst.
     pub burst: NonZeroU32,
     /// How long a connection may take to send a request's headers ([`HEADER_TIMEOUT`]).
     pub header_timeout: Duration,
-    /// Connections one client address may hold open; more are closed as they come.
+    /// Connections one client may hold open; more are closed as they come.
     pub max_connections_per_client: NonZeroUsize,
 }
 
@@ -107,7 +110,7 @@ pub struct Auth {
 struct Guard {
     auth: Auth,
     served: Arc<Served>,
-    limiter: DefaultKeyedRateLimiter<IpAddr>,
+    limiter: DefaultKeyedRateLimiter<PeerClient>,
     /// The paths served without a token: the probes and the protected-resource metadata.
     public: Vec<String>,
     /// The MCP sessions each client keeps open.
@@ -231,7 +234,7 @@ async fn serve_lane(
         if let Err(e) = stream.get_ref().set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
         }
-        let front = fronts.front(peer.ip());
+        let front = fronts.front(stream.client());
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let front = front.clone();
             async move { Ok::<_, Infallible>(front.serve(request.map(Body::new)).await) }
@@ -256,14 +259,14 @@ struct Fronts {
 }
 
 impl Fronts {
-    /// The front of a connection from `peer`.
-    fn front(&self, peer: IpAddr) -> Front {
+    /// The front of a connection from `client`.
+    fn front(&self, client: PeerClient) -> Front {
         Front {
             guard: self.guard.clone(),
             direct: self.direct.clone(),
             router: self.router.clone(),
-            peer,
-            by_peer: Arc::from(format!("peer:{peer}")),
+            client,
+            by_peer: Arc::from(format!("peer:{client}")),
         }
     }
 }
@@ -277,8 +280,8 @@ struct Front {
     guard: Arc<Guard>,
     direct: Arc<Direct>,
     router: Router,
-    /// The connection's peer address.
-    peer: IpAddr,
+    /// The client the connection's peer address is counted as.
+    client: PeerClient,
     /// The client a request without an OAuth token is counted as.
     by_peer: Arc<str>,
 }
@@ -286,7 +289,7 @@ struct Front {
 impl Front {
     async fn serve(mut self, request: Request) -> Response {
         // Every request is rate limited first, so guessing tokens is throttled too.
-        if let Some(refused) = self.guard.over_rate(self.peer) {
+        if let Some(refused) = self.guard.over_rate(self.client) {
             return refused;
         }
         // Probes and the metadata a client reads before it has a token are all that is open.
@@ -392,18 +395,19 @@ async fn resource_metadata(State(guard): State<Arc<Guard>>) -> Response {
 }
 
 impl Guard {
-    /// A 429 naming when to retry, if `peer` sent more requests than the server allows.
-    fn over_rate(&self, peer: IpAddr) -> Option<Response> {
+    /// A 429 naming when to retry, if `client` sent more requests than the server allows.
+    fn over_rate(&self, client: PeerClient) -> Option<Response> {
         if self.limiter.len() > RATE_KEYS_PRUNE_AT {
             self.limiter.retain_recent();
         }
-        let not_until = self.limiter.check_key(&peer).err()?;
+        let not_until = self.limiter.check_key(&client).err()?;
         let wait = not_until.wait_time_from(DefaultClock::default().now());
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         let mut response = refusal(
             StatusCode::TOO_MANY_REQUESTS,
             format!(
-                "rate limited: {peer} sent more requests than this server allows per client; \
+                "rate limited: {client} sent more requests than this server allows per client \
+                 (one address, one /64 for IPv6, and one user on this machine); \
                  retry in {} ms",
                 wait.as_millis()
             ),

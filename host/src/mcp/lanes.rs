@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,6 +23,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::mcp::local_peer::SocketOwners;
+use crate::mcp::peer_client::PeerClient;
+
 /// How long the acceptor waits after an error that is not the peer's (too many open files)
 /// before it accepts again, so that it does not spin while the condition lasts.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -34,9 +37,10 @@ pub fn default_count() -> NonZeroUsize {
 
 /// Accept on `listener` until `accepting` is cancelled, serving each connection on one of
 /// `count` lanes with the future `serve_lane` makes from the lane's listener (on the lane's
-/// thread). A peer address with `per_peer` connections open has its next one closed at once. Returns once every lane's future has ended; the lanes' runtimes are kept running
-/// until then, so a task one lane started that another lane waits for (an MCP session's
-/// worker) is never dropped early. Dropped before that, it ends the lanes and their
+/// thread). A client ([`PeerClient`]: an address or an IPv6 /64, and for a peer on this machine
+/// the user owning its socket) with `per_peer` connections open has its next one closed at once. Returns once every lane's future has ended; the lanes' runtimes are
+/// kept running until then, so a task one lane started that another lane waits for (an MCP
+/// session's worker) is never dropped early. Dropped before that, it ends the lanes and their
 /// connections.
 pub async fn serve<F, Fut>(
     listener: TcpListener,
@@ -114,9 +118,11 @@ where
     let spawned = std::thread::Builder::new()
         .name("chitin-accept".into())
         .spawn(move || {
+            // On this thread: its netlink socket is asked once for each accepted connection.
+            let mut owners = SocketOwners::open();
             acceptor.block_on(async move {
                 tokio::select! {
-                    () = accept(&listener, &lanes, &peers, &stop) => {}
+                    () = accept(&listener, &lanes, &peers, &mut owners, &stop) => {}
                     () = acceptor_ended.cancelled() => {}
                 }
             });
@@ -146,19 +152,20 @@ struct Lane {
 /// A connection on its way to a lane, with its peer and the peer's slot it holds.
 type Accepted = (std::net::TcpStream, SocketAddr, PeerSlot);
 
-/// Open connections by peer address, and the most one address may hold: without a bound one
-/// peer opening connections and sending nothing takes every file descriptor of the process,
-/// and then no client is accepted and no tool can open a file.
+/// Open connections by client ([`PeerClient`]), and the most one may hold: without a bound one
+/// peer opening connections and sending nothing takes every file descriptor of the process, and
+/// then no client is accepted and no tool can open a file.
 struct Peers {
-    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    open: Arc<Mutex<HashMap<PeerClient, usize>>>,
     most: usize,
 }
 
-/// What a peer over its bound of `most` connections is told before its connection is closed.
-fn too_many_connections(most: usize) -> String {
+/// What a client over its bound of `most` connections is told before its connection is closed.
+fn too_many_connections(client: PeerClient, most: usize) -> String {
     let body = format!(
-        "too many open connections from this address (at most {most}): close idle ones, or \
-         start the server with a higher --max-connections-per-client\n"
+        "too many open connections from {client} (at most {most} from one client: one address, \
+         one /64 for IPv6, and one user on this machine): close idle ones, or start the server \
+         with a higher --max-connections-per-client\n"
     );
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\nconnection: close\r\n\
@@ -169,7 +176,7 @@ fn too_many_connections(most: usize) -> String {
 
 impl Peers {
     /// A slot for one more connection of `peer`, unless it holds the most already.
-    fn take(&self, peer: IpAddr) -> Option<PeerSlot> {
+    fn take(&self, peer: PeerClient) -> Option<PeerSlot> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let count = open.entry(peer).or_default();
         if *count >= self.most {
@@ -185,8 +192,8 @@ impl Peers {
 
 /// One open connection of a peer, counted until it is dropped.
 struct PeerSlot {
-    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    peer: IpAddr,
+    open: Arc<Mutex<HashMap<PeerClient, usize>>>,
+    peer: PeerClient,
 }
 
 impl Drop for PeerSlot {
@@ -202,11 +209,13 @@ impl Drop for PeerSlot {
 }
 
 /// Hand each accepted connection to the lane with the fewest open, until `accepting` is
-/// cancelled; close at once a connection from a peer holding the most `peers` allows.
+/// cancelled; close at once a connection from a client holding the most `peers` allows. A
+/// local peer's client is its address and the user `owners` names for its socket.
 async fn accept(
     listener: &TcpListener,
     lanes: &[Lane],
     peers: &Peers,
+    owners: &mut SocketOwners,
     accepting: &CancellationToken,
 ) {
     loop {
@@ -224,10 +233,15 @@ async fn accept(
                 continue;
             }
         };
-        let Some(slot) = peers.take(peer.ip()) else {
+        let owner = stream
+            .local_addr()
+            .ok()
+            .and_then(|local| owners.owner(peer, local));
+        let client = PeerClient::of(peer.ip()).owned_by(owner);
+        let Some(slot) = peers.take(client) else {
             // Best effort: the socket's send buffer is empty, and the peer is not waited for.
-            let _ = stream.try_write(too_many_connections(peers.most).as_bytes());
-            tracing::debug!(%peer, "too many open connections from this address; closed");
+            let _ = stream.try_write(too_many_connections(client, peers.most).as_bytes());
+            tracing::debug!(%peer, %client, "too many open connections from this client; closed");
             continue;
         };
         // A lane registers the socket with its own runtime; out of this one it goes first.
@@ -283,7 +297,7 @@ impl Listener for LaneListener {
                         LaneStream {
                             stream,
                             _counted: counted,
-                            _slot: slot,
+                            slot,
                         },
                         peer,
                     );
@@ -313,13 +327,18 @@ impl Drop for Counted {
 pub struct LaneStream {
     stream: TcpStream,
     _counted: Counted,
-    _slot: PeerSlot,
+    slot: PeerSlot,
 }
 
 impl LaneStream {
     /// The socket itself.
     pub fn get_ref(&self) -> &TcpStream {
         &self.stream
+    }
+
+    /// The client the peer is counted as.
+    pub fn client(&self) -> PeerClient {
+        self.slot.peer
     }
 }
 
@@ -373,32 +392,10 @@ mod tests {
     async fn connections_are_spread_over_the_lanes_and_served_on_their_threads() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let accepting = CancellationToken::new();
-        let stop = accepting.clone();
         let two = NonZeroUsize::new(2).expect("two");
-        let server = tokio::spawn(serve(
-            listener,
-            two,
-            NonZeroUsize::MAX,
-            accepting.clone(),
-            move |mut lane| {
-                let stop = stop.clone();
-                async move {
-                    let mut held = Vec::new();
-                    loop {
-                        let (mut stream, _) = tokio::select! {
-                            () = stop.cancelled() => return Ok(()),
-                            accepted = lane.accept() => accepted,
-                        };
-                        let name = std::thread::current().name().unwrap_or("").to_owned();
-                        stream.write_all(name.as_bytes()).await?;
-                        stream.flush().await?;
-                        // Held open, so the lane counts it when the next one is placed.
-                        held.push(stream);
-                    }
-                }
-            },
-        ));
+        let (accepting, server) = holding(listener, two, NonZeroUsize::MAX, || {
+            std::thread::current().name().unwrap_or("").to_owned()
+        });
         let mut threads = Vec::new();
         let mut clients = Vec::new();
         for _ in 0..4 {
@@ -418,12 +415,7 @@ mod tests {
                 "chitin-lane-1"
             ]
         );
-        accepting.cancel();
-        tokio::time::timeout(Duration::from_secs(10), server)
-            .await
-            .expect("the lanes end when accepting stops")
-            .expect("join")
-            .expect("served");
+        ended(accepting, server).await;
     }
 
     #[tokio::test]
@@ -502,5 +494,183 @@ mod tests {
             result.expect_err("the failure is returned").to_string(),
             "lane one failed"
         );
+    }
+
+    #[test]
+    fn one_ipv6_64_holds_one_clients_connections() {
+        let peers = Peers {
+            open: Arc::default(),
+            most: 1,
+        };
+        let at = |s: &str| PeerClient::of(s.parse().expect("an address"));
+        let held = peers
+            .take(at("2001:db8:0:1::1"))
+            .expect("the first is taken");
+        assert!(
+            peers.take(at("2001:db8:0:1::2")).is_none(),
+            "another address of the same /64 is the same client"
+        );
+        let other = peers.take(at("2001:db8:0:2::1"));
+        assert!(other.is_some(), "the next /64 is another client");
+        drop(held);
+        assert!(
+            peers.take(at("2001:db8:0:1:ffff::9")).is_some(),
+            "a closed connection gives its slot back"
+        );
+    }
+
+    /// `count` lanes that greet each connection with `greeting` and hold it open (so a lane
+    /// counts it when the next is placed), at most `per_peer` per client; cancel the token to
+    /// end them.
+    fn holding(
+        listener: TcpListener,
+        count: NonZeroUsize,
+        per_peer: NonZeroUsize,
+        greeting: fn() -> String,
+    ) -> (CancellationToken, tokio::task::JoinHandle<io::Result<()>>) {
+        let accepting = CancellationToken::new();
+        let stop = accepting.clone();
+        let lanes = serve(
+            listener,
+            count,
+            per_peer,
+            accepting.clone(),
+            move |mut lane| {
+                let stop = stop.clone();
+                async move {
+                    let mut held = Vec::new();
+                    loop {
+                        let (mut stream, _) = tokio::select! {
+                            () = stop.cancelled() => return Ok(()),
+                            accepted = lane.accept() => accepted,
+                        };
+                        stream.write_all(greeting().as_bytes()).await?;
+                        stream.flush().await?;
+                        held.push(stream);
+                    }
+                }
+            },
+        );
+        (accepting, tokio::spawn(lanes))
+    }
+
+    /// One lane that says `served` to each connection it holds, at most one per client.
+    fn one_per_client(
+        listener: TcpListener,
+    ) -> (CancellationToken, tokio::task::JoinHandle<io::Result<()>>) {
+        let one = NonZeroUsize::new(1).expect("one");
+        holding(listener, one, one, || "served\n".to_owned())
+    }
+
+    /// Connect `socket` to `port` on 127.0.0.1 and read until the server closes it (refused) or
+    /// says it is served (held open): the connection and what it was told.
+    async fn told(socket: tokio::net::TcpSocket, port: u16) -> (TcpStream, String) {
+        let mut stream = socket
+            .connect(([127, 0, 0, 1], port).into())
+            .await
+            .expect("connect");
+        let mut told = Vec::new();
+        let read = async {
+            let mut buf = [0; 1024];
+            while told != b"served\n" {
+                match stream.read(&mut buf).await.expect("read") {
+                    0 => break,
+                    n => told.extend_from_slice(&buf[..n]),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), read)
+            .await
+            .expect("answered or closed at once");
+        (stream, String::from_utf8_lossy(&told).into_owned())
+    }
+
+    /// Stop accepting, and see the lanes end.
+    async fn ended(accepting: CancellationToken, server: tokio::task::JoinHandle<io::Result<()>>) {
+        accepting.cancel();
+        tokio::time::timeout(Duration::from_secs(10), server)
+            .await
+            .expect("the lanes end when accepting stops")
+            .expect("join")
+            .expect("served");
+    }
+
+    /// A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses: each is still the
+    /// IPv4 client it maps, and not all of them one /64.
+    #[tokio::test]
+    async fn a_dual_stack_listener_counts_each_ipv4_peer_apart() {
+        let listener = TcpListener::bind("[::ffff:127.0.0.1]:0")
+            .await
+            .expect("bind an IPv6 socket to a mapped loopback address");
+        let port = listener.local_addr().expect("addr").port();
+        let (accepting, server) = one_per_client(listener);
+        let from = |address: &str| {
+            let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+            socket
+                .bind(format!("{address}:0").parse().expect("addr"))
+                .expect("bind the client's address");
+            socket
+        };
+        let (_held, first) = told(from("127.0.0.2"), port).await;
+        assert_eq!(first, "served\n");
+        let (_, refused) = told(from("127.0.0.2"), port).await;
+        assert!(
+            refused.starts_with("HTTP/1.1 503")
+                && refused.contains("from 127.0.0.2")
+                && refused.contains("(at most 1 from one client"),
+            "the same IPv4 peer is refused its second connection, by its own address: {refused:?}"
+        );
+        let (_, other) = told(from("127.0.0.3"), port).await;
+        assert_eq!(other, "served\n", "another IPv4 peer is another client");
+        ended(accepting, server).await;
+    }
+
+    /// Every local process connects from the same loopback address; each user owning a socket is
+    /// still a client of its own, so another user of the machine cannot spend this one's bounds.
+    /// Making a socket as another user takes root: elsewhere only this user's side is shown.
+    #[tokio::test]
+    async fn each_local_user_is_a_client_of_its_own() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let (accepting, server) = one_per_client(listener);
+        let me = rustix::process::geteuid().as_raw();
+        let (_held, first) = told(tokio::net::TcpSocket::new_v4().expect("socket"), port).await;
+        assert_eq!(first, "served\n");
+        let (_, refused) = told(tokio::net::TcpSocket::new_v4().expect("socket"), port).await;
+        assert!(
+            refused.contains(&format!("from 127.0.0.1 (uid {me}) (at most 1 ")),
+            "this user's second connection is refused, naming the user: {refused:?}"
+        );
+        if me == 0 {
+            // A socket is its creator's: made on a thread of its own that is `nobody` until it
+            // ends (the user is per thread in Linux's own calls, which rustix makes).
+            let nobody = std::thread::spawn(move || {
+                let nobody = rustix::process::Uid::from_raw(65534);
+                rustix::thread::set_thread_res_uid(nobody, nobody, None)
+                    .expect("become nobody on this thread");
+                std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect as nobody")
+            })
+            .join()
+            .expect("the thread connects");
+            nobody.set_nonblocking(true).expect("nonblocking");
+            let mut nobody = TcpStream::from_std(nobody).expect("a tokio stream");
+            let mut said = [0; 7];
+            tokio::time::timeout(Duration::from_secs(10), nobody.read_exact(&mut said))
+                .await
+                .expect("answered at once")
+                .expect("served, not closed");
+            assert_eq!(
+                &said, b"served\n",
+                "another user on the same address is another client"
+            );
+            let (_, refused) = told(tokio::net::TcpSocket::new_v4().expect("socket"), port).await;
+            assert!(
+                refused.contains(&format!("(uid {me})")),
+                "this user is still at its bound: {refused:?}"
+            );
+        } else {
+            eprintln!("not root: the socket of another user was not made");
+        }
+        ended(accepting, server).await;
     }
 }
