@@ -6,7 +6,8 @@
 //! - An IPv6 address is not: one host is routinely given a whole /64 and may pick any of its
 //!   2^64 addresses for each connection, so bounds keyed by the full address would bound
 //!   nothing. Such a peer is counted by its /64, the smallest prefix an end site is given
-//!   (RFC 6177).
+//!   (RFC 6177). Link-local peers all share `fe80::/64`, so the bounds hold for the link as a
+//!   whole: a neighbour may pick any link-local address too.
 //! - A peer on this machine is also counted by the user owning its socket
 //!   ([`crate::mcp::local_peer`]): every local process reaches a loopback listener from the same
 //!   address, and counted by address alone another user could spend the bounds of the user whose
