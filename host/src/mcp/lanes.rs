@@ -38,10 +38,10 @@ pub fn default_count() -> NonZeroUsize {
 /// Accept on `listener` until `accepting` is cancelled, serving each connection on one of
 /// `count` lanes with the future `serve_lane` makes from the lane's listener (on the lane's
 /// thread). A client ([`PeerClient`]: an address or an IPv6 /64, and for a peer on this machine
-/// the user owning its socket) with `per_peer` connections open has its next one closed at once. Returns once every lane's future has ended; the lanes' runtimes are
-/// kept running until then, so a task one lane started that another lane waits for (an MCP
-/// session's worker) is never dropped early. Dropped before that, it ends the lanes and their
-/// connections.
+/// the user owning its socket) with `per_peer` connections open has its next one closed at
+/// once. Returns once every lane's future has ended; the lanes' runtimes are kept running until
+/// then, so a task one lane started that another lane waits for (an MCP session's worker) is
+/// never dropped early. Dropped before that, it ends the lanes and their connections.
 pub async fn serve<F, Fut>(
     listener: TcpListener,
     count: NonZeroUsize,
