@@ -1,7 +1,9 @@
 //! The compile cache: precompiled components on disk, keyed by the hash of the component's code
 //! (the file without chitin's manifest and signature sections) and the engine's settings, loaded
 //! by mmap. An entry is trusted only if its own BLAKE3 hash, kept beside it, matches; a missing,
-//! corrupt or truncated entry is recompiled and rewritten.
+//! corrupt or truncated entry is recompiled and rewritten. Processes sharing the cache compile
+//! an entry once: the first takes the entry's lock file, the others wait for it and load what
+//! it wrote.
 //!
 //! Deserialising a precompiled artifact runs whatever machine code it holds, so the cache
 //! directory must be as private as the data directory it lives in (created 0700).
@@ -11,10 +13,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use chitin_registry::artifact::{self, ContentHash};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use crate::file_lock::{FileLock, LockError};
 
 /// Errors of the cache itself (compilation errors are reported by the caller).
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +83,14 @@ impl CacheStats {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 }
+
+/// The `tracing` target of what a person waiting on a load should see (the CLI shows it by
+/// default): compiles and waits for another process's, seconds each on a first start.
+pub const PROGRESS: &str = "chitin::progress";
+
+/// Longest wait for another process compiling the same entry before compiling it too; the
+/// largest components take Cranelift tens of seconds on a small machine.
+const COMPILE_WAIT: Duration = Duration::from_secs(120);
 
 /// The on-disk compile cache for one engine configuration.
 pub struct CompileCache {
@@ -168,14 +181,27 @@ impl CompileCache {
     }
 
     /// Load the component in `bytes` from the cache, or compile its code and store the result.
-    /// `compile` errors are returned as-is (the component is bad, not the cache).
+    /// `compile` errors are returned as-is (the component is bad, not the cache). With a
+    /// `label`, a compile and a wait for another process's are reported on [`PROGRESS`]; without
+    /// one the caller reports them.
     pub fn load_or_compile(
         &self,
         engine: &Engine,
         bytes: &[u8],
+        label: Option<&str>,
     ) -> Result<(Component, CacheOutcome), LoadOrCompileError> {
         let (artifact, checksum) = self.entry_paths(&Self::key(bytes)?);
-        let existed = artifact.exists() || checksum.exists();
+        let present = || artifact.exists() || checksum.exists();
+        if present()
+            && let Ok(component) = self.load_verified(engine, &artifact, &checksum)
+        {
+            self.stats.record(CacheOutcome::Hit);
+            return Ok((component, CacheOutcome::Hit));
+        }
+        // One process compiles an entry; the others on this cache wait, then load what it
+        // wrote. Servers started together on a cold cache each compiled every component.
+        let _compiling = self.compile_lock(&artifact, label);
+        let existed = present();
         if existed {
             match self.load_verified(engine, &artifact, &checksum) {
                 Ok(component) => {
@@ -186,6 +212,9 @@ impl CompileCache {
                     tracing::warn!(entry = %artifact.display(), %reason, "compile cache entry rejected; recompiling");
                 }
             }
+        }
+        if let Some(label) = label {
+            tracing::info!(target: PROGRESS, "compiling {label} for this machine (once: later starts load it from the compile cache)");
         }
         // What is compiled is exactly what the key hashes, so an entry never holds code
         // compiled from bytes other than those its name stands for.
@@ -217,6 +246,31 @@ impl CompileCache {
         };
         self.stats.record(outcome);
         Ok((component, outcome))
+    }
+
+    /// The lock on compiling the entry at `artifact`, once no other process holds it; none when
+    /// it cannot be had within [`COMPILE_WAIT`] (a holder stopped mid-compile, say) or at all,
+    /// and then this process compiles alongside: a lock only spares work.
+    fn compile_lock(&self, artifact: &Path, label: Option<&str>) -> Option<FileLock> {
+        let mut path = artifact.as_os_str().to_owned();
+        path.push(".lock");
+        let path = Path::new(&path);
+        let taken = match FileLock::acquire(path, Duration::ZERO) {
+            Err(LockError::Busy { .. }) => {
+                if let Some(label) = label {
+                    tracing::info!(target: PROGRESS, "waiting for another chitin process compiling {label}");
+                }
+                FileLock::acquire(path, COMPILE_WAIT)
+            }
+            taken => taken,
+        };
+        match taken {
+            Ok((lock, _)) => Some(lock),
+            Err(reason) => {
+                tracing::warn!(%reason, "compiling without the compile cache's lock");
+                None
+            }
+        }
     }
 
     fn load_verified(

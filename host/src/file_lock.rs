@@ -45,8 +45,8 @@ pub struct FileLock {
 }
 
 impl FileLock {
-    /// Lock `path` exclusively (created with mode 0600 when missing), waiting at most `wait`;
-    /// returns the lock and how long it waited.
+    /// Lock `path` exclusively (created with mode 0600 when missing), waiting at most `wait` (a
+    /// zero wait only tries); returns the lock and how long it waited.
     pub fn acquire(path: &Path, wait: Duration) -> Result<(Self, Duration), LockError> {
         Self::take(path, wait, false)
     }
@@ -77,6 +77,13 @@ impl FileLock {
         };
         match tried {
             Ok(()) => return Ok((Self { _file: file }, started.elapsed())),
+            // A zero wait only tries: no waiter to start.
+            Err(TryLockError::WouldBlock) if wait.is_zero() => {
+                return Err(LockError::Busy {
+                    path: path.to_owned(),
+                    waited_ms: 0,
+                });
+            }
             Err(TryLockError::WouldBlock) => {}
             Err(TryLockError::Error(e)) => return Err(io(e)),
         }
@@ -121,6 +128,8 @@ mod tests {
         let err = FileLock::acquire(&path, Duration::from_millis(50)).unwrap_err();
         assert!(matches!(err, LockError::Busy { .. }), "{err}");
         assert!(err.to_string().contains("x.lock"), "{err}");
+        let err = FileLock::acquire(&path, Duration::ZERO).unwrap_err();
+        assert!(matches!(err, LockError::Busy { waited_ms: 0, .. }), "{err}");
         let releaser = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
             drop(held);

@@ -213,9 +213,14 @@ impl Loader<'_> {
         Grant::resolve(manifest, self.policy, self.services).map(Arc::new)
     }
 
-    /// Compile: the compiled component, from the cache when it holds it.
-    pub fn compile(&self, bytes: &[u8]) -> Result<(Component, CacheOutcome), LoadOrCompileError> {
-        self.cache.load_or_compile(self.engine, bytes)
+    /// Compile: the compiled component, from the cache when it holds it; `label` names it in
+    /// the progress a compile reports.
+    pub fn compile(
+        &self,
+        bytes: &[u8],
+        label: &str,
+    ) -> Result<(Component, CacheOutcome), LoadOrCompileError> {
+        self.cache.load_or_compile(self.engine, bytes, Some(label))
     }
 
     /// Imports: every import is one the manifest covers; returns their names. Checked before
@@ -296,7 +301,8 @@ impl Loader<'_> {
             component
         } else {
             let composite = library::compose(&m.id(), bytes, &resolution)?;
-            self.compile(&composite)?.0
+            self.compile(&composite, &format!("{} with its libraries", m.id()))?
+                .0
         };
         let mut linker = self.linker.clone();
         for (import, library) in &resolution.linked {

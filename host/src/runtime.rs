@@ -257,7 +257,9 @@ impl Runtime {
         load::header(bytes).map_err(at(path))?;
         let signed = steps.signature(bytes, &hash).map_err(at(path))?;
         let grant = steps.grant(signed.manifest).map_err(at(path))?;
-        let (component, cache) = steps.compile(bytes).map_err(at(path))?;
+        let (component, cache) = steps
+            .compile(bytes, &path.display().to_string())
+            .map_err(at(path))?;
         let imports = steps
             .imports(&component, grant.manifest.as_deref())
             .map_err(at(path))?;
@@ -320,7 +322,9 @@ impl Runtime {
         docs: &Docs,
     ) -> Result<Vec<chitin_registry::manifest::ToolSpec>, LoadError> {
         let steps = self.loader(policy, services);
-        let (component, _) = steps.compile(bytes).map_err(at(path))?;
+        let (component, _) = steps
+            .compile(bytes, &path.display().to_string())
+            .map_err(at(path))?;
         let libraries: Vec<String> = component
             .component_type()
             .imports(&self.engine)

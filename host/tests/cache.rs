@@ -177,3 +177,42 @@ async fn a_cache_entry_that_cannot_be_written_still_serves_the_compiled_componen
     assert!(artifact.is_dir() && !checksum.exists());
     echoes(&second, "from memory").await;
 }
+
+#[test]
+fn hosts_starting_together_on_a_cold_cache_compile_each_component_once() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let paths = [component("echo"), component("time")];
+    // Each host on a thread and runtime of its own, as each would be a process of its own: the
+    // lock is on the open lock file, so it excludes another open in the same process alike.
+    const HOSTS: usize = 3;
+    let together = std::sync::Barrier::new(HOSTS);
+    let counts: Vec<_> = std::thread::scope(|scope| {
+        let starts: Vec<_> = (0..HOSTS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("runtime");
+                    runtime.block_on(async {
+                        together.wait();
+                        let host = TestEnv::host_in(data.path(), &paths, Limits::default()).await;
+                        echoes(&host, "together").await;
+                        host.runtime().cache_stats()
+                    })
+                })
+            })
+            .collect();
+        starts
+            .into_iter()
+            .map(|start| start.join().expect("host"))
+            .collect()
+    });
+    let compiled: u64 = counts.iter().map(|c| c.compiled).sum();
+    let hits: u64 = counts.iter().map(|c| c.hits).sum();
+    assert_eq!(
+        (compiled, hits),
+        (2, 2 * (HOSTS as u64 - 1)),
+        "each component compiled once, by one host, and loaded by the others: {counts:?}"
+    );
+}

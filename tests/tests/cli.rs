@@ -364,6 +364,34 @@ fn data_dir_flag_holds_the_compile_cache_and_is_private() {
 }
 
 #[test]
+fn a_start_that_compiles_says_so_and_a_start_from_the_cache_does_not() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let dir = data.path().join("chitin-data");
+    let echo = built_dir("components").join("echo.wasm");
+    let list = || {
+        chitin(data.path(), std::slice::from_ref(&echo))
+            .env_remove("CHITIN_DATA_DIR")
+            .env_remove("CHITIN_CACHE_DIR")
+            .arg("--data-dir")
+            .arg(&dir)
+            .arg("list")
+            .output()
+            .expect("run")
+    };
+    let first = list();
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    let said = format!("compiling {} for this machine", echo.display());
+    assert!(stderr(&first).contains(&said), "{}", stderr(&first));
+    let second = list();
+    assert_eq!(code(&second), 0, "{}", stderr(&second));
+    assert!(
+        !stderr(&second).contains("compiling"),
+        "{}",
+        stderr(&second)
+    );
+}
+
+#[test]
 fn version_states_the_accepted_contracts() {
     let data = tempfile::tempdir().expect("tempdir");
     let out = chitin(data.path(), &[])

@@ -284,9 +284,10 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
 }
 
 fn init_tracing(verbose: u8) {
+    // Progress (a first start's compiles) shows at every level.
     let default = match verbose {
-        0 => "warn",
-        1 => "chitin_host=info,warn",
+        0 => "warn,chitin::progress=info",
+        1 => "chitin_host=info,chitin::progress=info,warn",
         _ => "chitin_host=debug,info",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

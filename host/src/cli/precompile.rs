@@ -49,7 +49,7 @@ pub fn precompile(
     }
     let result = runtime
         .cache()
-        .load_or_compile(runtime.engine(), bytes)
+        .load_or_compile(runtime.engine(), bytes, None)
         .map(|(_, outcome)| outcome);
     done.store(true, Ordering::Relaxed);
     if let Some(ticker) = ticker {
