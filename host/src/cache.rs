@@ -88,9 +88,11 @@ impl CacheStats {
 /// default): compiles and waits for another process's, seconds each on a first start.
 pub const PROGRESS: &str = "chitin::progress";
 
-/// Longest wait for another process compiling the same entry before compiling it too; the
-/// largest components take Cranelift tens of seconds on a small machine.
-const COMPILE_WAIT: Duration = Duration::from_secs(120);
+/// Longest wait for another process compiling the same entry before compiling it too: longer
+/// than most compiles (the largest components take Cranelift tens of seconds on a small
+/// machine), short of what an MCP client allows a server to start, for a holder that was
+/// stopped (Ctrl-Z) mid-compile.
+const COMPILE_WAIT: Duration = Duration::from_secs(60);
 
 /// The on-disk compile cache for one engine configuration.
 pub struct CompileCache {
