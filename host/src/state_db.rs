@@ -361,6 +361,21 @@ mod tests {
     }
 
     #[test]
+    fn a_new_database_and_its_log_are_private_to_the_user() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("chitin.db");
+        let db = StateDb::new(&path);
+        put(&db, "x", b"1").expect("write");
+        for file in ["chitin.db", "chitin.db-wal", "chitin.db-shm"] {
+            let mode = std::fs::metadata(dir.path().join(file))
+                .expect(file)
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{file}");
+        }
+    }
+
+    #[test]
     fn a_file_replaced_or_removed_under_a_running_process_is_refused_until_it_restarts() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("chitin.db");

@@ -134,6 +134,21 @@ impl EmbeddedState {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        // A new file is private (SQLite would make it 0644, and its log and index take the
+        // file's mode): memory, approvals and rate windows are the user's, in a backup too.
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&self.path)
+                .map_err(|e| StateError::Unreachable {
+                    path: self.path.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
         let mut conn =
             Connection::open_with_flags(&self.path, flags).map_err(|e| self.storage(e))?;
         conn.busy_timeout(LOCK_WAIT).map_err(|e| self.storage(e))?;
