@@ -1,6 +1,6 @@
 //! The `chitin` CLI end to end: a real process over the built components.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use chitin_e2e::{built_dir, cached_files, chitin, stderr, stdout};
@@ -332,18 +332,23 @@ fn a_cache_dir_holds_the_compiled_code_and_a_workspace_holding_it_is_refused() {
     assert_eq!(entries, 1, "one engine folder");
 }
 
+/// `chitin list` of `echo` on the data directory `dir`, with the compile cache inside it.
+fn list_echo_in(data: &Path, dir: &Path) -> Output {
+    chitin(data, &[built_dir("components").join("echo.wasm")])
+        .env_remove("CHITIN_DATA_DIR")
+        .env_remove("CHITIN_CACHE_DIR")
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("list")
+        .output()
+        .expect("run")
+}
+
 #[test]
 fn data_dir_flag_holds_the_compile_cache_and_is_private() {
     let data = tempfile::tempdir().expect("tempdir");
     let dir = data.path().join("chitin-data");
-    let out = chitin(data.path(), &[built_dir("components").join("echo.wasm")])
-        .env_remove("CHITIN_DATA_DIR")
-        .env_remove("CHITIN_CACHE_DIR")
-        .arg("--data-dir")
-        .arg(&dir)
-        .arg("list")
-        .output()
-        .expect("run");
+    let out = list_echo_in(data.path(), &dir);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let entries: Vec<_> = cached_files(&dir)
         .iter()
@@ -367,22 +372,12 @@ fn data_dir_flag_holds_the_compile_cache_and_is_private() {
 fn a_start_that_compiles_says_so_and_a_start_from_the_cache_does_not() {
     let data = tempfile::tempdir().expect("tempdir");
     let dir = data.path().join("chitin-data");
-    let echo = built_dir("components").join("echo.wasm");
-    let list = || {
-        chitin(data.path(), std::slice::from_ref(&echo))
-            .env_remove("CHITIN_DATA_DIR")
-            .env_remove("CHITIN_CACHE_DIR")
-            .arg("--data-dir")
-            .arg(&dir)
-            .arg("list")
-            .output()
-            .expect("run")
-    };
-    let first = list();
+    let first = list_echo_in(data.path(), &dir);
     assert_eq!(code(&first), 0, "{}", stderr(&first));
+    let echo = built_dir("components").join("echo.wasm");
     let said = format!("compiling {} for this machine", echo.display());
     assert!(stderr(&first).contains(&said), "{}", stderr(&first));
-    let second = list();
+    let second = list_echo_in(data.path(), &dir);
     assert_eq!(code(&second), 0, "{}", stderr(&second));
     assert!(
         !stderr(&second).contains("compiling"),
