@@ -361,18 +361,29 @@ mod tests {
     }
 
     #[test]
-    fn a_new_database_and_its_log_are_private_to_the_user() {
+    fn the_database_and_its_log_are_private_to_the_user() {
+        let modes = |dir: &std::path::Path| {
+            ["chitin.db", "chitin.db-wal", "chitin.db-shm"].map(|file| {
+                std::fs::metadata(dir.join(file))
+                    .expect(file)
+                    .permissions()
+                    .mode()
+                    & 0o777
+            })
+        };
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("chitin.db");
+        let db = StateDb::new(&dir.path().join("chitin.db"));
+        put(&db, "x", b"1").expect("write");
+        assert_eq!(modes(dir.path()), [0o600; 3], "a new file");
+
+        // One an earlier version made readable by all is narrowed as it is opened.
+        let earlier = tempfile::tempdir().expect("tempdir");
+        let path = earlier.path().join("chitin.db");
+        std::fs::write(&path, b"").expect("an empty database");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         let db = StateDb::new(&path);
         put(&db, "x", b"1").expect("write");
-        for file in ["chitin.db", "chitin.db-wal", "chitin.db-shm"] {
-            let mode = std::fs::metadata(dir.path().join(file))
-                .expect(file)
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o600, "{file}");
-        }
+        assert_eq!(modes(earlier.path()), [0o600; 3], "an earlier file");
     }
 
     #[test]

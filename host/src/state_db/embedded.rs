@@ -134,11 +134,12 @@ impl EmbeddedState {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        // A new file is private (SQLite would make it 0644, and its log and index take the
-        // file's mode): memory, approvals and rate windows are the user's, in a backup too.
+        // The file is private (SQLite would make it 0644, and its log and index take the
+        // file's mode): memory, approvals and rate windows are the user's, in a backup too. One
+        // an earlier version made is narrowed; the data directory (0700) kept others out of it.
         {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
+            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+            let file = std::fs::OpenOptions::new()
                 .write(true)
                 .create(true)
                 .truncate(false)
@@ -148,6 +149,12 @@ impl EmbeddedState {
                     path: self.path.clone(),
                     reason: e.to_string(),
                 })?;
+            let mode = file.metadata().map(|m| m.permissions().mode()).unwrap_or(0);
+            if mode & 0o077 != 0
+                && let Err(e) = file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            {
+                tracing::warn!(path = %self.path.display(), error = %e, "the database stays readable by others");
+            }
         }
         let mut conn =
             Connection::open_with_flags(&self.path, flags).map_err(|e| self.storage(e))?;
