@@ -2,9 +2,10 @@
 //! sandbox, wasi:http, the host's enforced send path, TLS, the capability's kept-alive
 //! connection) versus the same GET with reqwest from the host (a new connection each, and its
 //! default pool), against one HTTPS server on 127.0.0.1; and the leak scanner on a mebibyte of
-//! each of three texts (prose dense with anchor words, the README, anchors crafted to make the
-//! scan's trials walk far). Run with `cargo bench -p chitin-host --bench http` after
-//! `just build-components` (`just bench` does both). Figures are reported, never asserted.
+//! each of four texts (prose dense with anchor words, the README, anchors crafted to make the
+//! scan's trials walk far, the README in base64 wrapped into lines). Run with
+//! `cargo bench -p chitin-host --bench http` after `just build-components` (`just bench` does
+//! both). Figures are reported, never asserted.
 //!
 //! With `CHITIN_BENCH_GETS=N` set, the bench makes only N GETs through the component (after
 //! ten that warm up) and prints their p50 to stderr: a series to run under `perf record`.
@@ -20,6 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use base64::Engine;
 use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Decision};
 use chitin_host::data_dir::DataDir;
 use chitin_host::engine::EngineOptions;
@@ -285,6 +287,14 @@ async fn run() {
     };
     // Anchors whose trials each walk the letters after them looking for a JWT's `.`.
     let crafted = format!("{}{}", "eyJ-".repeat(1000), "a".repeat((1 << 20) - 4000));
+    // A mail attachment or `base64`'s output: each line is a run, and the lines one stream.
+    let encoded = base64::engine::general_purpose::STANDARD.encode(mebibyte(&readme));
+    let lines: Vec<&str> = encoded
+        .as_bytes()
+        .chunks(76)
+        .map(|line| std::str::from_utf8(line).expect("base64 is ASCII"))
+        .collect();
+    let wrapped = mebibyte(&(lines.join("\n") + "\n"));
     let texts = [
         (
             "prose dense with anchor words (`API`, `token`, `password`)",
@@ -292,6 +302,7 @@ async fn run() {
         ),
         ("the README, repeated", mebibyte(&readme)),
         ("1,000 `eyJ-` anchors, then letters to the end", crafted),
+        ("the README in base64, wrapped at 76 columns", wrapped),
     ];
     let scanner =
         LeakScanner::new([("bench_secret", "bench-VALUE-0a1b2c3d4e5f")]).expect("scanner");

@@ -348,7 +348,8 @@ fn engine_key(engine: &Engine) -> String {
     format!("engine-{:016x}", hasher.finish())
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+/// Write `bytes` to `path` whole or not at all: a reader, or a crash, never sees part of them.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
     let io = |cause| CacheError::Io {
         path: path.to_owned(),
         cause,

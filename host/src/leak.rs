@@ -12,7 +12,8 @@
 //! removed and percent-escapes and JSON string escapes decoded (a tool's result is JSON, so a
 //! file's `password = "..."` or a token at the start of a line reaches the scan as
 //! `password = \"...\"` or `\ntoken`), and every base64, base64url or hex run of at least 16
-//! characters is decoded and scanned. Names, never values, appear in what is reported.
+//! characters is decoded and scanned, as is every such stream wrapped into lines of one width
+//! (`base64`'s output, PEM, `xxd -p`), whole. Names, never values, appear in what is reported.
 //!
 //! Speed: every pattern begins with one of a few literal anchors (`AKIA`, `ghp_`, `-----BEGIN `,
 //! `password`, ...). One vectorised multi-literal search over the lower-cased text finds where
@@ -33,6 +34,7 @@ use regex_automata::{Anchored, Input, PatternID, hybrid, meta};
 use crate::secrets::{decode_hex, is_hex};
 
 mod runs;
+mod wrapped;
 
 /// What to do when a pattern is found in a result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -920,33 +922,42 @@ impl LeakScanner {
     /// an obfuscation or escape may begin.
     fn find_encoded(&self, bytes: &[u8], out: &mut Vec<Hit>) -> runs::Leads {
         let mut found = Vec::new();
+        // A stream wrapped into lines is decoded whole too, from its first line; its other
+        // lines begin no stream of their own.
+        let (mut stream, mut stream_end) = (Vec::new(), 0);
         runs::encoded_runs(bytes, |run| {
-            self.find_in_run(bytes, run.clone(), &mut found, out);
+            self.find_in_run(run.clone(), &bytes[run.clone()], &mut found, out);
             if run.start > 0
                 && bytes[run.start - 1] == b'\\'
                 && is_escape_letter(bytes[run.start])
                 && run.len() > MIN_ENCODED_RUN
             {
-                self.find_in_run(bytes, run.start + 1..run.end, &mut found, out);
+                let unescaped = run.start + 1..run.end;
+                self.find_in_run(unescaped.clone(), &bytes[unescaped], &mut found, out);
+            }
+            if run.start >= stream_end
+                && let Some(span) = wrapped::stream_from(bytes, run, &mut stream)
+            {
+                stream_end = span.end;
+                self.find_in_run(span, &stream, &mut found, out);
             }
         })
     }
 
-    /// The hit, if any, inside the encoded `run` of `bytes`, decoded (`found` is scratch space).
+    /// The hit, if any, in `encoded` decoded, reported as `span` (`found` is scratch space).
     fn find_in_run(
         &self,
-        bytes: &[u8],
-        run: std::ops::Range<usize>,
+        span: std::ops::Range<usize>,
+        encoded: &[u8],
         found: &mut Vec<Hit>,
         out: &mut Vec<Hit>,
     ) {
-        let run_bytes = &bytes[run.clone()];
         // With no secret values to look for, only a decoding that is text can hold a hit: most
         // long runs are ruled out by their first bytes without decoding them whole.
-        if self.secrets.is_none() && !may_decode_to_text(run_bytes) {
+        if self.secrets.is_none() && !may_decode_to_text(encoded) {
             return;
         }
-        let Some(decoded) = decode_run(run_bytes) else {
+        let Some(decoded) = decode_run(encoded) else {
             return;
         };
         found.clear();
@@ -960,8 +971,8 @@ impl LeakScanner {
         // One hit per needle kind in a run is enough to redact or refuse it.
         if let Some(hit) = found.iter().min_by_key(|h| priority(h.needle)) {
             out.push(Hit {
-                start: run.start,
-                end: run.end,
+                start: span.start,
+                end: span.end,
                 needle: hit.needle,
             });
         }
@@ -2676,6 +2687,77 @@ mod tests {
                 Err(Leak::Secret("deploy_key".into())),
                 "{json}"
             );
+        }
+    }
+
+    /// `encoded` wrapped into lines of `width` characters, as `base64` and `xxd -p` print it.
+    fn wrap(encoded: &str, width: usize) -> String {
+        let lines: Vec<&str> = encoded
+            .as_bytes()
+            .chunks(width)
+            .map(|line| std::str::from_utf8(line).expect("ascii"))
+            .collect();
+        lines.join("\n") + "\n"
+    }
+
+    #[test]
+    fn credentials_encoded_across_wrapped_lines_are_caught() {
+        let value = "Zq9-unusual-value-77";
+        let s = LeakScanner::new([("deploy_key", value)]).expect("scanner");
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let hex = |t: &str| t.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+        let token = "ghp_a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ";
+        let mut split = 0;
+        // Every offset of the credential against the line breaks, in `base64`'s 76 columns,
+        // PEM's 64 and `xxd -p`'s 60, as plain text and inside a JSON result.
+        for pad in 0..60 {
+            let before = "x".repeat(pad);
+            let config = format!("{before}\ndeploy: {value}\ntoken: {token}\nend\n");
+            for (wrapped, name) in [
+                (wrap(&b64(&config), 76), "deploy_key"),
+                (wrap(&b64(&config), 64), "deploy_key"),
+                (wrap(&hex(&config), 60), "deploy_key"),
+                (
+                    wrap(&b64(&format!("{before} {token} ")), 76),
+                    "github_token",
+                ),
+            ] {
+                let lines: Vec<&str> = wrapped.lines().collect();
+                // The lines alone, as the run search found them, miss the credential.
+                let missed_by_lines = lines.iter().all(|l| s.scrub(l) == Scrubbed::Clean);
+                split += usize::from(missed_by_lines);
+                for text in [format!("output:\n{wrapped}done"), json_string(&wrapped)] {
+                    let Scrubbed::Redacted(redacted, names) = s.scrub(&text) else {
+                        panic!("not redacted: {text}");
+                    };
+                    assert!(names.contains(&name.to_owned()), "{names:?} {text}");
+                    // The whole stream goes, every line of it.
+                    assert!(lines.iter().all(|l| !redacted.contains(l)), "{redacted}");
+                }
+            }
+        }
+        // Most offsets put the credential across a line break, where no line alone shows it.
+        assert!(split > 60, "{split}");
+    }
+
+    #[test]
+    fn wrapped_lines_that_hide_nothing_pass_untouched() {
+        let s = LeakScanner::new([("deploy_key", "Zq9-unusual-value-77")]).expect("scanner");
+        let b64 = |t: &[u8]| base64::engine::general_purpose::STANDARD.encode(t);
+        let certificate = format!(
+            "-----BEGIN CERTIFICATE-----\n{}-----END CERTIFICATE-----\n",
+            wrap(&b64(&(0..=255u8).cycle().take(900).collect::<Vec<_>>()), 64)
+        );
+        let prose = wrap(
+            &b64(b"nothing secret in here at all, just words. "
+                .repeat(20)
+                .as_slice()),
+            76,
+        );
+        let digests = format!("{}\n{}\n", "ab12".repeat(16), "cd34".repeat(16));
+        for text in [certificate, prose, digests] {
+            assert_eq!(s.scrub(&text), Scrubbed::Clean, "{text}");
+            assert_eq!(s.scrub(&json_string(&text)), Scrubbed::Clean, "{text}");
         }
     }
 

@@ -71,10 +71,11 @@ impl VerifiedCache {
     }
 
     /// Remember that `hash` verified under `trust`, vouched for by `fingerprint`. Best effort:
-    /// a marker that cannot be written only means verifying again next time.
+    /// a marker that cannot be written only means verifying again next time. Written whole, so
+    /// that a process starting meanwhile reads the fingerprint or no marker, never part of it.
     pub fn put(&self, hash: &ContentHash, trust: &TrustStore, fingerprint: &str) {
         if crate::cache::create_private_dir(&self.dir).is_ok() {
-            let _ = std::fs::write(self.marker(hash, trust), fingerprint);
+            let _ = crate::cache::write_atomic(&self.marker(hash, trust), fingerprint.as_bytes());
         }
     }
 }
@@ -128,5 +129,26 @@ mod tests {
         assert_eq!(store.keys().len(), 1);
         assert!(store.keys()[0].covers("chitin", "fs"));
         assert!(!store.keys()[0].covers("acme", "fs"));
+    }
+
+    #[test]
+    fn a_verification_is_remembered_whole_under_its_trust_store_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = KeyStore::new(dir.path().join("keys"));
+        let file = dir.path().join("trusted_keys");
+        let entry = ensure_dev_key(&keys, &file).unwrap();
+        let trust = TrustStore::load(&file).unwrap();
+        let markers = dir.path().join("verified");
+        let cache = VerifiedCache::new(markers.clone());
+        let hash = ContentHash::of(b"component");
+        assert_eq!(cache.get(&hash, &trust), None);
+        let fingerprint = entry.key.fingerprint();
+        cache.put(&hash, &trust, &fingerprint);
+        assert_eq!(cache.get(&hash, &trust), Some(fingerprint));
+        // One marker, and nothing half-written beside it.
+        assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1);
+        // Another trust store remembers nothing, nor does another component.
+        assert_eq!(cache.get(&hash, &TrustStore::default()), None);
+        assert_eq!(cache.get(&ContentHash::of(b"other"), &trust), None);
     }
 }

@@ -6,6 +6,8 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use chitin_host::{Host, Limits, Runtime, ToolError};
 use common::{component, policy, resign, services, test_engine};
 use serde_json::{Value, json};
@@ -584,6 +586,32 @@ async fn credentials_after_a_line_break_a_tab_or_a_quote_are_redacted() {
         "[db]\npassword = \"[REDACTED:secret_assignment]\"\n[REDACTED:aws_access_key_id]\n\t\
          [REDACTED:github_token]\napi_key: \"[REDACTED:github_token]\"\n"
     );
+}
+
+#[tokio::test]
+async fn a_token_encoded_across_the_lines_of_base64s_output_is_redacted_with_them() {
+    let token = format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8");
+    // `base64 config.toml`: 76 characters a line, the token's encoding across the first break.
+    let config = format!("[github]\nnote = \"rotated monthly\"\ntoken = \"{token}\"\n");
+    let encoded = STANDARD.encode(&config);
+    let lines: Vec<&str> = encoded
+        .as_bytes()
+        .chunks(76)
+        .map(|l| std::str::from_utf8(l).expect("ascii"))
+        .collect();
+    let start = config.find("ghp_").expect("token");
+    let end = start + token.len();
+    assert!(
+        start * 4 / 3 < 76 && (end * 4).div_ceil(3) > 76,
+        "across the break"
+    );
+    let file = format!("{}\n", lines.join("\n"));
+    let s = Setup::granting(None, |ws| {
+        std::fs::write(ws.join("config.b64"), &file).expect("file");
+    })
+    .await;
+    let out = s.ok("read_file", json!({"path": "config.b64"})).await;
+    assert_eq!(out["content"], "[REDACTED:github_token]\n");
 }
 
 #[tokio::test]
