@@ -1,7 +1,8 @@
 """Tasks (`io.modelcontextprotocol/tasks`) over stateless 2026-07-28 HTTP, spoken as raw JSON-RPC
 (the Python SDK has no tasks client): a long shell command runs as a task, asks its approval
-through the task, reports progress while it runs, and is cancelled with its processes gone; one
-client's running tasks are bounded; a session over stdio is told each status change."""
+through the task, reports progress while it runs, and is cancelled with its processes gone; a
+task answers only the client that started it; one client's running tasks, and the server's, are
+bounded; a session over stdio is told each status change."""
 
 import json
 import os
@@ -81,16 +82,18 @@ def rpc(server, method, params, *, name=None, capabilities=None, http=None):
 CAPS = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
 
 
-def get(server, task_id):
-    reply = rpc(server, "tasks/get", {"taskId": task_id}, name=task_id, capabilities=CAPS)
+def get(server, task_id, http=None):
+    reply = rpc(
+        server, "tasks/get", {"taskId": task_id}, name=task_id, capabilities=CAPS, http=http
+    )
     assert "result" in reply, reply
     return reply["result"]
 
 
-def wait_for(server, task_id, done, timeout=30):
+def wait_for(server, task_id, done, timeout=30, http=None):
     deadline = time.monotonic() + timeout
     while True:
-        task = get(server, task_id)
+        task = get(server, task_id, http)
         if done(task):
             return task
         assert time.monotonic() < deadline, f"task never got there: {task}"
@@ -158,12 +161,26 @@ def test_a_tool_without_a_long_time_limit_is_a_plain_call(long_server):
     assert reply["result"]["structuredContent"] == {"message": "sync"}
 
 
-def start_shell_task(server, command="sleep 60"):
+def start_shell_task(server, command="sleep 60", http=None):
     reply = rpc(
         server, "tools/call", {"name": "shell", "arguments": {"command": command, "timeout": 90}},
-        name="shell", capabilities=CAPS,
+        name="shell", capabilities=CAPS, http=http,
     )
     return reply
+
+
+def client_at(address):
+    """An HTTP client whose connections come from `address` (on loopback, 127.0.0.0/8): to the
+    server, another client than one at 127.0.0.1."""
+    return httpx2.Client(transport=httpx2.HTTPTransport(local_address=address))
+
+
+def cancel(server, task_id, http=None):
+    reply = rpc(
+        server, "tasks/cancel", {"taskId": task_id}, name=task_id, capabilities=CAPS, http=http
+    )
+    assert "result" in reply, reply
+    wait_for(server, task_id, lambda t: t["status"] == "cancelled", timeout=10, http=http)
 
 
 def task_id_of(reply):
@@ -194,6 +211,58 @@ def test_one_client_may_run_only_so_many_tasks_at_once(long_server):
     task_id = task_id_of(reply)
     rpc(server, "tasks/cancel", {"taskId": task_id}, name=task_id, capabilities=CAPS)
     wait_for(server, task_id, lambda t: t["status"] == "cancelled", timeout=10)
+
+
+def test_a_task_answers_only_the_client_that_started_it(long_server):
+    server = long_server
+    with client_at("127.0.0.2") as owner:
+        reply = start_shell_task(server, http=owner)
+        assert reply.get("result", {}).get("resultType") == "task", reply
+        task_id = task_id_of(reply)
+        asking = wait_for(server, task_id, lambda t: t["status"] == "input_required", http=owner)
+        (key, _), = asking["inputRequests"].items()
+        approve = {key: {"action": "accept", "content": {"approve": True}}}
+        try:
+            # Another client that learnt the id can neither read the task, nor approve its
+            # command, nor cancel it: each is told there is no such task.
+            for method, params in [
+                ("tasks/get", {"taskId": task_id}),
+                ("tasks/update", {"taskId": task_id, "inputResponses": approve}),
+                ("tasks/cancel", {"taskId": task_id}),
+            ]:
+                refused = rpc(server, method, params, name=task_id, capabilities=CAPS)
+                assert "error" in refused, (method, refused)
+                assert refused["error"]["code"] == -32602, (method, refused)
+                assert "unknown task" in refused["error"]["message"], (method, refused)
+            # The task still waits for its own client's answer.
+            still = get(server, task_id, owner)
+            assert still["status"] == "input_required", still
+            assert key in still["inputRequests"], still
+        finally:
+            cancel(server, task_id, owner)
+
+
+def test_the_server_runs_only_so_many_tasks_at_once(long_server):
+    server = long_server
+    started = []
+    with client_at("127.0.0.2") as first, client_at("127.0.0.3") as second:
+        try:
+            # Two clients, four tasks each (the most one client may): the server's eight.
+            for http in (first, second):
+                for _ in range(4):
+                    reply = start_shell_task(server, http=http)
+                    assert reply.get("result", {}).get("resultType") == "task", reply
+                    started.append((task_id_of(reply), http))
+            # A third client, with none of its own running, waits for one of them.
+            refused = start_shell_task(server)
+            assert "error" in refused, refused
+            assert "8 tasks are already running in this server" in refused["error"]["message"]
+        finally:
+            for task_id, http in started:
+                cancel(server, task_id, http)
+    reply = start_shell_task(server)
+    assert reply.get("result", {}).get("resultType") == "task", reply
+    cancel(server, task_id_of(reply))
 
 
 class StdioSession:

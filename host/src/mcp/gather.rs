@@ -138,7 +138,7 @@ pub async fn gather(
     call: TaskCall,
     input: InputApprover,
 ) -> Result<Gathered, TaskError> {
-    let slot = tasks::admit(call.client)?;
+    let slot = tasks::admit(call.client.clone())?;
     let gathering = Arc::new(Gathering {
         input: Arc::new(input),
         declared: call.declared.clone(),
@@ -174,11 +174,12 @@ pub async fn gather(
     let can_elicit = call.declared.contains(&ClientMethod::Elicit);
     let tool = call.tool;
     let declared = call.declared;
-    let task = tasks::tasks().spawn(tasks::options(&tool, call.time_limit), |task| {
+    let task = tasks::spawn_for(call.client, &tool, call.time_limit, |task| {
         *phase = Phase::Task {
             approver: Arc::new(TaskApprover::new(task.clone(), can_elicit)),
             asker: Arc::new(TaskAsker::new(task.clone(), declared)),
         };
+        let tool = tool.clone();
         Box::pin(async move {
             let _slot = slot;
             let result = async move {

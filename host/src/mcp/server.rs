@@ -486,8 +486,9 @@ impl ServerHandler for McpServer {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
+        tasks::owned_by(&request.task_id, &access::of_request(&context).1)?;
         tasks::tasks()
             .get_task(&request.task_id)
             .map(GetTaskResult::new)
@@ -496,16 +497,18 @@ impl ServerHandler for McpServer {
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        tasks::owned_by(&request.task_id, &access::of_request(&context).1)?;
         tasks::tasks().update_task(&request.task_id, request.input_responses)
     }
 
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        tasks::owned_by(&request.task_id, &access::of_request(&context).1)?;
         tasks::tasks().cancel_task(&request.task_id)
     }
 

@@ -16,6 +16,11 @@
 //! the one client); a task's TTL is its time limit plus [`RESULT_TTL`], and its result is dropped
 //! one TTL after it finished.
 //!
+//! A task belongs to the client that started it (the MCP tasks spec binds a task to its
+//! requestor's authorization context): `tasks/get`, `tasks/update` and `tasks/cancel` from any
+//! other client are answered as for a task that does not exist, so one agent that learns another's
+//! task id can neither read its result nor answer its approval question.
+//!
 //! A client with a lasting channel (stdio, or an HTTP session begun with `initialize`) is also
 //! sent `notifications/tasks` (SEP-2663) on every status change: `input_required`, back to
 //! `working`, and the terminal status with its result. Stateless 2026-07-28 HTTP clients poll
@@ -25,14 +30,14 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolResult, ElicitRequest, InputRequest, ServerNotification, Task, TaskStatus,
     TaskStatusNotification, TaskStatusNotificationParams,
 };
 use rmcp::service::Peer;
-use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
+use rmcp::task_manager::{TaskContext, TaskExit, TaskFuture, TaskManager, TaskOptions};
 use rmcp::{ErrorData, RoleServer};
 use tokio::sync::mpsc;
 
@@ -126,6 +131,56 @@ pub fn tasks() -> &'static TaskManager {
     TASKS.get_or_init(TaskManager::new)
 }
 
+/// The client each task belongs to, until its entry may no longer be in [`tasks`].
+fn owners() -> &'static Mutex<HashMap<String, (ClientId, Instant)>> {
+    static OWNERS: OnceLock<Mutex<HashMap<String, (ClientId, Instant)>>> = OnceLock::new();
+    OWNERS.get_or_init(Mutex::default)
+}
+
+/// Spawn the task of `owner` running `tool` within `time_limit`: only `owner` may see, answer
+/// or cancel it.
+pub(crate) fn spawn_for<F>(
+    owner: ClientId,
+    tool: &str,
+    time_limit: Duration,
+    make_future: F,
+) -> Task
+where
+    F: FnOnce(TaskContext) -> TaskFuture,
+{
+    let options = options(tool, time_limit);
+    let task = tasks().spawn(options, make_future);
+    // The manager keeps a task while it runs (at most its time limit, within its TTL) and one
+    // TTL after: twice the TTL outlasts it, and the map is swept of older entries here.
+    let ttl = time_limit + RESULT_TTL;
+    let now = Instant::now();
+    let mut owners = owners().lock().unwrap_or_else(PoisonError::into_inner);
+    owners.retain(|_, (_, until)| *until > now);
+    owners.insert(task.task_id.clone(), (owner, now + ttl * 2));
+    task
+}
+
+/// Refuse `task_id` to every client but the one that started it, as a task that does not
+/// exist: whether another client's task exists is none of this client's business.
+pub(crate) fn owned_by(task_id: &str, client: &ClientId) -> Result<(), ErrorData> {
+    let owners = owners().lock().unwrap_or_else(PoisonError::into_inner);
+    match owners.get(task_id) {
+        Some((owner, _)) if owner == client => Ok(()),
+        found => {
+            if let Some((owner, _)) = found {
+                tracing::warn!(
+                    task = %task_id, client = %client.0, owner = %owner.0,
+                    "refused a request for another client's task"
+                );
+            }
+            Err(ErrorData::invalid_params(
+                format!("unknown task: {task_id} (this client started no task with that id)"),
+                None,
+            ))
+        }
+    }
+}
+
 /// Whether a call with this time limit runs as a task for a client that declared tasks.
 pub fn runs_as_task(time_limit: Duration) -> bool {
     time_limit > SYNC_CALL_LIMIT
@@ -150,10 +205,10 @@ pub struct TaskCall {
 
 /// Start `call` as a task.
 pub fn start(host: Arc<Host>, call: TaskCall) -> Result<Task, TaskError> {
-    let slot = admit(call.client)?;
-    let options = options(&call.tool, call.time_limit);
+    let slot = admit(call.client.clone())?;
     let (tool, args_json, declared) = (call.tool, call.args_json, call.declared);
-    let task = tasks().spawn(options, move |task| {
+    let task = spawn_for(call.client, &tool, call.time_limit, |task| {
+        let tool = tool.clone();
         Box::pin(async move {
             let _slot = slot;
             run(host, tool, args_json, declared, task).await
@@ -176,7 +231,7 @@ pub(crate) fn admit(client: ClientId) -> Result<ClientSlot, TaskError> {
 }
 
 /// The options of a task running `tool` within `time_limit`.
-pub(crate) fn options(tool: &str, time_limit: Duration) -> TaskOptions {
+fn options(tool: &str, time_limit: Duration) -> TaskOptions {
     let ttl = time_limit + RESULT_TTL;
     TaskOptions::new()
         .with_ttl_ms(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
