@@ -1,20 +1,38 @@
-//! `chitin serve --http` bounds the MCP sessions one client keeps open: rmcp keeps a session
+//! `chitin serve --http` bounds the MCP sessions one client keeps open (rmcp keeps a session
 //! until it has idled five minutes, and one client starting sessions at its request rate held
-//! gigabytes. Real server process, real loopback sockets.
+//! gigabytes), and a session answers only the client that began it. Real server process, real
+//! loopback sockets.
 
 use crate::common;
 
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 /// Sessions one client may keep open (`chitin_host::mcp::sessions::MAX_PER_CLIENT`).
 const MOST: usize = chitin_host::mcp::sessions::MAX_PER_CLIENT;
 
 /// Send one request on a fresh connection and read the whole answer (the server closes it).
 async fn exchange(addr: &str, request: String) -> String {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    read_answer(stream, request).await
+}
+
+/// [`exchange`] from the source address `from` (on loopback, 127.0.0.0/8): to the server,
+/// another client than one at 127.0.0.1.
+async fn exchange_from(from: &str, addr: &str, request: String) -> String {
+    let socket = TcpSocket::new_v4().expect("a socket");
+    let source = format!("{from}:0").parse().expect("a source address");
+    socket.bind(source).expect("bind the source address");
+    let stream = socket
+        .connect(addr.parse().expect("the server's address"))
+        .await
+        .expect("connect");
+    read_answer(stream, request).await
+}
+
+async fn read_answer(mut stream: TcpStream, request: String) -> String {
     stream.write_all(request.as_bytes()).await.expect("write");
     let mut answer = Vec::new();
     let mut buf = [0u8; 8192];
@@ -52,6 +70,18 @@ fn post(addr: &str, token: &str, extra: &str, body: &str) -> String {
     )
 }
 
+/// An `initialize` request at protocol `version`.
+fn initialize(version: &str) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": version, "capabilities": {},
+            "clientInfo": {"name": "sessions-test", "version": "0"}
+        }
+    })
+    .to_string()
+}
+
 /// The session id an answer begins, if any.
 fn session_of(answer: &str) -> Option<String> {
     let head = answer.split_once("\r\n\r\n")?.0;
@@ -72,14 +102,7 @@ async fn one_client_cannot_keep_more_than_its_sessions_open() {
 async fn run() {
     let server = common::serve_http(&[common::component("echo")]).await;
     let (addr, token) = (server.addr.as_str(), server.token.as_str());
-    let initialize = serde_json::json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "sessions-test", "version": "0"}
-        }
-    })
-    .to_string();
+    let initialize = initialize("2025-06-18");
     let mut sessions = Vec::new();
     for _ in 0..MOST {
         let answer = exchange(addr, post(addr, token, "", &initialize)).await;
@@ -123,4 +146,59 @@ async fn run() {
     assert!(deleted.starts_with("HTTP/1.1 2"), "{deleted}");
     let again = exchange(addr, post(addr, token, "", &initialize)).await;
     assert!(session_of(&again).is_some(), "a new session fits: {again}");
+}
+
+#[tokio::test]
+async fn a_session_answers_only_the_client_that_began_it() {
+    tokio::time::timeout(Duration::from_secs(60), stranger())
+        .await
+        .expect("the test finishes within a minute");
+}
+
+async fn stranger() {
+    let server = common::serve_http(&[common::component("echo")]).await;
+    let (addr, token) = (server.addr.as_str(), server.token.as_str());
+    let initialize = initialize("2025-11-25");
+    let begun = exchange_from("127.0.0.2", addr, post(addr, token, "", &initialize)).await;
+    let session = session_of(&begun).unwrap_or_else(|| panic!("a session: {begun}"));
+    let on_session = format!("mcp-session-id: {session}\r\nmcp-protocol-version: 2025-11-25\r\n");
+    let initialized =
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let answer = exchange_from(
+        "127.0.0.2",
+        addr,
+        post(addr, token, &on_session, &initialized),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+
+    // Another client holding the same token and the id can neither call on the session, nor
+    // open its stream of server messages, nor end it: each is answered as an unknown session.
+    let get = format!(
+        "GET /mcp HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
+         accept: text/event-stream\r\n{on_session}connection: close\r\n\r\n"
+    );
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
+         {on_session}connection: close\r\n\r\n"
+    );
+    for (what, request) in [
+        ("a call", post(addr, token, &on_session, &list)),
+        ("the stream", get),
+        ("the end", delete),
+    ] {
+        let refused = exchange(addr, request).await;
+        assert!(
+            refused.starts_with("HTTP/1.1 404") && refused.contains("began no session"),
+            "{what} from another client: {refused}"
+        );
+    }
+
+    // The session is still its own client's.
+    let listed = exchange_from("127.0.0.2", addr, post(addr, token, &on_session, &list)).await;
+    assert!(
+        listed.starts_with("HTTP/1.1 200") && listed.contains("\"echo\""),
+        "{listed}"
+    );
 }

@@ -182,13 +182,13 @@ def post(server, token, method="tools/list", params=None):
     return httpx2.post(server.url, json=body, headers=headers, timeout=30)
 
 
-def reply_of(response) -> dict:
-    """The JSON-RPC reply in a response, plain JSON or an event stream."""
+def reply_of(response, request_id=1) -> dict:
+    """The JSON-RPC reply to `request_id` in a response, plain JSON or an event stream."""
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         for line in response.text.splitlines():
             if line.startswith("data:") and line[5:].strip():
                 message = json.loads(line[5:])
-                if message.get("id") == 1:
+                if message.get("id") == request_id:
                     return message
         raise AssertionError(f"no reply in the stream: {response.text}")
     return response.json()
@@ -317,6 +317,40 @@ def test_the_static_bearer_token_still_reaches_every_tool(oauth):
     assert response.status_code == 200, response.text
     names = {t["name"] for t in reply_of(response)["result"]["tools"]}
     assert {"echo", "read_file"} <= names
+
+
+def session_post(server, token, body, session=None):
+    """One 2025-11-25 session message with `token` (beginning a session without `session`)."""
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    if session is not None:
+        headers |= {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+    return httpx2.post(server.url, json=body, headers=headers, timeout=30)
+
+
+def test_a_session_answers_only_the_user_that_began_it(oauth):
+    """Two users of one application (one `client_id`, two `sub`), from one address: the session
+    one began is unknown to the other."""
+    issuer, server = oauth
+    alice = issuer.token(server.url, "tools:basic", sub="alice")
+    bob = issuer.token(server.url, "tools:basic", sub="bob")
+    begun = session_post(server, alice, {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "chitin-oauth-test", "version": "1"},
+        },
+    })
+    assert begun.status_code == 200, begun.text
+    session = begun.headers["mcp-session-id"]
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert session_post(server, alice, initialized, session).status_code == 202
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    refused = session_post(server, bob, listing, session)
+    assert refused.status_code == 404, refused.text
+    assert "began no session" in refused.text, refused.text
+    listed = session_post(server, alice, listing, session)
+    assert listed.status_code == 200, listed.text
+    assert [t["name"] for t in reply_of(listed, 2)["result"]["tools"]] == ["echo"]
 
 
 def test_an_unreachable_issuer_fails_closed():

@@ -33,8 +33,8 @@ impl Access {
     }
 }
 
-/// Who sent a request, for per-client bounds: the OAuth client, else the peer address; `stdio`
-/// for the one client on stdio.
+/// Who sent a request, for per-client bounds and ownership: the OAuth token's application and
+/// user, else the peer address; `stdio` for the one client on stdio.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClientId(pub String);
 

@@ -309,6 +309,9 @@ impl Front {
                 Err(refused) => return refused,
             };
         }
+        if let Some(refused) = self.foreign_session(&request, &client) {
+            return refused;
+        }
         let Passed {
             mut request,
             access,
@@ -341,6 +344,22 @@ impl Front {
             return refusal(StatusCode::TOO_MANY_REQUESTS, refused.to_string());
         }
         response
+    }
+
+    /// The refusal of a request on an MCP session another client began: answered 404, as for
+    /// a session that does not exist (the spec's answer, after which a client begins a new one).
+    fn foreign_session(&self, request: &Request, client: &ClientId) -> Option<Response> {
+        if request.uri().path() != MCP_PATH {
+            return None;
+        }
+        let session = request.headers().get(SESSION_ID_HEADER)?.to_str().ok()?;
+        let refused = self.guard.sessions.check_owner(client, session).err()?;
+        tracing::warn!(
+            client = %client.0,
+            method = %request.method(),
+            "a request on an MCP session another client began is refused"
+        );
+        Some(refusal(StatusCode::NOT_FOUND, refused.to_string()))
     }
 
     async fn route(&mut self, request: Request) -> Response {
@@ -419,8 +438,8 @@ impl Guard {
     }
 
     /// The request's credentials decide its access (the static token: everything offered; an
-    /// OAuth token: what its scopes reach) and who it counts as (the OAuth client, else
-    /// `by_peer`).
+    /// OAuth token: what its scopes reach) and who it counts as (the token's application and
+    /// user, else `by_peer`).
     async fn credentials(
         &self,
         presented: Option<HeaderValue>,
@@ -478,10 +497,10 @@ impl Guard {
             ));
         };
         match oauth.check(bearer).await {
-            Ok(grant) => Ok((
-                Access::Scopes(Arc::new(grant.scopes)),
-                ClientId(format!("oauth:{}", grant.client)),
-            )),
+            Ok(grant) => {
+                let holder = ClientId(grant.holder());
+                Ok((Access::Scopes(Arc::new(grant.scopes)), holder))
+            }
             // Fail closed: without the issuer's keys no token is taken.
             Err(e) if e.is_unavailable() => Err(refusal(
                 StatusCode::SERVICE_UNAVAILABLE,

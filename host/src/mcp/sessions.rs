@@ -3,6 +3,12 @@
 //! who starts them: one client with a token, however narrow its scopes, starting sessions at
 //! its request rate held some 67 KB each, gigabytes within the idle time. A session past its
 //! client's bound is closed as soon as it is made, and the client told why.
+//!
+//! A session also belongs to the client that began it. rmcp takes any request that carries a
+//! live `Mcp-Session-Id`, so another client that learnt the id (from a log, a proxy, a shared
+//! terminal) could read the session's stream, answer the questions the server asks its owner
+//! (an approval of a shell command among them) or end it. A request on a session another client
+//! began is answered as one on an unknown session.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,11 +39,29 @@ pub struct TooManySessions {
     pub open: usize,
 }
 
+/// A request on a session that another client began.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "unknown MCP session: this client ({client}) began no session with this Mcp-Session-Id; \
+     begin one with `initialize`"
+)]
+pub struct NotItsSession {
+    /// The client that sent the request.
+    pub client: String,
+}
+
 /// The sessions each client began, checked against those rmcp still holds.
 pub struct Sessions {
     manager: Arc<LocalSessionManager>,
-    by_client: Mutex<HashMap<ClientId, Vec<SessionId>>>,
+    ledger: Mutex<Ledger>,
     most: usize,
+}
+
+/// Who began which session, both ways round.
+#[derive(Default)]
+struct Ledger {
+    by_client: HashMap<ClientId, Vec<SessionId>>,
+    owner: HashMap<SessionId, ClientId>,
 }
 
 impl Sessions {
@@ -45,7 +69,7 @@ impl Sessions {
     pub fn new(manager: Arc<LocalSessionManager>, most: usize) -> Self {
         Self {
             manager,
-            by_client: Mutex::default(),
+            ledger: Mutex::default(),
             most,
         }
     }
@@ -59,22 +83,28 @@ impl Sessions {
         let refused = {
             // Those that ended (idle, deleted, the server stopping) no longer count.
             let live = self.manager.sessions.read().await;
-            let mut by_client = self
-                .by_client
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+            let Ledger { by_client, owner } = &mut *ledger;
             if by_client.len() > PRUNE_CLIENTS_AT {
                 by_client.retain(|_, ids| {
                     ids.retain(|id| live.contains_key(id));
                     !ids.is_empty()
                 });
+                owner.retain(|id, _| live.contains_key(id));
             }
             let ids = by_client.entry(client.clone()).or_default();
-            ids.retain(|id| live.contains_key(id));
+            ids.retain(|id| {
+                let open = live.contains_key(id);
+                if !open {
+                    owner.remove(id);
+                }
+                open
+            });
             if ids.len() >= self.most {
                 Some(ids.len())
             } else {
                 ids.push(session.clone());
+                owner.insert(session.clone(), client.clone());
                 None
             }
         };
@@ -88,5 +118,17 @@ impl Sessions {
             client: client.0.clone(),
             open,
         })
+    }
+
+    /// Whether `client` may use `session`: refused when another client began it. A session no
+    /// client began here is left to rmcp, which answers it as unknown.
+    pub fn check_owner(&self, client: &ClientId, session: &str) -> Result<(), NotItsSession> {
+        let ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        match ledger.owner.get(session) {
+            Some(owner) if owner != client => Err(NotItsSession {
+                client: client.0.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 }

@@ -47,10 +47,27 @@ pub struct ResourceServer {
 /// What a checked token grants.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenGrant {
-    /// Who the token was issued to (`client_id`, else `sub`), for per-client bounds.
-    pub client: String,
+    /// The application the token was issued to (`client_id`).
+    pub client: Option<String>,
+    /// The user it acts for (`sub`).
+    pub subject: Option<String>,
     /// Its scopes.
     pub scopes: BTreeSet<String>,
+}
+
+impl TokenGrant {
+    /// Who holds the token, for per-client bounds and for what belongs to a client (its
+    /// sessions and tasks): the application and the user together, since the users of one
+    /// application must not reach each other's tasks. Quoted, so no pair of names reads as
+    /// another.
+    pub fn holder(&self) -> String {
+        match (&self.client, &self.subject) {
+            (Some(client), Some(subject)) => format!("oauth:{client:?} for {subject:?}"),
+            (Some(client), None) => format!("oauth:{client:?}"),
+            (None, Some(subject)) => format!("oauth: for {subject:?}"),
+            (None, None) => "oauth:(anonymous)".into(),
+        }
+    }
 }
 
 /// Why a token is refused.
@@ -215,11 +232,11 @@ impl ResourceServer {
             .split_ascii_whitespace()
             .map(str::to_owned)
             .collect();
-        let client = claims
-            .client_id
-            .or(claims.sub)
-            .unwrap_or_else(|| "(anonymous)".into());
-        Ok(TokenGrant { client, scopes })
+        Ok(TokenGrant {
+            client: claims.client_id,
+            subject: claims.sub,
+            scopes,
+        })
     }
 
     fn refusal(&self, error: jsonwebtoken::errors::Error) -> TokenError {
@@ -274,6 +291,29 @@ mod tests {
 
     fn jwk(value: serde_json::Value) -> Jwk {
         serde_json::from_value(value).expect("jwk")
+    }
+
+    #[test]
+    fn the_holder_is_the_application_and_the_user_and_no_pair_reads_as_another() {
+        let grant = |client: Option<&str>, subject: Option<&str>| TokenGrant {
+            client: client.map(str::to_owned),
+            subject: subject.map(str::to_owned),
+            scopes: BTreeSet::new(),
+        };
+        let alice = grant(Some("app"), Some("alice")).holder();
+        assert_eq!(alice, r#"oauth:"app" for "alice""#);
+        assert_ne!(alice, grant(Some("app"), Some("bob")).holder());
+        assert_ne!(alice, grant(Some("app"), None).holder());
+        // Names holding the separator and quotes stay apart.
+        assert_ne!(
+            grant(Some(r#"app" for "x"#), Some("y")).holder(),
+            grant(Some("app"), Some(r#"x" for "y"#)).holder()
+        );
+        assert_ne!(
+            grant(None, Some("alice")).holder(),
+            grant(Some("alice"), None).holder()
+        );
+        assert_eq!(grant(None, None).holder(), "oauth:(anonymous)");
     }
 
     #[test]
