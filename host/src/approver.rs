@@ -55,11 +55,36 @@ impl Approver for NoApprover {
     }
 }
 
+/// Whose consent a remembered "always allow" is, and so whose calls it spares the question.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Consenter {
+    /// The operator: the terminal, an MCP client on stdio, and HTTP requests with the server's
+    /// own bearer token. One person's channels share what that person allowed.
+    #[default]
+    Operator,
+    /// The holder of an OAuth access token (its application and user,
+    /// [`crate::mcp::oauth::TokenGrant::holder`]): a person of their own, whose "always allow"
+    /// covers their own calls only, and whom nobody else's covers.
+    Holder(Arc<str>),
+}
+
+impl Consenter {
+    /// The holder an approval is remembered for; `None` for the operator.
+    pub fn holder(&self) -> Option<&str> {
+        match self {
+            Self::Operator => None,
+            Self::Holder(holder) => Some(holder),
+        }
+    }
+}
+
 /// Who is calling and who approves: what a front passes with every call.
 #[derive(Clone)]
 pub struct CallContext {
     /// Asked before calls that need approval.
     pub approver: Arc<dyn Approver>,
+    /// Whose "always allow" covers this call, and is remembered when given.
+    pub consenter: Consenter,
     /// The caller, for per-user limits (`local` on the CLI).
     pub user: Arc<str>,
     /// Where the call's progress and log reports go while it runs (nowhere by default).
@@ -73,6 +98,7 @@ impl Default for CallContext {
     fn default() -> Self {
         Self {
             approver: Arc::new(NoApprover),
+            consenter: Consenter::Operator,
             user: "local".into(),
             events: CallEvents::none(),
             client: Arc::new(NoClient),
@@ -84,6 +110,7 @@ impl std::fmt::Debug for CallContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallContext")
             .field("user", &self.user)
+            .field("consenter", &self.consenter)
             .finish_non_exhaustive()
     }
 }

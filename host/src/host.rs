@@ -559,7 +559,13 @@ impl ServedSet {
         let grant = component.grant_digest().to_owned();
         let remembered = || {
             store
-                .covers(&component.name(), tool, &hash, &grant)
+                .covers(
+                    &component.name(),
+                    tool,
+                    &hash,
+                    &grant,
+                    ctx.consenter.holder(),
+                )
                 .map_err(|e| ToolError::HostFault(e.to_string()))
         };
         if mode == ApprovalHint::Ask && remembered()? {
@@ -591,6 +597,7 @@ impl ServedSet {
                         hash,
                         grant,
                         user: ctx.user.to_string(),
+                        holder: ctx.consenter.holder().map(str::to_owned),
                         approved_at: crate::remembered_approvals::now(),
                     };
                     store

@@ -212,12 +212,13 @@ async fn approvals_revoked_through_one_handle_are_gone_for_the_other() {
             hash: "h".into(),
             grant: "g".into(),
             user: "u".into(),
+            holder: None,
             approved_at: 1,
         };
         a.remember(&approval).unwrap();
-        assert!(b.covers("acme/w", "forecast", "h", "g").unwrap());
+        assert!(b.covers("acme/w", "forecast", "h", "g", None).unwrap());
         assert_eq!(b.revoke("acme/w").unwrap(), ["acme/w/forecast"]);
-        assert!(!a.covers("acme/w", "forecast", "h", "g").unwrap());
+        assert!(!a.covers("acme/w", "forecast", "h", "g", None).unwrap());
         assert!(a.list().unwrap().is_empty());
     })
     .await;

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from jwt.algorithms import ECAlgorithm
-from mcp import Client
+from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import COMPONENTS, HttpServer
@@ -201,9 +201,9 @@ def challenge(response) -> dict:
     return dict(re.findall(r'(\w+)="([^"]*)"', header))
 
 
-def sdk(server, token) -> Client:
+def sdk(server, token, **kwargs) -> Client:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    return Client(streamable_http_client(server.url, http_client=http), mode="auto")
+    return Client(streamable_http_client(server.url, http_client=http), mode="auto", **kwargs)
 
 
 def metadata_url(server):
@@ -317,6 +317,34 @@ def test_the_static_bearer_token_still_reaches_every_tool(oauth):
     assert response.status_code == 200, response.text
     names = {t["name"] for t in reply_of(response)["result"]["tools"]}
     assert {"echo", "read_file"} <= names
+
+
+@pytest.mark.anyio
+async def test_an_always_allow_covers_only_the_person_that_gave_it(oauth):
+    """`write_file` asks a person first. Each person below ticks "always allow" when asked: the
+    users of one OAuth application, and the operator with the server's own token, are each
+    asked once, whatever the others allowed before them."""
+    issuer, server = oauth
+    asked = []
+
+    def always(who):
+        async def answer(context, params):
+            asked.append(who)
+            return types.ElicitResult(action="accept", content={"approve": True, "always": True})
+
+        return answer
+
+    people = {
+        "alice": issuer.token(server.url, "tools:fs", sub="alice"),
+        "bob": issuer.token(server.url, "tools:fs", sub="bob"),
+        "operator": server.token,
+    }
+    for who in ["alice", "alice", "bob", "operator", "bob", "alice", "operator"]:
+        async with sdk(server, people[who], elicitation_callback=always(who)) as client:
+            result = await client.call_tool("write_file", {"path": f"{who}.txt", "content": who})
+            assert not result.is_error, result
+    assert asked == ["alice", "bob", "operator"], asked
+    assert (server.data_dir / "workspace" / "bob.txt").read_text() == "bob"
 
 
 def session_post(server, token, body, session=None):

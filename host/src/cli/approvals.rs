@@ -19,7 +19,8 @@ enum Command {
     /// List remembered approvals and pinned components.
     List,
     /// Forget the approvals (and the pin) of a tool, a component (`namespace/name`) or
-    /// `namespace/name/tool`; the next call, or the next load of an installed upgrade, asks again.
+    /// `namespace/name/tool`, whoever gave them; the next call, or the next load of an installed
+    /// upgrade, asks again.
     Revoke {
         /// Tool name, component, or component/tool.
         selector: String,
@@ -36,8 +37,13 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             let list = approvals.list()?;
             outln!("approvals ({}):", list.len());
             for a in list {
+                let only = a
+                    .holder
+                    .as_deref()
+                    .map(|h| format!(", for the OAuth token holder {h} only"))
+                    .unwrap_or_default();
                 outln!(
-                    "  {}/{} {} by {} ({}, grant {})",
+                    "  {}/{} {} by {} ({}, grant {}{only})",
                     a.component,
                     a.tool,
                     a.version,

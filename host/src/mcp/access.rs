@@ -8,6 +8,7 @@ use std::sync::Arc;
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 
+use crate::approver::Consenter;
 use crate::policy::Policy;
 
 /// The tools a request may reach.
@@ -29,6 +30,18 @@ impl Access {
                 .scopes_reaching(tool)
                 .iter()
                 .any(|s| scopes.contains(*s)),
+        }
+    }
+}
+
+impl Access {
+    /// Whose "always allow" covers a call of `client` with this access: an OAuth token's
+    /// holder (whose token has scopes) is a person of their own; everything else came with the
+    /// operator's credentials (stdio, the server's bearer token, no token on loopback).
+    pub fn consenter(&self, client: &ClientId) -> Consenter {
+        match self {
+            Self::All => Consenter::Operator,
+            Self::Scopes(_) => Consenter::Holder(Arc::from(client.0.as_str())),
         }
     }
 }

@@ -150,6 +150,7 @@ pub async fn gather(
     let (events, reports) = CallEvents::channel();
     let ctx = CallContext {
         approver: gathering.clone(),
+        consenter: call.consenter.clone(),
         user: "mcp".into(),
         events,
         client: gathering.clone(),

@@ -142,6 +142,7 @@ impl McpServer {
                 None,
             ));
         }
+        let consenter = access.consenter(&client);
         let declared = questions::declared(capabilities.as_ref());
         let can_elicit = declared.contains(&ClientMethod::Elicit);
         let wants_task = capabilities.as_ref().is_some_and(|c| c.supports_tasks());
@@ -167,6 +168,7 @@ impl McpServer {
                 time_limit: limit,
                 declared,
                 client,
+                consenter,
                 notify,
             };
             let gathered = tokio::select! {
@@ -194,6 +196,7 @@ impl McpServer {
                 time_limit: limit,
                 declared,
                 client,
+                consenter,
                 notify,
             };
             let task = tasks::start(host, call)
@@ -229,6 +232,7 @@ impl McpServer {
             };
         let ctx = CallContext {
             approver,
+            consenter,
             user: "mcp".into(),
             events,
             client,

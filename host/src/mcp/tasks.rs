@@ -41,7 +41,7 @@ use rmcp::task_manager::{TaskContext, TaskExit, TaskFuture, TaskManager, TaskOpt
 use rmcp::{ErrorData, RoleServer};
 use tokio::sync::mpsc;
 
-use crate::approver::{ApprovalRequest, Approver, CallContext, Decision};
+use crate::approver::{ApprovalRequest, Approver, CallContext, Consenter, Decision};
 use crate::client::ClientMethod;
 use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
@@ -199,6 +199,8 @@ pub struct TaskCall {
     pub declared: Vec<ClientMethod>,
     /// Who asked.
     pub client: ClientId,
+    /// Whose "always allow" covers the call.
+    pub consenter: Consenter,
     /// Where to send `notifications/tasks`, for a client with a lasting channel.
     pub notify: Option<Peer<RoleServer>>,
 }
@@ -207,11 +209,12 @@ pub struct TaskCall {
 pub fn start(host: Arc<Host>, call: TaskCall) -> Result<Task, TaskError> {
     let slot = admit(call.client.clone())?;
     let (tool, args_json, declared) = (call.tool, call.args_json, call.declared);
+    let consenter = call.consenter;
     let task = spawn_for(call.client, &tool, call.time_limit, |task| {
         let tool = tool.clone();
         Box::pin(async move {
             let _slot = slot;
-            run(host, tool, args_json, declared, task).await
+            run(host, tool, args_json, declared, consenter, task).await
         })
     });
     if let Some(peer) = call.notify {
@@ -273,6 +276,7 @@ async fn run(
     tool: String,
     args_json: String,
     declared: Vec<ClientMethod>,
+    consenter: Consenter,
     task: TaskContext,
 ) -> Result<CallToolResult, TaskExit> {
     let (events, reports) = CallEvents::channel();
@@ -281,6 +285,7 @@ async fn run(
             task.clone(),
             declared.contains(&ClientMethod::Elicit),
         )),
+        consenter,
         user: "mcp".into(),
         events,
         client: Arc::new(TaskAsker::new(task.clone(), declared)),
