@@ -27,8 +27,13 @@ def http_server():
     shutil.rmtree(data, ignore_errors=True)
 
 
-def client(server, **kwargs) -> Client:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.token}"}, timeout=30)
+def client(server, address=None, **kwargs) -> Client:
+    """An SDK client; with `address` (on loopback, 127.0.0.0/8) its connections come from there,
+    so to the server it is another client than one at 127.0.0.1."""
+    transport = httpx2.AsyncHTTPTransport(local_address=address) if address else None
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {server.token}"}, timeout=30, transport=transport
+    )
     return Client(streamable_http_client(server.url, http_client=http), mode="auto", **kwargs)
 
 
@@ -113,6 +118,29 @@ async def test_a_tampered_or_replayed_request_state_is_refused(http_server):
                 "test_approval", {}, input_responses=APPROVED, request_state=state
             )
         assert "already used" in replayed.value.error.message
+
+
+@pytest.mark.anyio
+async def test_a_request_state_serves_only_the_client_it_was_issued_to(http_server):
+    async def never(context, params):
+        raise AssertionError("this test answers by hand")
+
+    async with client(http_server, "127.0.0.2", elicitation_callback=never) as owner, client(
+        http_server, elicitation_callback=never
+    ) as stranger:
+        state = (await first_round(owner)).request_state
+        # Another client that learnt the state cannot run the call on its answers.
+        with pytest.raises(MCPError) as refused:
+            await stranger.session.call_tool(
+                "test_approval", {}, input_responses=APPROVED, request_state=state
+            )
+        assert refused.value.error.code == INVALID_PARAMS
+        assert "issued to this client" in refused.value.error.message
+        # The refusal spent nothing: the client asked still runs the call with it.
+        done = await owner.session.call_tool(
+            "test_approval", {}, input_responses=APPROVED, request_state=state
+        )
+        assert not done.is_error, text_of(done)
 
 
 @pytest.mark.anyio

@@ -8,9 +8,11 @@
 //! key the client left out) ends the retry with another input-required result, whose state
 //! carries every answer so far.
 //!
-//! The state is HMAC-SHA256 signed with a per-process key and bound to the tool and its
-//! arguments, expires after [`STATE_TTL`], and is accepted once: a tampered, foreign, expired or
-//! replayed state is refused. An answer is bound to its question's digest, so a component that
+//! The state is HMAC-SHA256 signed with a per-process key and bound to the client that was
+//! asked, the tool and its arguments, expires after [`STATE_TTL`], and is accepted once: a
+//! tampered, foreign, expired or replayed state is refused. Bound to the client, because it
+//! carries that client's person's answers (an approval among them): another client that learnt
+//! it must not run the call on them. An answer is bound to its question's digest, so a component that
 //! asks something else under the same key is asked again.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -26,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::approver::{ApprovalRequest, Approver, Decision};
 use crate::client::{ClientAsker, ClientMethod, ClientQuestion};
+use crate::mcp::access::ClientId;
 use crate::mcp::approver::{decision, question};
 use crate::mcp::questions::{Missed, input_request};
 
@@ -42,10 +45,12 @@ pub enum StateError {
     /// The per-process key could not be made, so no state can be trusted.
     #[error("approval state is unavailable in this process: {0}")]
     Unavailable(String),
-    /// The signature does not verify for this tool and these arguments, or the state expired.
+    /// The signature does not verify for this client, tool and arguments, or the state
+    /// expired.
     #[error(
-        "the request state was refused ({0}): it is not one this server issued for this tool \
-         and these arguments, or it expired; call the tool again without a request state"
+        "the request state was refused ({0}): it is not one this server issued to this client \
+         for this tool and these arguments, or it expired; call the tool again without a \
+         request state"
     )]
     Invalid(String),
     /// The state was already redeemed once.
@@ -117,9 +122,14 @@ fn states() -> Result<&'static States, StateError> {
         .map_err(|e| StateError::Unavailable(e.clone()))
 }
 
-/// The data a state is bound to: this tool with exactly these arguments.
-fn binding(tool: &str, args_json: &str) -> Vec<u8> {
-    format!("chitin tools/call\0{tool}\0{args_json}").into_bytes()
+/// The data a state is bound to: this client, and this tool with exactly these arguments.
+fn binding(client: &ClientId, tool: &str, args_json: &str) -> Vec<u8> {
+    let client = &client.0;
+    format!(
+        "chitin tools/call\0{}:{client}\0{tool}\0{args_json}",
+        client.len()
+    )
+    .into_bytes()
 }
 
 /// A question's identity: who asks, about what, and why.
@@ -148,6 +158,8 @@ fn random_nonce() -> Result<String, StateError> {
 pub struct InputApprover {
     tool: String,
     args_json: String,
+    /// The client asked, whose retry alone the state serves.
+    client: ClientId,
     /// The client declared elicitation for this request.
     can_elicit: bool,
     approved: HashSet<String>,
@@ -171,11 +183,13 @@ pub struct InputApprover {
 }
 
 impl InputApprover {
-    /// The approver for one `tools/call` of `tool` with `args_json`: a retry's `request_state`
-    /// is verified and redeemed here, and `responses` carries the person's answer.
+    /// The approver for one `tools/call` of `tool` with `args_json` from `client`: a retry's
+    /// `request_state` is verified and redeemed here, and `responses` carries the person's
+    /// answer.
     pub fn new(
         tool: &str,
         args_json: &str,
+        client: &ClientId,
         declared: Vec<ClientMethod>,
         request_state: Option<&str>,
         responses: Option<&InputResponses>,
@@ -183,6 +197,7 @@ impl InputApprover {
         let mut approver = Self {
             tool: tool.to_owned(),
             args_json: args_json.to_owned(),
+            client: client.clone(),
             can_elicit: declared.contains(&ClientMethod::Elicit),
             approved: HashSet::new(),
             approved_always: None,
@@ -197,7 +212,7 @@ impl InputApprover {
         let Some(sealed) = request_state else {
             return Ok(approver);
         };
-        let state = redeem(sealed, &binding(tool, args_json))?;
+        let state = redeem(sealed, &binding(client, tool, args_json))?;
         approver.approved.extend(state.approved);
         approver.answers = state.answers;
         // Only answers to the questions the state says were asked count; other keys are ignored.
@@ -310,7 +325,7 @@ impl InputApprover {
         };
         let payload =
             serde_json::to_vec(&state).map_err(|e| StateError::Unavailable(e.to_string()))?;
-        let bound = binding(&self.tool, &self.args_json);
+        let bound = binding(&self.client, &self.tool, &self.args_json);
         let sealed = states.codec.seal_with(
             &payload,
             &SealOptions::new().associated_data(&bound).ttl(STATE_TTL),
@@ -415,6 +430,11 @@ mod tests {
         vec![ClientMethod::Elicit]
     }
 
+    /// The client the tests' questions are put to.
+    fn me() -> ClientId {
+        ClientId("peer:127.0.0.1".into())
+    }
+
     fn request() -> ApprovalRequest {
         ApprovalRequest {
             tool: "shell_run".into(),
@@ -433,7 +453,8 @@ mod tests {
 
     async fn first_round() -> String {
         let approver =
-            InputApprover::new("shell_run", r#"{"cmd":"ls"}"#, elicit(), None, None).expect("new");
+            InputApprover::new("shell_run", r#"{"cmd":"ls"}"#, &me(), elicit(), None, None)
+                .expect("new");
         assert!(matches!(
             approver.approve(&request()).await,
             Decision::Denied(_)
@@ -458,6 +479,7 @@ mod tests {
         let retry = InputApprover::new(
             "shell_run",
             r#"{"cmd":"ls"}"#,
+            &me(),
             elicit(),
             Some(&state),
             Some(&answer),
@@ -473,6 +495,7 @@ mod tests {
         let retry = InputApprover::new(
             "shell_run",
             r#"{"cmd":"ls"}"#,
+            &me(),
             elicit(),
             Some(&state),
             Some(&answer),
@@ -484,6 +507,7 @@ mod tests {
         let replay = InputApprover::new(
             "shell_run",
             r#"{"cmd":"ls"}"#,
+            &me(),
             elicit(),
             Some(&state),
             Some(&answer),
@@ -492,22 +516,34 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_state_for_other_arguments_or_tampered_is_refused() {
+    async fn a_state_for_other_arguments_another_client_or_tampered_is_refused() {
         let state = first_round().await;
         let answer = approve_answer();
         let other = InputApprover::new(
             "shell_run",
             r#"{"cmd":"rm -rf /"}"#,
+            &me(),
             elicit(),
             Some(&state),
             Some(&answer),
         );
         assert!(matches!(other, Err(StateError::Invalid(_))));
+        // Another client that learnt the state cannot run the call on its answers.
+        let stranger = InputApprover::new(
+            "shell_run",
+            r#"{"cmd":"ls"}"#,
+            &ClientId("peer:127.0.0.2".into()),
+            elicit(),
+            Some(&state),
+            Some(&answer),
+        );
+        assert!(matches!(stranger, Err(StateError::Invalid(_))));
         let mut tampered = state.clone();
         tampered.insert(tampered.len() / 2, 'x');
         let forged = InputApprover::new(
             "shell_run",
             r#"{"cmd":"ls"}"#,
+            &me(),
             elicit(),
             Some(&tampered),
             Some(&answer),
@@ -525,6 +561,7 @@ mod tests {
         let retry = InputApprover::new(
             "shell_run",
             r#"{"cmd":"ls"}"#,
+            &me(),
             elicit(),
             Some(&state),
             Some(&answer),
@@ -539,8 +576,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_client_without_elicitation_is_not_asked() {
-        let approver = InputApprover::new("shell_run", r#"{"cmd":"ls"}"#, Vec::new(), None, None)
-            .expect("new");
+        let approver = InputApprover::new(
+            "shell_run",
+            r#"{"cmd":"ls"}"#,
+            &me(),
+            Vec::new(),
+            None,
+            None,
+        )
+        .expect("new");
         assert!(matches!(
             approver.approve(&request()).await,
             Decision::Denied(_)
@@ -561,7 +605,8 @@ mod tests {
     #[tokio::test]
     async fn answers_are_replayed_from_the_state_and_bound_to_their_question() {
         let args = r#"{"cmd":"ls"}"#;
-        let first = InputApprover::new("shell_run", args, elicit(), None, None).expect("new");
+        let first =
+            InputApprover::new("shell_run", args, &me(), elicit(), None, None).expect("new");
         assert!(first.ask(&[named("step1", "name?")]).await.is_err());
         let round1 = first.input_required().expect("state").expect("asks");
         assert!(
@@ -579,6 +624,7 @@ mod tests {
         let second = InputApprover::new(
             "shell_run",
             args,
+            &me(),
             elicit(),
             round1.request_state.as_deref(),
             Some(&responses),
@@ -606,6 +652,7 @@ mod tests {
         let third = InputApprover::new(
             "shell_run",
             args,
+            &me(),
             elicit(),
             round2.request_state.as_deref(),
             None,

@@ -161,7 +161,7 @@ impl McpServer {
             && !legacy_session
             && let Some(limit) = asked_limit.or_else(|| host.time_limit(&request.name))
         {
-            let input = input_approver(&request, &args, &declared)?;
+            let input = input_approver(&request, &args, &client, &declared)?;
             let call = TaskCall {
                 tool: request.name.to_string(),
                 args_json: args,
@@ -227,7 +227,7 @@ impl McpServer {
                     Arc::new(SessionAsker::new(peer.clone(), declared, missed.clone())),
                 )
             } else {
-                let asking = Arc::new(input_approver(&request, &args, &declared)?);
+                let asking = Arc::new(input_approver(&request, &args, &client, &declared)?);
                 (Some(asking.clone()), asking.clone(), asking)
             };
         let ctx = CallContext {
@@ -574,11 +574,13 @@ impl ServerHandler for McpServer {
 fn input_approver(
     request: &CallToolRequestParams,
     args: &str,
+    client: &ClientId,
     declared: &[ClientMethod],
 ) -> Result<InputApprover, ErrorData> {
     InputApprover::new(
         &request.name,
         args,
+        client,
         declared.to_vec(),
         request.request_state.as_deref(),
         request.input_responses.as_ref(),
