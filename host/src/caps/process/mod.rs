@@ -145,6 +145,19 @@ pub fn announce<'a>(
     } else {
         tracing::warn!("{banner}");
     }
+    if let Some(warning) = unbounded_as(rustix::process::getuid().as_raw()) {
+        tracing::warn!("{warning}");
+    }
+}
+
+/// The warning for a host whose real user is `uid`, when the kernel bounds no process count
+/// of that user: it applies `RLIMIT_NPROC` to every user but root.
+fn unbounded_as(uid: u32) -> Option<&'static str> {
+    (uid == 0).then_some(
+        "chitin runs as root, whose processes the kernel does not count against RLIMIT_NPROC: \
+         a fork flood in a granted program is bounded only by the call's timeout and the \
+         process concurrency cap; run chitin as an ordinary user",
+    )
 }
 
 /// Resolve a manifest's `[capabilities.process]` at load, under the policy's stance on
@@ -542,5 +555,16 @@ impl Capability for Process {
             state.parts().0
         }
         bindings::chitin::host::process::add_to_linker::<T, Process>(linker, get)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_root_host_is_warned_that_its_processes_are_not_counted() {
+        assert!(unbounded_as(0).is_some_and(|w| w.contains("RLIMIT_NPROC")));
+        assert_eq!(unbounded_as(1000), None);
     }
 }
