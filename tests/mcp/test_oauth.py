@@ -31,7 +31,7 @@ from jwt.algorithms import ECAlgorithm
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import COMPONENTS, HttpServer
+from conftest import COMPONENTS, REPO, HttpServer
 
 VERSION = "2026-07-28"
 KID = "test-key-1"
@@ -345,6 +345,51 @@ async def test_an_always_allow_covers_only_the_person_that_gave_it(oauth):
             assert not result.is_error, result
     assert asked == ["alice", "bob", "operator"], asked
     assert (server.data_dir / "workspace" / "bob.txt").read_text() == "bob"
+
+
+@pytest.mark.anyio
+async def test_each_user_has_an_outbound_request_rate_of_their_own(oauth):
+    """Outbound HTTP is rate limited per user and tool. Under a policy of 3 requests a minute,
+    alice spending hers leaves bob his: each request below is refused afterwards (a loopback
+    address), but counted first."""
+    issuer, _ = oauth
+    data = tempfile.mkdtemp(prefix="chitin-mcp-oauth-rate-")
+    policy = pathlib.Path(data) / "policy.toml"
+    default = (REPO / "policies" / "default.toml").read_text()
+    sixty = "rate_limit = { per_minute = 60, per_hour = 1000 }"
+    assert sixty in default
+    policy.write_text(default.replace(sixty, "rate_limit = { per_minute = 3, per_hour = 1000 }"))
+    server = HttpServer(
+        [
+            "--oauth-issuer", issuer.url,
+            "--oauth-ca-file", str(issuer.ca_file),
+            "--policy", str(policy),
+            "--components", str(COMPONENTS / "http.wasm"),
+        ],
+        data,
+    )
+
+    async def approve(context, params):
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    def refusal(result):
+        assert result.is_error, result
+        return "".join(b.text for b in result.content if b.type == "text")
+
+    blocked = {"method": "GET", "url": "https://127.0.0.1:9/"}
+    try:
+        for who, calls in [("alice", 4), ("bob", 1)]:
+            token = issuer.token(server.url, "tools:web", sub=who)
+            async with sdk(server, token, elicitation_callback=approve) as client:
+                texts = [refusal(await client.call_tool("http", blocked)) for _ in range(calls)]
+            # Refused at the allowlist, so counted first; alice's fourth is over her rate.
+            assert all("not-allowed" in t for t in texts[:3]), texts
+            if who == "alice":
+                assert texts[3].startswith("rate-limited:"), texts
+                assert "3 requests per minute" in texts[3], texts
+    finally:
+        server.stop()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def session_post(server, token, body, session=None):

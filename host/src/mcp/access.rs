@@ -46,6 +46,16 @@ impl Access {
     }
 }
 
+/// The user an MCP call of `consenter` counts as for per-user limits (outbound HTTP rate windows
+/// and kept-alive connections): an OAuth token's holder, so one holder cannot spend another's;
+/// `mcp` for the operator's channels.
+pub fn user_of(consenter: &Consenter) -> Arc<str> {
+    match consenter {
+        Consenter::Operator => Arc::from("mcp"),
+        Consenter::Holder(holder) => holder.clone(),
+    }
+}
+
 /// Who sent a request, for per-client bounds and ownership: the OAuth token's application and
 /// user, else the peer address; `stdio` for the one client on stdio.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -22,6 +22,7 @@ use crate::approver::{ApprovalRequest, Approver, CallContext, Decision};
 use crate::client::{ClientAsker, ClientMethod, ClientQuestion};
 use crate::events::CallEvents;
 use crate::host::Host;
+use crate::mcp::access;
 use crate::mcp::input_required::InputApprover;
 use crate::mcp::questions::TaskAsker;
 use crate::mcp::tasks::{self, TaskApprover, TaskCall, TaskError};
@@ -150,8 +151,8 @@ pub async fn gather(
     let (events, reports) = CallEvents::channel();
     let ctx = CallContext {
         approver: gathering.clone(),
+        user: access::user_of(&call.consenter),
         consenter: call.consenter.clone(),
-        user: "mcp".into(),
         events,
         client: gathering.clone(),
     };

@@ -232,8 +232,8 @@ impl McpServer {
             };
         let ctx = CallContext {
             approver,
+            user: access::user_of(&consenter),
             consenter,
-            user: "mcp".into(),
             events,
             client,
         };

@@ -46,7 +46,7 @@ use crate::client::ClientMethod;
 use crate::error::ToolError;
 use crate::events::{CallEvent, CallEvents};
 use crate::host::Host;
-use crate::mcp::access::ClientId;
+use crate::mcp::access::{self, ClientId};
 use crate::mcp::approver::{decision, question};
 use crate::mcp::content;
 use crate::mcp::questions::TaskAsker;
@@ -285,8 +285,8 @@ async fn run(
             task.clone(),
             declared.contains(&ClientMethod::Elicit),
         )),
+        user: access::user_of(&consenter),
         consenter,
-        user: "mcp".into(),
         events,
         client: Arc::new(TaskAsker::new(task.clone(), declared)),
     };
