@@ -16,7 +16,7 @@ use wasmtime::Engine;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Val};
 
-use crate::approver::CallContext;
+use crate::approver::{CallContext, Consenter};
 use crate::fault::Faults;
 use crate::grant::Grant;
 use crate::sandbox;
@@ -465,8 +465,10 @@ pub fn link(
         instance
             .func_new_async(function, move |caller, _ty, params, results| {
                 let call = call.clone();
-                let (faults, user) = (caller.data().faults.clone(), caller.data().user.clone());
-                Box::new(async move { call.run(params, results, &faults, user).await })
+                let data = caller.data();
+                let (faults, user) = (data.faults.clone(), data.user.clone());
+                let consenter = data.consenter.clone();
+                Box::new(async move { call.run(params, results, &faults, user, consenter).await })
             })
             .map_err(|e| link_err(format!("{e:#}")))?;
     }
@@ -484,14 +486,16 @@ struct LibraryCall {
 
 impl LibraryCall {
     /// Run the function in a fresh instance of the library, under the library's grant, for the
-    /// calling tool's `user` (whose rate windows its requests count in). A host fault the
-    /// library met is recorded in the calling tool's `faults` and traps the caller.
+    /// calling tool's `user` (whose rate windows its requests count in) and `consenter` (whose
+    /// process bound its programs count in). A host fault the library met is recorded in the
+    /// calling tool's `faults` and traps the caller.
     async fn run(
         &self,
         params: &[Val],
         results: &mut [Val],
         faults: &Faults,
         user: Arc<str>,
+        consenter: Consenter,
     ) -> wasmtime::Result<()> {
         let Linking::Host(pre) = &self.library.linking else {
             wasmtime::bail!("library `{}` is not host-linked", self.library.id());
@@ -499,6 +503,7 @@ impl LibraryCall {
         // Nobody to ask: a library's call is never put to a person.
         let ctx = CallContext {
             user,
+            consenter,
             ..CallContext::default()
         };
         let env = CallEnv {

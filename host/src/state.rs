@@ -6,7 +6,7 @@ use std::time::Instant;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::approver::CallContext;
+use crate::approver::{CallContext, Consenter};
 use crate::call::Position;
 use crate::call::{Call, CallTarget};
 use crate::call_log::SharedLog;
@@ -54,6 +54,8 @@ pub struct HostState {
     pub(crate) deadline: Instant,
     /// The caller: a library the call uses runs for the same user.
     pub(crate) user: Arc<str>,
+    /// Whose call it is: a library the call uses runs under the same holder's bounds.
+    pub(crate) consenter: Consenter,
 }
 
 /// A call's state could not be built (a granted directory vanished, say).
@@ -125,6 +127,7 @@ impl HostState {
             started,
             deadline,
             user: env.ctx.user.clone(),
+            consenter: env.ctx.consenter.clone(),
         })
     }
 }

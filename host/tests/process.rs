@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chitin_host::ToolError;
-use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Decision};
+use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Consenter, Decision};
 use chitin_host::caps::process::confine::Support;
 use chitin_host::caps::process::run::OUTPUT_CAP;
+use chitin_host::caps::process::slots::PER_HOLDER;
 use chitin_host::caps::process::{ProcessConfig, ProcessGrant, ProcessHost, Request, RunError};
 use common::{TestEnv, component};
 use serde_json::{Value, json};
@@ -658,6 +659,62 @@ async fn shell_runs_in_the_workspace_after_approval() {
     assert!(workspace.join("f.txt").is_file());
 }
 
+/// The shell tool running `command` under `consenter`, everything approved.
+async fn shell_as(env: &TestEnv, consenter: Consenter, command: &str) -> Result<Value, ToolError> {
+    let ctx = CallContext {
+        approver: Recorder::new(&[]),
+        consenter,
+        ..CallContext::default()
+    };
+    let args = json!({ "command": command, "timeout": 20 }).to_string();
+    let report = env.host.call_in("shell", &args, &ctx).await;
+    report.result.map(|out| out.json().expect("JSON result"))
+}
+
+#[tokio::test]
+async fn one_oauth_user_cannot_hold_every_process_slot() {
+    let env = Arc::new(shell_env().await);
+    let alice = Consenter::Holder("oauth:\"app\" for \"alice\"".into());
+    let bob = Consenter::Holder("oauth:\"app\" for \"bob\"".into());
+    let gate = env.workspace.path().join("gate");
+    let long = |n: usize| {
+        let (env, alice) = (env.clone(), alice.clone());
+        let command = format!("touch started-{n}; while [ ! -e gate ]; do sleep 0.05; done");
+        tokio::spawn(async move { shell_as(&env, alice, &command).await })
+    };
+    let running: Vec<_> = (0..PER_HOLDER).map(long).collect();
+    let started = |n: usize| env.workspace.path().join(format!("started-{n}"));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !(0..PER_HOLDER).all(|n| started(n).exists()) {
+        assert!(Instant::now() < deadline, "alice's processes did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    match shell_as(&env, alice.clone(), "echo third").await {
+        Err(ToolError::RateLimited(why)) => {
+            assert!(
+                why.contains("alice") && why.contains("limit for one user"),
+                "{why}"
+            );
+        }
+        other => panic!("alice's third process was not refused: {other:?}"),
+    }
+    for (who, consenter) in [("bob", bob), ("the operator", Consenter::Operator)] {
+        let out = shell_as(&env, consenter, "echo mine").await;
+        let out =
+            out.unwrap_or_else(|e| panic!("{who} was refused while alice held her share: {e}"));
+        assert_eq!(out["stdout"], "mine\n", "{who}");
+    }
+    std::fs::write(&gate, "").expect("open the gate");
+    for run in running {
+        let out = run.await.expect("join").expect("alice's long process");
+        assert_eq!(out["exit_code"], 0);
+    }
+    let out = shell_as(&env, alice, "echo again")
+        .await
+        .expect("alice's slots came back");
+    assert_eq!(out["stdout"], "again\n");
+}
+
 #[tokio::test]
 async fn shell_is_refused_when_nobody_can_approve() {
     let env = shell_env().await;
@@ -1027,7 +1084,11 @@ async fn a_workspace_holding_the_temporary_directory_refuses_processes() {
     std::fs::write(other.path().join("token"), "another call's secret").expect("write");
     let mine = config.scratch().expect("scratch");
     let out = config
-        .run_in(&mine, sh(&format!("cat {}/token", other.path().display())))
+        .run_in(
+            &mine,
+            sh(&format!("cat {}/token", other.path().display())),
+            None,
+        )
         .await
         .expect("runs");
     panic!(

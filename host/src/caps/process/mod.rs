@@ -3,7 +3,8 @@
 //! Enforcement, in order: the program must be one the grant names (resolved to an absolute path
 //! at load); the working directory must lie inside the workspace; only environment keys the
 //! grant allows may be set, on top of a scrubbed environment ([`env`]); at most
-//! [`DEFAULT_CONCURRENCY`] processes run at once per host; the child gets its own process group,
+//! [`DEFAULT_CONCURRENCY`] processes run at once per host, at most [`slots::PER_HOLDER`] of them for
+//! one OAuth token's holder ([`slots`]); the child gets its own process group,
 //! resource limits, a seccomp filter that keeps it in the group, and a Landlock domain
 //! ([`confine`]), applied in the child before `exec`, which starts without `fork` and without
 //! any other descriptor of the host ([`spawn`]); stdout and stderr are capped and the group is
@@ -14,6 +15,7 @@ pub mod env;
 mod host;
 pub mod run;
 mod scratch;
+pub mod slots;
 pub mod spawn;
 
 use std::convert::Infallible;
@@ -22,9 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use chitin_registry::manifest::ProcessGrant;
-use tokio::sync::Semaphore;
 use wasmtime::component::{HasData, Linker};
 
+use crate::approver::Consenter;
 use crate::call::Call;
 use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::events::CallEvents;
@@ -33,6 +35,7 @@ use crate::services::Services;
 use confine::{Plan, Rlimits, Rules, Support};
 pub use scratch::Scratch;
 use scratch::Scratches;
+use slots::Slots;
 
 /// Processes one host runs at once by default.
 pub const DEFAULT_CONCURRENCY: usize = 5;
@@ -69,7 +72,7 @@ pub struct ProcessHost {
     /// Resource limits applied to every process.
     pub rlimits: Rlimits,
     /// Concurrency slots shared by all components of the host.
-    pub slots: Arc<Semaphore>,
+    pub slots: Arc<Slots>,
 }
 
 impl ProcessHost {
@@ -82,7 +85,7 @@ impl ProcessHost {
             support: Support::detect(),
             allow_unconfined: false,
             rlimits: Rlimits::default(),
-            slots: Arc::new(Semaphore::new(DEFAULT_CONCURRENCY)),
+            slots: Arc::new(Slots::default()),
         }
     }
 
@@ -229,7 +232,7 @@ pub struct ProcessConfig {
     env: Vec<String>,
     workspace: PathBuf,
     scratches: Arc<Scratches>,
-    slots: Arc<Semaphore>,
+    slots: Arc<Slots>,
 }
 
 impl ProcessConfig {
@@ -293,16 +296,18 @@ impl ProcessConfig {
     /// Check and run one request in a scratch directory of its own, removed when it ends.
     pub async fn run(&self, request: Request) -> Result<run::Finished, RunError> {
         let scratch = self.scratch()?;
-        let finished = self.run_in(&scratch, request).await;
+        let finished = self.run_in(&scratch, request, None).await;
         scratch.retire();
         finished
     }
 
-    /// Check and run one request of the call that owns `scratch`.
+    /// Check and run one request of the call that owns `scratch`, made under an OAuth token of
+    /// `holder` (`None`: the operator), whose processes [`Slots`] bounds.
     pub async fn run_in(
         &self,
         scratch: &Scratch,
         request: Request,
+        holder: Option<&Arc<str>>,
     ) -> Result<run::Finished, RunError> {
         let confinement = scratch.confinement();
         let program = self.program(&request.program)?;
@@ -317,12 +322,7 @@ impl ProcessConfig {
                 }
             )));
         }
-        let _slot = self.slots.clone().try_acquire_owned().map_err(|_| {
-            RunError::Busy(format!(
-                "{} processes are already running on this host (the limit); retry when one ends",
-                DEFAULT_CONCURRENCY
-            ))
-        })?;
+        let _slot = self.slots.take(holder)?;
         let timeout = request
             .timeout
             .unwrap_or(DEFAULT_TIMEOUT)
@@ -507,6 +507,9 @@ pub struct ProcessCtx {
     pub events: CallEvents,
     /// This call's scratch directory, made on its first process and removed with the call.
     pub scratch: Option<Scratch>,
+    /// The OAuth token's holder the call was made under, whose processes are bounded; `None`
+    /// for the operator.
+    pub holder: Option<Arc<str>>,
 }
 
 impl Drop for ProcessCtx {
@@ -547,6 +550,10 @@ impl Capability for Process {
             config: config.clone(),
             events: call.context.events.clone(),
             scratch: None,
+            holder: match &call.context.consenter {
+                Consenter::Operator => None,
+                Consenter::Holder(holder) => Some(holder.clone()),
+            },
         }
     }
 
