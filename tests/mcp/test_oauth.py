@@ -20,6 +20,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import anyio
 import httpx2
 import jwt
 import pytest
@@ -387,6 +388,63 @@ async def test_each_user_has_an_outbound_request_rate_of_their_own(oauth):
             if who == "alice":
                 assert texts[3].startswith("rate-limited:"), texts
                 assert "3 requests per minute" in texts[3], texts
+    finally:
+        server.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.mark.anyio
+async def test_one_user_runs_only_their_share_of_the_hosts_processes(oauth):
+    """The host runs 5 processes at once, at most 2 for one OAuth user: while alice's agent
+    holds two shells open, her third is refused and bob's and the operator's still run."""
+    issuer, _ = oauth
+    data = tempfile.mkdtemp(prefix="chitin-mcp-oauth-processes-")
+    server = HttpServer(
+        [
+            "--oauth-issuer", issuer.url,
+            "--oauth-ca-file", str(issuer.ca_file),
+            "--components", str(COMPONENTS / "shell.wasm"),
+        ],
+        data,
+    )
+    workspace = server.data_dir / "workspace"
+
+    async def approve(context, params):
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    def shell(command):
+        return {"command": command, "timeout": 60}
+
+    alice = issuer.token(server.url, "tools:runtime", sub="alice")
+    bob = issuer.token(server.url, "tools:runtime", sub="bob")
+    try:
+        async with anyio.create_task_group() as group:
+            held = []
+
+            async def hold(n):
+                wait = f"touch started-{n}; while [ ! -e gate ]; do sleep 0.05; done; echo done"
+                async with sdk(server, alice, elicitation_callback=approve) as client:
+                    held.append(await client.call_tool("shell", shell(wait)))
+
+            for n in range(2):
+                group.start_soon(hold, n)
+            with anyio.fail_after(60):
+                while not all((workspace / f"started-{n}").exists() for n in range(2)):
+                    await anyio.sleep(0.05)
+            try:
+                async with sdk(server, alice, elicitation_callback=approve) as client:
+                    third = await client.call_tool("shell", shell("echo third"))
+                text = "".join(b.text for b in third.content if b.type == "text")
+                assert third.is_error and "rate-limited" in text, text
+                assert '"alice"' in text and "limit for one user" in text, text
+                for token in [bob, server.token]:
+                    async with sdk(server, token, elicitation_callback=approve) as client:
+                        mine = await client.call_tool("shell", shell("echo mine"))
+                    assert not mine.is_error, mine
+                    assert mine.structured_content["stdout"] == "mine\n", mine
+            finally:
+                (workspace / "gate").write_text("")
+        assert len(held) == 2 and not any(r.is_error for r in held), held
     finally:
         server.stop()
         shutil.rmtree(data, ignore_errors=True)
