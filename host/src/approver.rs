@@ -62,10 +62,16 @@ pub enum Consenter {
     /// own bearer token. One person's channels share what that person allowed.
     #[default]
     Operator,
-    /// The holder of an OAuth access token (its application and user,
-    /// [`crate::mcp::oauth::TokenGrant::holder`]): a person of their own, whose "always allow"
+    /// The holder of an OAuth access token: a person of their own, whose "always allow"
     /// covers their own calls only, and whom nobody else's covers.
-    Holder(Arc<str>),
+    Holder {
+        /// The token's application and user ([`crate::mcp::oauth::TokenGrant::holder`]),
+        /// whose approvals these are.
+        holder: Arc<str>,
+        /// The user alone ([`crate::mcp::oauth::TokenGrant::person`]), whose per-user bounds
+        /// the call counts in, whichever application it came through.
+        person: Arc<str>,
+    },
 }
 
 impl Consenter {
@@ -73,7 +79,16 @@ impl Consenter {
     pub fn holder(&self) -> Option<&str> {
         match self {
             Self::Operator => None,
-            Self::Holder(holder) => Some(holder),
+            Self::Holder { holder, .. } => Some(holder),
+        }
+    }
+
+    /// The user whose per-user bounds (processes, outbound requests) the call counts in;
+    /// `None` for the operator.
+    pub fn person(&self) -> Option<&Arc<str>> {
+        match self {
+            Self::Operator => None,
+            Self::Holder { person, .. } => Some(person),
         }
     }
 }

@@ -11,7 +11,7 @@ use chitin_host::ToolError;
 use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Consenter, Decision};
 use chitin_host::caps::process::confine::Support;
 use chitin_host::caps::process::run::OUTPUT_CAP;
-use chitin_host::caps::process::slots::PER_HOLDER;
+use chitin_host::caps::process::slots::PER_USER;
 use chitin_host::caps::process::{ProcessConfig, ProcessGrant, ProcessHost, Request, RunError};
 use common::{TestEnv, component};
 use serde_json::{Value, json};
@@ -674,29 +674,37 @@ async fn shell_as(env: &TestEnv, consenter: Consenter, command: &str) -> Result<
 #[tokio::test]
 async fn one_oauth_user_cannot_hold_every_process_slot() {
     let env = Arc::new(shell_env().await);
-    let alice = Consenter::Holder("oauth:\"app\" for \"alice\"".into());
-    let bob = Consenter::Holder("oauth:\"app\" for \"bob\"".into());
+    let holder = |app: &str, user: &str| Consenter::Holder {
+        holder: format!("oauth:{app:?} for {user:?}").into(),
+        person: format!("oauth user {user:?}").into(),
+    };
+    let alice = holder("app", "alice");
+    // The same person through an application of their own making: the same share.
+    let alice_elsewhere = holder("another app", "alice");
+    let bob = holder("app", "bob");
     let gate = env.workspace.path().join("gate");
     let long = |n: usize| {
         let (env, alice) = (env.clone(), alice.clone());
         let command = format!("touch started-{n}; while [ ! -e gate ]; do sleep 0.05; done");
         tokio::spawn(async move { shell_as(&env, alice, &command).await })
     };
-    let running: Vec<_> = (0..PER_HOLDER).map(long).collect();
+    let running: Vec<_> = (0..PER_USER).map(long).collect();
     let started = |n: usize| env.workspace.path().join(format!("started-{n}"));
     let deadline = Instant::now() + Duration::from_secs(15);
-    while !(0..PER_HOLDER).all(|n| started(n).exists()) {
+    while !(0..PER_USER).all(|n| started(n).exists()) {
         assert!(Instant::now() < deadline, "alice's processes did not start");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    match shell_as(&env, alice.clone(), "echo third").await {
-        Err(ToolError::RateLimited(why)) => {
-            assert!(
-                why.contains("alice") && why.contains("limit for one user"),
-                "{why}"
-            );
+    for (how, consenter) in [("again", alice.clone()), ("elsewhere", alice_elsewhere)] {
+        match shell_as(&env, consenter, "echo third").await {
+            Err(ToolError::RateLimited(why)) => {
+                assert!(
+                    why.contains("alice") && why.contains("limit for one user"),
+                    "{why}"
+                );
+            }
+            other => panic!("alice's third process ({how}) was not refused: {other:?}"),
         }
-        other => panic!("alice's third process was not refused: {other:?}"),
     }
     for (who, consenter) in [("bob", bob), ("the operator", Consenter::Operator)] {
         let out = shell_as(&env, consenter, "echo mine").await;

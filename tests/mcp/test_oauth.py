@@ -379,15 +379,18 @@ async def test_each_user_has_an_outbound_request_rate_of_their_own(oauth):
 
     blocked = {"method": "GET", "url": "https://127.0.0.1:9/"}
     try:
-        for who, calls in [("alice", 4), ("bob", 1)]:
-            token = issuer.token(server.url, "tools:web", sub=who)
+        # Alice's fourth request comes through an application of her own making: the same user.
+        spending = [("alice", 3, "test-client"), ("alice", 1, "hers"), ("bob", 1, "test-client")]
+        for who, calls, app in spending:
+            token = issuer.token(server.url, "tools:web", sub=who, client_id=app)
             async with sdk(server, token, elicitation_callback=approve) as client:
                 texts = [refusal(await client.call_tool("http", blocked)) for _ in range(calls)]
             # Refused at the allowlist, so counted first; alice's fourth is over her rate.
-            assert all("not-allowed" in t for t in texts[:3]), texts
-            if who == "alice":
-                assert texts[3].startswith("rate-limited:"), texts
-                assert "3 requests per minute" in texts[3], texts
+            if app == "hers":
+                assert texts[0].startswith("rate-limited:"), texts
+                assert "3 requests per minute" in texts[0], texts
+            else:
+                assert all("not-allowed" in t for t in texts), texts
     finally:
         server.stop()
         shutil.rmtree(data, ignore_errors=True)
@@ -396,7 +399,8 @@ async def test_each_user_has_an_outbound_request_rate_of_their_own(oauth):
 @pytest.mark.anyio
 async def test_one_user_runs_only_their_share_of_the_hosts_processes(oauth):
     """The host runs 5 processes at once, at most 2 for one OAuth user: while alice's agent
-    holds two shells open, her third is refused and bob's and the operator's still run."""
+    holds two shells open, her third is refused, through an application of her own making too,
+    and bob's and the operator's still run."""
     issuer, _ = oauth
     data = tempfile.mkdtemp(prefix="chitin-mcp-oauth-processes-")
     server = HttpServer(
@@ -416,6 +420,7 @@ async def test_one_user_runs_only_their_share_of_the_hosts_processes(oauth):
         return {"command": command, "timeout": 60}
 
     alice = issuer.token(server.url, "tools:runtime", sub="alice")
+    alice_elsewhere = issuer.token(server.url, "tools:runtime", sub="alice", client_id="hers")
     bob = issuer.token(server.url, "tools:runtime", sub="bob")
     try:
         async with anyio.create_task_group() as group:
@@ -432,11 +437,12 @@ async def test_one_user_runs_only_their_share_of_the_hosts_processes(oauth):
                 while not all((workspace / f"started-{n}").exists() for n in range(2)):
                     await anyio.sleep(0.05)
             try:
-                async with sdk(server, alice, elicitation_callback=approve) as client:
-                    third = await client.call_tool("shell", shell("echo third"))
-                text = "".join(b.text for b in third.content if b.type == "text")
-                assert third.is_error and "rate-limited" in text, text
-                assert '"alice"' in text and "limit for one user" in text, text
+                for token in [alice, alice_elsewhere]:
+                    async with sdk(server, token, elicitation_callback=approve) as client:
+                        third = await client.call_tool("shell", shell("echo third"))
+                    text = "".join(b.text for b in third.content if b.type == "text")
+                    assert third.is_error and "rate-limited" in text, text
+                    assert '"alice"' in text and "limit for one user" in text, text
                 for token in [bob, server.token]:
                     async with sdk(server, token, elicitation_callback=approve) as client:
                         mine = await client.call_tool("shell", shell("echo mine"))
@@ -482,6 +488,39 @@ def test_a_session_answers_only_the_user_that_began_it(oauth):
     listed = session_post(server, alice, listing, session)
     assert listed.status_code == 200, listed.text
     assert [t["name"] for t in reply_of(listed, 2)["result"]["tools"]] == ["echo"]
+
+
+def test_one_user_keeps_only_so_many_sessions_whichever_application(oauth):
+    """A user counts as one client for the 64-session bound through every application: an
+    issuer that lets anyone register applications would otherwise give one person a bound per
+    application. Another user still begins sessions."""
+    issuer, server = oauth
+    initialize = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "chitin-oauth-test", "version": "1"},
+        },
+    }
+    begun = []
+    try:
+        for n in range(64):
+            token = issuer.token(server.url, "tools:basic", sub="carol", client_id=f"app-{n % 2}")
+            response = session_post(server, token, initialize)
+            assert response.status_code == 200, response.text
+            begun.append((token, response.headers["mcp-session-id"]))
+        another_app = issuer.token(server.url, "tools:basic", sub="carol", client_id="app-2")
+        refused = session_post(server, another_app, initialize)
+        assert refused.status_code == 429, refused.text
+        assert 'oauth user "carol"' in refused.text and "64 MCP sessions" in refused.text
+        dave = issuer.token(server.url, "tools:basic", sub="dave")
+        assert session_post(server, dave, initialize).status_code == 200
+    finally:
+        for token, session in begun:
+            httpx2.delete(server.url, headers={
+                "Authorization": f"Bearer {token}", "Mcp-Session-Id": session,
+                "MCP-Protocol-Version": "2025-11-25",
+            }, timeout=30)
 
 
 def test_an_unreachable_issuer_fails_closed():

@@ -41,32 +41,52 @@ impl Access {
     pub fn consenter(&self, client: &ClientId) -> Consenter {
         match self {
             Self::All => Consenter::Operator,
-            Self::Scopes(_) => Consenter::Holder(Arc::from(client.0.as_str())),
+            Self::Scopes(_) => Consenter::Holder {
+                holder: Arc::from(client.owner.as_str()),
+                person: Arc::from(client.person.as_str()),
+            },
         }
     }
 }
 
 /// The user an MCP call of `consenter` counts as for per-user limits (outbound HTTP rate windows
-/// and kept-alive connections): an OAuth token's holder, so one holder cannot spend another's;
+/// and kept-alive connections): an OAuth token's user, so one user cannot spend another's;
 /// `mcp` for the operator's channels.
 pub fn user_of(consenter: &Consenter) -> Arc<str> {
-    match consenter {
-        Consenter::Operator => Arc::from("mcp"),
-        Consenter::Holder(holder) => holder.clone(),
-    }
+    consenter
+        .person()
+        .cloned()
+        .unwrap_or_else(|| Arc::from("mcp"))
 }
 
-/// Who sent a request, for per-client bounds and ownership: the OAuth token's application and
-/// user, else the peer address; `stdio` for the one client on stdio.
+/// Who sent a request.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ClientId(pub String);
+pub struct ClientId {
+    /// What the client's sessions, tasks and request states belong to: an OAuth token's
+    /// application and user, else the peer address; `stdio` for the one client on stdio.
+    pub owner: String,
+    /// What the per-client bounds (open sessions, running tasks) count: an OAuth token's user
+    /// alone, whichever application they came through; else the owner.
+    pub person: String,
+}
+
+impl ClientId {
+    /// A client that counts as itself: a peer, or stdio.
+    pub fn own(owner: impl Into<String>) -> Self {
+        let owner = owner.into();
+        Self {
+            person: owner.clone(),
+            owner,
+        }
+    }
+}
 
 /// The access and client of a request. Over HTTP the front attached both; a request over HTTP
 /// without them reaches nothing (fail closed).
 pub fn of_request(context: &RequestContext<RoleServer>) -> (Access, ClientId) {
     match context.extensions.get::<http::request::Parts>() {
         Some(parts) => of_http(parts),
-        None => (Access::All, ClientId("stdio".into())),
+        None => (Access::All, ClientId::own("stdio")),
     }
 }
 
@@ -81,6 +101,6 @@ pub fn of_http(parts: &http::request::Parts) -> (Access, ClientId) {
         .extensions
         .get::<ClientId>()
         .cloned()
-        .unwrap_or_else(|| ClientId("(unknown)".into()));
+        .unwrap_or_else(|| ClientId::own("(unknown)"));
     (access, client)
 }

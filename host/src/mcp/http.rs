@@ -355,7 +355,7 @@ impl Front {
         let session = request.headers().get(SESSION_ID_HEADER)?.to_str().ok()?;
         let refused = self.guard.sessions.check_owner(client, session).err()?;
         tracing::warn!(
-            client = %client.0,
+            client = %client.owner,
             method = %request.method(),
             "a request on an MCP session another client began is refused"
         );
@@ -445,7 +445,7 @@ impl Guard {
         presented: Option<HeaderValue>,
         by_peer: &str,
     ) -> Result<(Access, ClientId), Response> {
-        let by_peer = ClientId(by_peer.to_owned());
+        let by_peer = ClientId::own(by_peer);
         let Auth { token, oauth } = &self.auth;
         if token.is_none() && oauth.is_none() {
             return Ok((Access::All, by_peer));
@@ -498,8 +498,11 @@ impl Guard {
         };
         match oauth.check(bearer).await {
             Ok(grant) => {
-                let holder = ClientId(grant.holder());
-                Ok((Access::Scopes(Arc::new(grant.scopes)), holder))
+                let client = ClientId {
+                    owner: grant.holder(),
+                    person: grant.person(),
+                };
+                Ok((Access::Scopes(Arc::new(grant.scopes)), client))
             }
             // Fail closed: without the issuer's keys no token is taken.
             Err(e) if e.is_unavailable() => Err(refusal(

@@ -124,7 +124,7 @@ fn states() -> Result<&'static States, StateError> {
 
 /// The data a state is bound to: this client, and this tool with exactly these arguments.
 fn binding(client: &ClientId, tool: &str, args_json: &str) -> Vec<u8> {
-    let client = &client.0;
+    let client = &client.owner;
     format!(
         "chitin tools/call\0{}:{client}\0{tool}\0{args_json}",
         client.len()
@@ -432,7 +432,7 @@ mod tests {
 
     /// The client the tests' questions are put to.
     fn me() -> ClientId {
-        ClientId("peer:127.0.0.1".into())
+        ClientId::own("peer:127.0.0.1")
     }
 
     fn request() -> ApprovalRequest {
@@ -532,7 +532,7 @@ mod tests {
         let stranger = InputApprover::new(
             "shell_run",
             r#"{"cmd":"ls"}"#,
-            &ClientId("peer:127.0.0.2".into()),
+            &ClientId::own("peer:127.0.0.2"),
             elicit(),
             Some(&state),
             Some(&answer),

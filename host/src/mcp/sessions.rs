@@ -28,8 +28,8 @@ const PRUNE_CLIENTS_AT: usize = 10_000;
 /// A session refused because its client holds the most it may.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "this client ({client}) already has {open} MCP sessions open, the most one client may; end \
-     unused ones with an HTTP DELETE of their Mcp-Session-Id (idle ones end after 5 minutes), or \
+    "this client ({client}) already has {open} MCP sessions open, the most one client (for an \
+     OAuth token: one user, through whichever applications) may; end unused ones with an HTTP DELETE of their Mcp-Session-Id (idle ones end after 5 minutes), or \
      make stateless 2026-07-28 requests, which need no session"
 )]
 pub struct TooManySessions {
@@ -60,7 +60,8 @@ pub struct Sessions {
 /// Who began which session, both ways round.
 #[derive(Default)]
 struct Ledger {
-    by_client: HashMap<ClientId, Vec<SessionId>>,
+    /// Sessions per [`ClientId::person`].
+    by_client: HashMap<String, Vec<SessionId>>,
     owner: HashMap<SessionId, ClientId>,
 }
 
@@ -92,7 +93,7 @@ impl Sessions {
                 });
                 owner.retain(|id, _| live.contains_key(id));
             }
-            let ids = by_client.entry(client.clone()).or_default();
+            let ids = by_client.entry(client.person.clone()).or_default();
             ids.retain(|id| {
                 let open = live.contains_key(id);
                 if !open {
@@ -115,7 +116,7 @@ impl Sessions {
             tracing::warn!(error = %e, "cannot close a session over its client's bound");
         }
         Err(TooManySessions {
-            client: client.0.clone(),
+            client: client.person.clone(),
             open,
         })
     }
@@ -126,7 +127,7 @@ impl Sessions {
         let ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
         match ledger.owner.get(session) {
             Some(owner) if owner != client => Err(NotItsSession {
-                client: client.0.clone(),
+                client: client.owner.clone(),
             }),
             _ => Ok(()),
         }

@@ -478,7 +478,7 @@ async fn answer(
     let declared_tasks = capabilities.as_ref().is_some_and(|c| c.supports_tasks());
     let origin = CallOrigin {
         access: Access::All,
-        client: ClientId("stdio".into()),
+        client: ClientId::own("stdio"),
         capabilities,
         legacy_session: true,
         stdio: true,

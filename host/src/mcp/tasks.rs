@@ -76,8 +76,8 @@ pub enum TaskError {
     TooMany(usize),
     /// The client has [`MAX_PER_CLIENT`] tasks running.
     #[error(
-        "this client ({client}) already has {running} tasks running, the most one client may; \
-         wait for one to finish or cancel one with tasks/cancel"
+        "this client ({client}) already has {running} tasks running, the most one client (for an \
+         OAuth token: one user, through whichever applications) may; wait for one to finish or cancel one with tasks/cancel"
     )]
     TooManyForClient {
         /// The client.
@@ -87,28 +87,28 @@ pub enum TaskError {
     },
 }
 
-/// Running tasks per client.
-fn per_client() -> &'static Mutex<HashMap<ClientId, usize>> {
-    static RUNNING: OnceLock<Mutex<HashMap<ClientId, usize>>> = OnceLock::new();
+/// Running tasks per [`ClientId::person`].
+fn per_client() -> &'static Mutex<HashMap<String, usize>> {
+    static RUNNING: OnceLock<Mutex<HashMap<String, usize>>> = OnceLock::new();
     RUNNING.get_or_init(Mutex::default)
 }
 
 /// One running task of a client, counted until the task's call ends (or is dropped, when the
 /// task is aborted at its TTL).
-pub(crate) struct ClientSlot(ClientId);
+pub(crate) struct ClientSlot(String);
 
 impl ClientSlot {
     fn take(client: ClientId) -> Result<Self, TaskError> {
         let mut running = per_client().lock().unwrap_or_else(PoisonError::into_inner);
-        let count = running.entry(client.clone()).or_default();
+        let count = running.entry(client.person.clone()).or_default();
         if *count >= MAX_PER_CLIENT {
             return Err(TaskError::TooManyForClient {
-                client: client.0,
+                client: client.person,
                 running: *count,
             });
         }
         *count += 1;
-        Ok(Self(client))
+        Ok(Self(client.person))
     }
 }
 
@@ -169,7 +169,7 @@ pub(crate) fn owned_by(task_id: &str, client: &ClientId) -> Result<(), ErrorData
         found => {
             if let Some((owner, _)) = found {
                 tracing::warn!(
-                    task = %task_id, client = %client.0, owner = %owner.0,
+                    task = %task_id, client = %client.owner, owner = %owner.owner,
                     "refused a request for another client's task"
                 );
             }

@@ -43,7 +43,7 @@ impl Host for &mut ProcessCtx {
             None => config.scratch()?,
         };
         let done = {
-            let run = config.run_in(&scratch, request, self.holder.as_ref());
+            let run = config.run_in(&scratch, request, self.user.as_ref());
             tokio::pin!(run);
             let started = tokio::time::Instant::now();
             // The first tick one period from now: awaiting an immediate first tick costs up to a

@@ -3,8 +3,8 @@
 //! Enforcement, in order: the program must be one the grant names (resolved to an absolute path
 //! at load); the working directory must lie inside the workspace; only environment keys the
 //! grant allows may be set, on top of a scrubbed environment ([`env`]); at most
-//! [`DEFAULT_CONCURRENCY`] processes run at once per host, at most [`slots::PER_HOLDER`] of them for
-//! one OAuth token's holder ([`slots`]); the child gets its own process group,
+//! [`DEFAULT_CONCURRENCY`] processes run at once per host, at most [`slots::PER_USER`] of them for
+//! one OAuth user ([`slots`]); the child gets its own process group,
 //! resource limits, a seccomp filter that keeps it in the group, and a Landlock domain
 //! ([`confine`]), applied in the child before `exec`, which starts without `fork` and without
 //! any other descriptor of the host ([`spawn`]); stdout and stderr are capped and the group is
@@ -26,7 +26,6 @@ use std::time::Duration;
 pub use chitin_registry::manifest::ProcessGrant;
 use wasmtime::component::{HasData, Linker};
 
-use crate::approver::Consenter;
 use crate::call::Call;
 use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::events::CallEvents;
@@ -301,13 +300,13 @@ impl ProcessConfig {
         finished
     }
 
-    /// Check and run one request of the call that owns `scratch`, made under an OAuth token of
-    /// `holder` (`None`: the operator), whose processes [`Slots`] bounds.
+    /// Check and run one request of the call that owns `scratch`, made for the OAuth user
+    /// `user` (`None`: the operator), whose processes [`Slots`] bounds.
     pub async fn run_in(
         &self,
         scratch: &Scratch,
         request: Request,
-        holder: Option<&Arc<str>>,
+        user: Option<&Arc<str>>,
     ) -> Result<run::Finished, RunError> {
         let confinement = scratch.confinement();
         let program = self.program(&request.program)?;
@@ -322,7 +321,7 @@ impl ProcessConfig {
                 }
             )));
         }
-        let _slot = self.slots.take(holder)?;
+        let _slot = self.slots.take(user)?;
         let timeout = request
             .timeout
             .unwrap_or(DEFAULT_TIMEOUT)
@@ -507,9 +506,9 @@ pub struct ProcessCtx {
     pub events: CallEvents,
     /// This call's scratch directory, made on its first process and removed with the call.
     pub scratch: Option<Scratch>,
-    /// The OAuth token's holder the call was made under, whose processes are bounded; `None`
-    /// for the operator.
-    pub holder: Option<Arc<str>>,
+    /// The OAuth user the call was made for, whose processes are bounded; `None` for the
+    /// operator.
+    pub user: Option<Arc<str>>,
 }
 
 impl Drop for ProcessCtx {
@@ -550,10 +549,7 @@ impl Capability for Process {
             config: config.clone(),
             events: call.context.events.clone(),
             scratch: None,
-            holder: match &call.context.consenter {
-                Consenter::Operator => None,
-                Consenter::Holder(holder) => Some(holder.clone()),
-            },
+            user: call.context.consenter.person().cloned(),
         }
     }
 

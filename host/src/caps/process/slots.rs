@@ -1,8 +1,8 @@
 //! The host's process slots: at most [`DEFAULT_CONCURRENCY`] processes run at once, and at most
-//! [`PER_HOLDER`] of them for one OAuth token's holder, so that one user's agent on a server
-//! several people reach cannot hold every slot (five `sleep 300`s) and have everyone else's
-//! processes refused. The operator's own calls (terminal, stdio, the server's bearer token)
-//! are bounded by the host's slots only.
+//! [`PER_USER`] of them for one OAuth user ([`crate::mcp::oauth::TokenGrant::person`]), so that
+//! one user's agent on a server several people reach cannot hold every slot (five `sleep
+//! 300`s) and have everyone else's processes refused. The operator's own calls (terminal,
+//! stdio, the server's bearer token) are bounded by the host's slots only.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,16 +11,16 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{DEFAULT_CONCURRENCY, RunError};
 
-/// Processes one OAuth token's holder may run at once, of the host's [`DEFAULT_CONCURRENCY`]:
-/// fewer than half, so one holder always leaves most slots to the others.
-pub const PER_HOLDER: usize = 2;
+/// Processes one OAuth user may run at once, of the host's [`DEFAULT_CONCURRENCY`]: fewer than
+/// half, so one user always leaves most slots to the others.
+pub const PER_USER: usize = 2;
 
 /// The slots of one host, shared by all its components.
 #[derive(Debug)]
 pub struct Slots {
     /// The host's slots.
     host: Arc<Semaphore>,
-    /// Processes running per holder; a holder with none has no entry.
+    /// Processes running per user; a user with none has no entry.
     held: Mutex<HashMap<Arc<str>, usize>>,
 }
 
@@ -35,16 +35,17 @@ impl Default for Slots {
 }
 
 impl Slots {
-    /// A slot for one process of `holder` (`None`: the operator), or why there is none: the
-    /// holder's own bound first, so a holder at its bound is told so whatever the host has free.
-    pub fn take(self: &Arc<Self>, holder: Option<&Arc<str>>) -> Result<Slot, RunError> {
+    /// A slot for one process of `user` (`None`: the operator), or why there is none: the
+    /// user's own bound first, so a user at its bound is told so whatever the host has free.
+    pub fn take(self: &Arc<Self>, user: Option<&Arc<str>>) -> Result<Slot, RunError> {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(holder) = holder
-            && held.get(holder).copied().unwrap_or(0) >= PER_HOLDER
+        if let Some(user) = user
+            && held.get(user).copied().unwrap_or(0) >= PER_USER
         {
             return Err(RunError::Busy(format!(
-                "{holder} already runs {PER_HOLDER} processes (the limit for one user, of this \
-                 host's {DEFAULT_CONCURRENCY}); retry when one of them ends"
+                "{user} already runs {PER_USER} processes (the limit for one user, through \
+                 whichever applications, of this host's {DEFAULT_CONCURRENCY}); retry when one \
+                 of them ends"
             )));
         }
         let permit = self.host.clone().try_acquire_owned().map_err(|_| {
@@ -53,12 +54,12 @@ impl Slots {
                  retry when one ends"
             ))
         })?;
-        if let Some(holder) = holder {
-            *held.entry(holder.clone()).or_default() += 1;
+        if let Some(user) = user {
+            *held.entry(user.clone()).or_default() += 1;
         }
         Ok(Slot {
             _permit: permit,
-            holder: holder.map(|h| (self.clone(), h.clone())),
+            user: user.map(|u| (self.clone(), u.clone())),
         })
     }
 }
@@ -67,19 +68,19 @@ impl Slots {
 #[derive(Debug)]
 pub struct Slot {
     _permit: OwnedSemaphorePermit,
-    holder: Option<(Arc<Slots>, Arc<str>)>,
+    user: Option<(Arc<Slots>, Arc<str>)>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let Some((slots, holder)) = self.holder.take() else {
+        let Some((slots, user)) = self.user.take() else {
             return;
         };
         let mut held = slots.held.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = held.get_mut(&holder) {
+        if let Some(count) = held.get_mut(&user) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                held.remove(&holder);
+                held.remove(&user);
             }
         }
     }
@@ -97,11 +98,11 @@ mod tests {
     }
 
     #[test]
-    fn one_holder_takes_at_most_its_share_and_gets_it_back() {
+    fn one_user_takes_at_most_their_share_and_gets_it_back() {
         let slots = Arc::new(Slots::default());
-        let alice: Arc<str> = "oauth:\"app\" for \"alice\"".into();
-        let bob: Arc<str> = "oauth:\"app\" for \"bob\"".into();
-        let alices: Vec<Slot> = (0..PER_HOLDER)
+        let alice: Arc<str> = "oauth user \"alice\"".into();
+        let bob: Arc<str> = "oauth user \"bob\"".into();
+        let alices: Vec<Slot> = (0..PER_USER)
             .map(|_| slots.take(Some(&alice)).expect("within alice's share"))
             .collect();
         let why = busy(slots.take(Some(&alice)));
@@ -110,7 +111,7 @@ mod tests {
             "{why}"
         );
         let bobs = slots.take(Some(&bob)).expect("bob has a share of his own");
-        let operators: Vec<Slot> = (0..DEFAULT_CONCURRENCY - PER_HOLDER - 1)
+        let operators: Vec<Slot> = (0..DEFAULT_CONCURRENCY - PER_USER - 1)
             .map(|_| slots.take(None).expect("the operator takes what is left"))
             .collect();
         let why = busy(slots.take(None));
@@ -124,7 +125,7 @@ mod tests {
     }
 
     #[test]
-    fn a_holder_refused_by_a_full_host_holds_nothing() {
+    fn a_user_refused_by_a_full_host_holds_nothing() {
         let slots = Arc::new(Slots::default());
         let operators: Vec<Slot> = (0..DEFAULT_CONCURRENCY)
             .map(|_| slots.take(None).expect("the operator's"))
@@ -134,7 +135,7 @@ mod tests {
         assert!(why.contains("on this host"), "{why}");
         assert!(slots.held.lock().expect("lock").is_empty());
         drop(operators);
-        let _held: Vec<Slot> = (0..PER_HOLDER)
+        let _held: Vec<Slot> = (0..PER_USER)
             .map(|_| slots.take(Some(&alice)).expect("free again"))
             .collect();
     }

@@ -68,6 +68,17 @@ impl TokenGrant {
             (None, None) => "oauth:(anonymous)".into(),
         }
     }
+
+    /// Who the token acts for, for the per-client bounds: its user (`sub`), whichever
+    /// application holds the token, since an issuer that lets anyone register applications
+    /// would otherwise give one person a bound per application; a token for no user is its
+    /// application's. Quoted, and prefixed apart from every [`TokenGrant::holder`].
+    pub fn person(&self) -> String {
+        match &self.subject {
+            Some(subject) => format!("oauth user {subject:?}"),
+            None => self.holder(),
+        }
+    }
 }
 
 /// Why a token is refused.
@@ -293,13 +304,16 @@ mod tests {
         serde_json::from_value(value).expect("jwk")
     }
 
-    #[test]
-    fn the_holder_is_the_application_and_the_user_and_no_pair_reads_as_another() {
-        let grant = |client: Option<&str>, subject: Option<&str>| TokenGrant {
+    fn grant(client: Option<&str>, subject: Option<&str>) -> TokenGrant {
+        TokenGrant {
             client: client.map(str::to_owned),
             subject: subject.map(str::to_owned),
             scopes: BTreeSet::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn the_holder_is_the_application_and_the_user_and_no_pair_reads_as_another() {
         let alice = grant(Some("app"), Some("alice")).holder();
         assert_eq!(alice, r#"oauth:"app" for "alice""#);
         assert_ne!(alice, grant(Some("app"), Some("bob")).holder());
@@ -314,6 +328,24 @@ mod tests {
             grant(Some("alice"), None).holder()
         );
         assert_eq!(grant(None, None).holder(), "oauth:(anonymous)");
+    }
+
+    #[test]
+    fn the_person_is_the_user_whichever_application_and_never_reads_as_a_holder() {
+        let alice = grant(Some("app"), Some("alice")).person();
+        assert_eq!(alice, grant(Some("another app"), Some("alice")).person());
+        assert_ne!(alice, grant(Some("app"), Some("bob")).person());
+        assert_eq!(
+            grant(Some("app"), None).person(),
+            grant(Some("app"), None).holder()
+        );
+        let holders = [
+            grant(Some("app"), Some("alice")),
+            grant(None, Some("alice")),
+            grant(Some("alice"), None),
+            grant(Some(r#"user "alice""#), None),
+        ];
+        assert!(holders.iter().all(|g| g.holder() != alice), "{alice}");
     }
 
     #[test]
