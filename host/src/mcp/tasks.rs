@@ -399,3 +399,36 @@ impl Approver for TaskApprover {
         decision(&request.tool, &answer)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(app: &str, user: &str) -> ClientId {
+        ClientId {
+            owner: format!("oauth:{app:?} for {user:?}"),
+            person: format!("oauth user {user:?}"),
+        }
+    }
+
+    #[test]
+    fn one_user_runs_only_so_many_tasks_through_whichever_applications() {
+        // Users of this test alone: the counts are the process's.
+        let user = "tasks test user";
+        let mut held: Vec<ClientSlot> = (0..MAX_PER_CLIENT)
+            .map(|n| ClientSlot::take(client(&format!("app {}", n % 2), user)).expect("within"))
+            .collect();
+        match ClientSlot::take(client("app of their own", user)) {
+            Err(TaskError::TooManyForClient { client, running }) => {
+                assert_eq!(running, MAX_PER_CLIENT);
+                assert!(client.contains(user), "{client}");
+            }
+            Err(other) => panic!("refused for another reason: {other}"),
+            Ok(_) => panic!("a fifth task through another application was admitted"),
+        }
+        let other = ClientSlot::take(client("app 0", "tasks test other user"));
+        assert!(other.is_ok(), "another user was refused");
+        held.pop();
+        held.push(ClientSlot::take(client("app 1", user)).expect("a slot came back"));
+    }
+}
