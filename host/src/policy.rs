@@ -63,6 +63,9 @@ pub struct Policy {
     /// Key-value storage rules.
     #[serde(default)]
     pub kv: KvPolicy,
+    /// How many granted programs run at once.
+    #[serde(default)]
+    pub processes: ProcessPolicy,
     /// What OAuth access tokens may reach over `chitin serve --http`.
     #[serde(default)]
     pub oauth: OAuthPolicy,
@@ -92,6 +95,29 @@ impl Default for KvPolicy {
     fn default() -> Self {
         Self {
             max_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// How many granted programs run at once: a process over either bound is refused as busy
+/// (`rate-limited`), never queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProcessPolicy {
+    /// Processes the whole host runs at once, for every component and caller.
+    pub max_running: usize,
+    /// Of them, the most one OAuth user runs at once, through whichever applications (the
+    /// operator's own calls are bounded by `max_running` only).
+    pub max_running_per_user: usize,
+}
+
+impl Default for ProcessPolicy {
+    /// 5 on the host, 2 of them for one OAuth user: fewer than half, so one user always leaves
+    /// most slots to the others.
+    fn default() -> Self {
+        Self {
+            max_running: 5,
+            max_running_per_user: 2,
         }
     }
 }
@@ -294,6 +320,24 @@ impl Policy {
             .collect::<Vec<_>>();
         if self.kv.max_bytes == 0 {
             return Err("kv.max_bytes must be greater than zero".to_owned());
+        }
+        let ProcessPolicy {
+            max_running,
+            max_running_per_user,
+        } = self.processes;
+        if max_running == 0 || max_running_per_user == 0 {
+            return Err(
+                "processes.max_running and processes.max_running_per_user must be greater than \
+                 zero (to run no process at all, leave `process` out of capabilities.allow)"
+                    .to_owned(),
+            );
+        }
+        if max_running_per_user > max_running {
+            return Err(format!(
+                "processes.max_running_per_user ({max_running_per_user}) is above \
+                 processes.max_running ({max_running}); one user's share must be within the \
+                 host's"
+            ));
         }
         for &(key, default, ceiling) in &pairs {
             for (part, value) in [("default", default), ("ceiling", ceiling)] {
@@ -552,6 +596,44 @@ mod tests {
         assert_eq!(policy.http_rate_ceiling(), RateLimits::default());
         assert_eq!(policy.kv_quota_ceiling(), 64 * 1024 * 1024);
         assert_eq!(policy.kv, KvPolicy::default());
+        assert_eq!(policy.processes, ProcessPolicy::default());
+    }
+
+    #[test]
+    fn the_process_bounds_are_read_and_nonsense_is_refused_naming_the_key() {
+        let set = |host: &str, user: &str| {
+            DEFAULT_POLICY
+                .replace("max_running = 5", &format!("max_running = {host}"))
+                .replace(
+                    "max_running_per_user = 2",
+                    &format!("max_running_per_user = {user}"),
+                )
+        };
+        let policy = Policy::parse(&set("8", "8"), Path::new("p")).unwrap();
+        assert_eq!(
+            policy.processes,
+            ProcessPolicy {
+                max_running: 8,
+                max_running_per_user: 8
+            }
+        );
+        for (host, user, says) in [
+            ("0", "1", "must be greater than zero"),
+            ("5", "0", "must be greater than zero"),
+            (
+                "3",
+                "4",
+                "max_running_per_user (4) is above processes.max_running (3)",
+            ),
+            ("-1", "2", "max_running"),
+        ] {
+            let err = Policy::parse(&set(host, user), Path::new("p")).unwrap_err();
+            assert!(err.to_string().contains(says), "{host}/{user}: {err}");
+        }
+        for (name, text) in PROFILES {
+            let profile = Policy::parse(text, Path::new(name)).unwrap();
+            assert_eq!(profile.processes, ProcessPolicy::default(), "{name}");
+        }
     }
 
     #[test]

@@ -11,8 +11,8 @@ use chitin_host::ToolError;
 use chitin_host::approver::{ApprovalRequest, Approver, CallContext, Consenter, Decision};
 use chitin_host::caps::process::confine::Support;
 use chitin_host::caps::process::run::OUTPUT_CAP;
-use chitin_host::caps::process::slots::PER_USER;
 use chitin_host::caps::process::{ProcessConfig, ProcessGrant, ProcessHost, Request, RunError};
+use chitin_host::policy::{Policy, ProcessPolicy};
 use common::{TestEnv, component};
 use serde_json::{Value, json};
 
@@ -346,7 +346,7 @@ async fn concurrency_is_capped_per_host() {
     let env = env();
     let config = Arc::new(config(&env, &sh_grant()));
     let mut running = Vec::new();
-    for _ in 0..chitin_host::caps::process::DEFAULT_CONCURRENCY {
+    for _ in 0..ProcessPolicy::default().max_running {
         let config = config.clone();
         running.push(tokio::spawn(async move { config.run(sh("sleep 1")).await }));
     }
@@ -674,6 +674,23 @@ async fn shell_as(env: &TestEnv, consenter: Consenter, command: &str) -> Result<
 #[tokio::test]
 async fn one_oauth_user_cannot_hold_every_process_slot() {
     let env = Arc::new(shell_env().await);
+    one_user_holds_only(env, ProcessPolicy::default().max_running_per_user).await;
+}
+
+#[tokio::test]
+async fn the_policy_sets_how_many_processes_one_user_runs() {
+    let mut policy = Policy::builtin().expect("built-in policy");
+    policy.processes = ProcessPolicy {
+        max_running: 6,
+        max_running_per_user: 3,
+    };
+    let env = Arc::new(TestEnv::with_policy(&[component("shell")], policy).await);
+    one_user_holds_only(env, 3).await;
+}
+
+/// Alice runs `share` processes at once, held open on a gate file; her next is refused,
+/// through any application, while bob and the operator still run theirs.
+async fn one_user_holds_only(env: Arc<TestEnv>, share: usize) {
     let holder = |app: &str, user: &str| Consenter::Holder {
         holder: format!("oauth:{app:?} for {user:?}").into(),
         person: format!("oauth user {user:?}").into(),
@@ -688,10 +705,10 @@ async fn one_oauth_user_cannot_hold_every_process_slot() {
         let command = format!("touch started-{n}; while [ ! -e gate ]; do sleep 0.05; done");
         tokio::spawn(async move { shell_as(&env, alice, &command).await })
     };
-    let running: Vec<_> = (0..PER_USER).map(long).collect();
+    let running: Vec<_> = (0..share).map(long).collect();
     let started = |n: usize| env.workspace.path().join(format!("started-{n}"));
     let deadline = Instant::now() + Duration::from_secs(15);
-    while !(0..PER_USER).all(|n| started(n).exists()) {
+    while !(0..share).all(|n| started(n).exists()) {
         assert!(Instant::now() < deadline, "alice's processes did not start");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -699,11 +716,13 @@ async fn one_oauth_user_cannot_hold_every_process_slot() {
         match shell_as(&env, consenter, "echo third").await {
             Err(ToolError::RateLimited(why)) => {
                 assert!(
-                    why.contains("alice") && why.contains("limit for one user"),
+                    why.contains("alice")
+                        && why.contains(&format!("runs {share} processes"))
+                        && why.contains("max_running_per_user"),
                     "{why}"
                 );
             }
-            other => panic!("alice's third process ({how}) was not refused: {other:?}"),
+            other => panic!("alice's process past {share} ({how}) was not refused: {other:?}"),
         }
     }
     for (who, consenter) in [("bob", bob), ("the operator", Consenter::Operator)] {

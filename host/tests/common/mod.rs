@@ -144,11 +144,16 @@ pub struct TestEnv {
 impl TestEnv {
     /// A host with `paths` loaded under `limits`, sharing this test process's compile cache.
     pub async fn new(paths: &[PathBuf], limits: Limits) -> TestEnv {
+        Self::with_policy(paths, policy(limits)).await
+    }
+
+    /// A host with `paths` loaded under `policy`, sharing this test process's compile cache.
+    pub async fn with_policy(paths: &[PathBuf], policy: Policy) -> TestEnv {
         let data = tempfile::tempdir().expect("tempdir");
         let workspace = tempfile::tempdir().expect("tempdir");
         let runtime = Runtime::new(shared_cache(), &test_engine()).expect("runtime");
         let services = services(data.path(), workspace.path());
-        let mut host = Host::new(runtime, policy(limits), services);
+        let mut host = Host::new(runtime, policy, services);
         for path in paths {
             host.load_path(path).await.expect("load component");
         }

@@ -3,8 +3,8 @@
 //! Enforcement, in order: the program must be one the grant names (resolved to an absolute path
 //! at load); the working directory must lie inside the workspace; only environment keys the
 //! grant allows may be set, on top of a scrubbed environment ([`env`]); at most
-//! [`DEFAULT_CONCURRENCY`] processes run at once per host, at most [`slots::PER_USER`] of them for
-//! one OAuth user ([`slots`]); the child gets its own process group,
+//! the policy's `[processes] max_running` processes run at once per host, at most
+//! `max_running_per_user` of them for one OAuth user ([`slots`]); the child gets its own process group,
 //! resource limits, a seccomp filter that keeps it in the group, and a Landlock domain
 //! ([`confine`]), applied in the child before `exec`, which starts without `fork` and without
 //! any other descriptor of the host ([`spawn`]); stdout and stderr are capped and the group is
@@ -34,10 +34,8 @@ use crate::services::Services;
 use confine::{Plan, Rlimits, Rules, Support};
 pub use scratch::Scratch;
 use scratch::Scratches;
-use slots::Slots;
+use slots::{SlotLimits, Slots};
 
-/// Processes one host runs at once by default.
-pub const DEFAULT_CONCURRENCY: usize = 5;
 /// Timeout when the component names none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest timeout a component may ask for.
@@ -56,8 +54,8 @@ mod bindings {
 }
 
 /// What the host offers every process grant: the workspace, the data directory to keep out of
-/// reach, the kernel's confinement support, the policy's stance on unconfined processes and the
-/// shared concurrency slots.
+/// reach, the kernel's confinement support, the policy's stance on unconfined processes and its
+/// concurrency limits, and the shared concurrency slots.
 #[derive(Debug, Clone)]
 pub struct ProcessHost {
     /// The workspace (canonical).
@@ -70,13 +68,15 @@ pub struct ProcessHost {
     pub allow_unconfined: bool,
     /// Resource limits applied to every process.
     pub rlimits: Rlimits,
+    /// How many processes run at once, on the host and for one OAuth user.
+    pub limits: SlotLimits,
     /// Concurrency slots shared by all components of the host.
     pub slots: Arc<Slots>,
 }
 
 impl ProcessHost {
     /// The defaults for `workspace` and `data_dir`: detected Landlock support, unconfined
-    /// processes refused, default limits and [`DEFAULT_CONCURRENCY`] slots.
+    /// processes refused, default limits and concurrency, no slot taken.
     pub fn new(workspace: PathBuf, data_dir: PathBuf) -> Self {
         Self {
             workspace,
@@ -84,12 +84,26 @@ impl ProcessHost {
             support: Support::detect(),
             allow_unconfined: false,
             rlimits: Rlimits::default(),
+            limits: SlotLimits::default(),
             slots: Arc::new(Slots::default()),
         }
     }
 
-    /// The line the host prints at start about process confinement.
+    /// The line the host prints at start about process confinement and concurrency.
     pub fn banner(&self) -> String {
+        let SlotLimits {
+            max_running,
+            max_running_per_user,
+        } = self.limits;
+        let confinement = self.confinement();
+        format!(
+            "{confinement}; at most {max_running} run at once, {max_running_per_user} of them \
+             for one OAuth user (the policy's [processes])"
+        )
+    }
+
+    /// How processes are confined, or why they are not.
+    fn confinement(&self) -> String {
         match (self.support, self.allow_unconfined) {
             (Support::Landlock(_), _) => format!(
                 "processes are confined with {} (files, TCP, signals), rlimits and seccomp",
@@ -139,6 +153,7 @@ pub fn announce<'a>(
     };
     let banner = ProcessHost {
         allow_unconfined: policy.allow_unconfined_processes,
+        limits: policy.processes,
         ..(*services.process()).clone()
     }
     .banner();
@@ -174,6 +189,7 @@ pub fn configure(
     };
     let host = ProcessHost {
         allow_unconfined: policy.allow_unconfined_processes,
+        limits: policy.processes,
         ..(*services.process()).clone()
     };
     ProcessConfig::resolve(grant, &host).map(|c| Some(Arc::new(c)))
@@ -231,6 +247,7 @@ pub struct ProcessConfig {
     env: Vec<String>,
     workspace: PathBuf,
     scratches: Arc<Scratches>,
+    limits: SlotLimits,
     slots: Arc<Slots>,
 }
 
@@ -277,6 +294,7 @@ impl ProcessConfig {
             env: grant.env.clone(),
             workspace: host.workspace.clone(),
             scratches: Arc::new(Scratches::new(mode, host.rlimits)),
+            limits: host.limits,
             slots: host.slots.clone(),
         })
     }
@@ -321,7 +339,7 @@ impl ProcessConfig {
                 }
             )));
         }
-        let _slot = self.slots.take(user)?;
+        let _slot = self.slots.take(user, self.limits)?;
         let timeout = request
             .timeout
             .unwrap_or(DEFAULT_TIMEOUT)
