@@ -6,8 +6,12 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use chitin_host::approver::{CallContext, Consenter};
 use chitin_host::error::LoadError;
+use chitin_host::policy::ProcessPolicy;
 use chitin_host::runtime::LibraryUse;
 use chitin_host::{Host, Limits, Runtime, ToolError};
 use common::{fixture, policy, resign, services, test_engine};
@@ -189,12 +193,13 @@ async fn a_library_signed_by_another_publisher_or_at_another_version_is_refused(
 
 #[tokio::test]
 async fn a_library_cannot_use_a_capability_its_own_manifest_lacks() {
-    // The files library without its files section: it loads (its file imports are linked with
+    // The files library without its files section (its process grant kept): it loads (its file imports are linked with
     // no preopens) and reaches nothing, whatever the tools that import it are granted.
     let dir = tempfile::tempdir().expect("tempdir");
     let wasm = std::fs::read(fixture("test-lib-files")).expect("read");
     let manifest = "schema = 1\n[component]\nname = \"test-lib-files\"\nnamespace = \"chitin\"\n\
-                    version = \"0.1.0\"\npublisher = \"chitin\"\nkind = \"library\"\n";
+                    version = \"0.1.0\"\npublisher = \"chitin\"\nkind = \"library\"\n\
+                    [capabilities.process]\nprograms = [\"/bin/sh\"]\n";
     let stripped = write(dir.path(), "files.wasm", &resign(&wasm, manifest));
     let data = tempfile::tempdir().expect("tempdir");
     let mut h = host(data.path());
@@ -208,4 +213,73 @@ async fn a_library_cannot_use_a_capability_its_own_manifest_lacks() {
     }
     let out = ok(&h, "own_read", json!({"path": "rootdir/f.txt"})).await;
     assert_eq!(out["text"], "rootdir");
+}
+
+/// The calling tool's caller, over `consenter`.
+async fn call_as(
+    host: &Host,
+    consenter: Consenter,
+    tool: &str,
+    args: Value,
+) -> Result<Value, ToolError> {
+    let ctx = CallContext {
+        consenter,
+        ..CallContext::default()
+    };
+    let report = host.call_in(tool, &args.to_string(), &ctx).await;
+    report.result.map(|out| out.json().expect("JSON"))
+}
+
+/// A library's processes count against the OAuth user whose call reached it, so no tool gets
+/// round a user's share of the host's processes through a library with a process grant.
+#[tokio::test]
+async fn a_librarys_processes_count_against_the_calling_user() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut h = host(data.path());
+    load(
+        &mut h,
+        &[
+            fixture("test-lib-text"),
+            fixture("test-lib-files"),
+            fixture("test-composed"),
+        ],
+    )
+    .await;
+    let h = Arc::new(h);
+    let ws = data.path().join("workspace");
+    let alice = Consenter::Holder {
+        holder: "oauth:\"app\" for \"alice\"".into(),
+        person: "oauth user \"alice\"".into(),
+    };
+    let share = ProcessPolicy::default().max_running_per_user;
+    let running: Vec<_> = (0..share)
+        .map(|n| {
+            let (h, alice) = (h.clone(), alice.clone());
+            let command = format!("touch started-{n}; while [ ! -e gate ]; do sleep 0.05; done");
+            tokio::spawn(async move {
+                call_as(&h, alice, "lib_run", json!({ "command": command })).await
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !(0..share).all(|n| ws.join(format!("started-{n}")).exists()) {
+        assert!(Instant::now() < deadline, "alice's processes did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let echo = json!({ "command": "echo mine" });
+    match call_as(&h, alice.clone(), "lib_run", echo.clone()).await {
+        Err(ToolError::ExecutionFailed(why)) => assert!(
+            why.contains("alice") && why.contains("limit for one user"),
+            "{why}"
+        ),
+        other => panic!("alice's process past her share was not refused: {other:?}"),
+    }
+    let out = call_as(&h, Consenter::Operator, "lib_run", echo)
+        .await
+        .expect("the operator's process runs while alice holds her share");
+    assert_eq!(out["text"], "mine\n");
+    std::fs::write(ws.join("gate"), "").expect("open the gate");
+    for run in running {
+        run.await.expect("join").expect("alice's long process");
+    }
 }

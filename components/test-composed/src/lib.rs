@@ -67,6 +67,18 @@ fn lib_fetch(args: UrlArgs) -> Result<TextOutput, ToolError> {
         .map_err(ToolError::external_service)
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct CommandArgs {
+    /// The shell command the library runs
+    command: String,
+}
+
+fn lib_run(args: CommandArgs) -> Result<TextOutput, ToolError> {
+    files::run(&args.command)
+        .map(|text| TextOutput { text })
+        .map_err(ToolError::execution_failed)
+}
+
 fn own_read(args: PathArgs) -> Result<TextOutput, ToolError> {
     std::fs::read_to_string(std::path::Path::new("/workspace").join(&args.path))
         .map(|text| TextOutput { text })
@@ -110,6 +122,11 @@ fn tools() -> Vec<Tool> {
             "lib_fetch",
             "Sends a GET through the files library.",
             lib_fetch,
+        ),
+        Tool::new(
+            "lib_run",
+            "Runs a shell command through the files library.",
+            lib_run,
         ),
         Tool::new("own_read", "Reads a file itself.", own_read),
         Tool::new("text_calls", "Calls the text library twice.", text_calls),

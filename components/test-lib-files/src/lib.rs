@@ -1,11 +1,24 @@
-//! Test fixture: a library exporting `chitin:test-files/files`, reading workspace files and
-//! sending GETs under grants of its own.
+//! Test fixture: a library exporting `chitin:test-files/files`, reading workspace files,
+//! sending GETs and running `/bin/sh` under grants of its own.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use chitin_sdk::http;
 
 wit_bindgen::generate!({ path: "wit", world: "library" });
+
+/// Bindings of the host's process interface, which this library imports.
+mod host {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        inline: "package chitin:test-files-imports;
+                 world imports { import chitin:host/process@0.1.0; }",
+        world: "chitin:test-files-imports/imports",
+        generate_all,
+    });
+}
+
+use host::chitin::host::process;
 
 static CALLS: AtomicU32 = AtomicU32::new(0);
 
@@ -33,6 +46,19 @@ impl exports::chitin::test_files::files::Guest for Files {
         };
         let response = http::send(&request).map_err(|e| format!("{e:?}"))?;
         Ok(String::from_utf8_lossy(&response.body).into_owned())
+    }
+
+    fn run(command: String) -> Result<String, String> {
+        let out = process::run(&process::Command {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), command],
+            cwd: None,
+            stdin: None,
+            timeout_ms: Some(20_000),
+            env: Vec::new(),
+        })
+        .map_err(|e| format!("{e:?}"))?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 }
 
