@@ -67,6 +67,8 @@ pub struct EngineReport {
     pub allocator: AllocatorProfile,
     /// Whether `PAGEMAP_SCAN` is in use.
     pub pagemap_scan: bool,
+    /// How many calls the pool has room for at once; `None` without a pool.
+    pub instance_slots: Option<u32>,
 }
 
 /// Build the engine. If the pooling allocator cannot reserve its address space (a restricted
@@ -94,6 +96,7 @@ pub fn build(options: &EngineOptions) -> anyhow::Result<(Engine, EngineReport)> 
                 let report = EngineReport {
                     allocator: options.allocator,
                     pagemap_scan: pagemap_used,
+                    instance_slots: Some(options.max_live_instances),
                 };
                 return Ok((engine, report));
             }
@@ -106,6 +109,7 @@ pub fn build(options: &EngineOptions) -> anyhow::Result<(Engine, EngineReport)> 
     let report = EngineReport {
         allocator: AllocatorProfile::OnDemand,
         pagemap_scan: false,
+        instance_slots: None,
     };
     Ok((engine, report))
 }

@@ -19,6 +19,7 @@ use crate::policy::{ApprovalRules, Policy};
 use crate::remembered_approvals::{Approval, ApprovalStore};
 use crate::runtime::{CallReport, Loaded, LoadedComponent, Runtime};
 use crate::services::Services;
+use crate::slots::{Bounds, Counted, Slots};
 use crate::spec::{CallArgs, ToolSpec};
 use crate::state_db::StateError;
 
@@ -39,6 +40,29 @@ struct ServedSet {
     index: BTreeMap<String, Served>,
     /// Third-party components a server left out because they could not load.
     left_out: Vec<LeftOut>,
+    /// The top-level calls running, shared with every host on these services.
+    call_slots: Arc<Slots>,
+    /// How many of them may run at once, on the host and for one OAuth user.
+    call_bounds: Bounds,
+}
+
+/// What the call slots count.
+const CALLS: Counted = Counted {
+    noun: "tool calls",
+    host_bound: "the engine's instance slots",
+    user_bound: "the policy's `[calls] max_running_per_user`",
+};
+
+/// The top-level tool calls running are this host's service, counted across reloads.
+impl Services {
+    /// The slots of the top-level tool calls running.
+    fn call_slots(&self) -> Arc<Slots> {
+        let started = self.shared(|_| Ok::<_, std::convert::Infallible>(Slots::new(CALLS)));
+        match started {
+            Ok(slots) => slots,
+            Err(never) => match never {},
+        }
+    }
 }
 
 /// Where a served tool is, and the policy's approval rules that name it (matched once, at load:
@@ -76,8 +100,17 @@ enum OnRefusal {
 impl Host {
     /// A host with no components yet, granting under `policy` from `services`.
     pub fn new(runtime: Runtime, policy: Policy, services: Arc<Services>) -> Self {
+        let call_bounds = Bounds {
+            host: runtime
+                .engine_report()
+                .instance_slots
+                .map_or(usize::MAX, |n| n as usize),
+            user: policy.calls.max_running_per_user,
+        };
         Self {
             served: Arc::new(ServedSet {
+                call_slots: services.call_slots(),
+                call_bounds,
                 runtime,
                 policy,
                 services,
@@ -518,6 +551,20 @@ impl ServedSet {
         let ctx = at.ctx();
         let Some(served) = self.index.get(name) else {
             return CallReport::refused(ToolError::NotFound(self.unknown_tool(name)));
+        };
+        // Taken before a person is asked, so nobody approves a call that cannot run; calls a
+        // tool invokes are part of their top-level call's slot.
+        let _slot = match at {
+            Position::Top { .. } => {
+                match self
+                    .call_slots
+                    .take(ctx.consenter.person(), self.call_bounds)
+                {
+                    Ok(slot) => Some(slot),
+                    Err(busy) => return CallReport::refused(ToolError::RateLimited(busy.0)),
+                }
+            }
+            Position::Within(_) => None,
         };
         let (component, t) = (&self.components[served.component], served.tool);
         let args = CallArgs::parse(args_json);

@@ -38,6 +38,7 @@ pub mod sandbox;
 pub mod secrets;
 pub mod services;
 pub mod signing_keys;
+pub mod slots;
 pub mod spec;
 pub mod state;
 pub mod state_db;

@@ -19,6 +19,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
 
 use crate::limits::{MAX_MEMORY_BYTES, MAX_TIMEOUT_MS, PolicyLimits};
+use crate::slots::Bounds;
 
 /// The policy schema version this host reads.
 pub const POLICY_SCHEMA: u32 = 1;
@@ -66,6 +67,9 @@ pub struct Policy {
     /// How many granted programs run at once.
     #[serde(default)]
     pub processes: ProcessPolicy,
+    /// How many tool calls one OAuth user runs at once.
+    #[serde(default)]
+    pub calls: CallPolicy,
     /// What OAuth access tokens may reach over `chitin serve --http`.
     #[serde(default)]
     pub oauth: OAuthPolicy,
@@ -111,6 +115,16 @@ pub struct ProcessPolicy {
     pub max_running_per_user: usize,
 }
 
+impl ProcessPolicy {
+    /// The bounds the process slots keep.
+    pub fn bounds(&self) -> Bounds {
+        Bounds {
+            host: self.max_running,
+            user: self.max_running_per_user,
+        }
+    }
+}
+
 impl Default for ProcessPolicy {
     /// 5 on the host, 2 of them for one OAuth user: fewer than half, so one user always leaves
     /// most slots to the others.
@@ -118,6 +132,26 @@ impl Default for ProcessPolicy {
         Self {
             max_running: 5,
             max_running_per_user: 2,
+        }
+    }
+}
+
+/// How many tool calls run at once for one OAuth user: a call over the bound is refused as
+/// `rate-limited`, never queued. Calls a tool invokes are part of their top-level call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CallPolicy {
+    /// The most top-level calls one OAuth user runs at once, through whichever applications
+    /// and connections (the operator's own calls are bounded by the engine's instance slots
+    /// only).
+    pub max_running_per_user: usize,
+}
+
+impl Default for CallPolicy {
+    /// 16: more than an agent runs side by side, and a small share of the engine's 1000 slots.
+    fn default() -> Self {
+        Self {
+            max_running_per_user: 16,
         }
     }
 }
@@ -331,6 +365,9 @@ impl Policy {
                  zero (to run no process at all, leave `process` out of capabilities.allow)"
                     .to_owned(),
             );
+        }
+        if self.calls.max_running_per_user == 0 {
+            return Err("calls.max_running_per_user must be greater than zero".to_owned());
         }
         if max_running_per_user > max_running {
             return Err(format!(
@@ -597,6 +634,7 @@ mod tests {
         assert_eq!(policy.kv_quota_ceiling(), 64 * 1024 * 1024);
         assert_eq!(policy.kv, KvPolicy::default());
         assert_eq!(policy.processes, ProcessPolicy::default());
+        assert_eq!(policy.calls, CallPolicy::default());
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod test_binary;
 
 mod bad_input;
 mod cache;
+mod calls;
 mod client;
 mod compose;
 mod fs;

@@ -4,7 +4,7 @@
 //! at load); the working directory must lie inside the workspace; only environment keys the
 //! grant allows may be set, on top of a scrubbed environment ([`env`]); at most
 //! the policy's `[processes] max_running` processes run at once per host, at most
-//! `max_running_per_user` of them for one OAuth user ([`slots`]); the child gets its own process group,
+//! `max_running_per_user` of them for one OAuth user ([`crate::slots`]); the child gets its own process group,
 //! resource limits, a seccomp filter that keeps it in the group, and a Landlock domain
 //! ([`confine`]), applied in the child before `exec`, which starts without `fork` and without
 //! any other descriptor of the host ([`spawn`]); stdout and stderr are capped and the group is
@@ -15,7 +15,6 @@ pub mod env;
 mod host;
 pub mod run;
 mod scratch;
-pub mod slots;
 pub mod spawn;
 
 use std::convert::Infallible;
@@ -29,15 +28,21 @@ use wasmtime::component::{HasData, Linker};
 use crate::call::Call;
 use crate::capability::{Capability, CapabilityError, Cut, Holds, Load};
 use crate::events::CallEvents;
-use crate::policy::Policy;
+use crate::policy::{Policy, ProcessPolicy};
 use crate::services::Services;
+use crate::slots::{Bounds, Counted, Slots};
 use confine::{Plan, Rlimits, Rules, Support};
 pub use scratch::Scratch;
 use scratch::Scratches;
-use slots::{SlotLimits, Slots};
 
 /// Timeout when the component names none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// What the process slots count.
+const PROCESSES: Counted = Counted {
+    noun: "processes",
+    host_bound: "the policy's `[processes] max_running`",
+    user_bound: "the policy's `[processes] max_running_per_user`",
+};
 /// The longest timeout a component may ask for.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
 /// The guest path of the workspace root (as the files capability preopens it).
@@ -69,7 +74,7 @@ pub struct ProcessHost {
     /// Resource limits applied to every process.
     pub rlimits: Rlimits,
     /// How many processes run at once, on the host and for one OAuth user.
-    pub limits: SlotLimits,
+    pub limits: Bounds,
     /// Concurrency slots shared by all components of the host.
     pub slots: Arc<Slots>,
 }
@@ -84,21 +89,18 @@ impl ProcessHost {
             support: Support::detect(),
             allow_unconfined: false,
             rlimits: Rlimits::default(),
-            limits: SlotLimits::default(),
-            slots: Arc::new(Slots::default()),
+            limits: ProcessPolicy::default().bounds(),
+            slots: Arc::new(Slots::new(PROCESSES)),
         }
     }
 
     /// The line the host prints at start about process confinement and concurrency.
     pub fn banner(&self) -> String {
-        let SlotLimits {
-            max_running,
-            max_running_per_user,
-        } = self.limits;
+        let Bounds { host, user } = self.limits;
         let confinement = self.confinement();
         format!(
-            "{confinement}; at most {max_running} run at once, {max_running_per_user} of them \
-             for one OAuth user (the policy's [processes])"
+            "{confinement}; at most {host} run at once, {user} of them for one OAuth user (the \
+             policy's [processes])"
         )
     }
 
@@ -153,7 +155,7 @@ pub fn announce<'a>(
     };
     let banner = ProcessHost {
         allow_unconfined: policy.allow_unconfined_processes,
-        limits: policy.processes,
+        limits: policy.processes.bounds(),
         ..(*services.process()).clone()
     }
     .banner();
@@ -189,7 +191,7 @@ pub fn configure(
     };
     let host = ProcessHost {
         allow_unconfined: policy.allow_unconfined_processes,
-        limits: policy.processes,
+        limits: policy.processes.bounds(),
         ..(*services.process()).clone()
     };
     ProcessConfig::resolve(grant, &host).map(|c| Some(Arc::new(c)))
@@ -247,7 +249,7 @@ pub struct ProcessConfig {
     env: Vec<String>,
     workspace: PathBuf,
     scratches: Arc<Scratches>,
-    limits: SlotLimits,
+    limits: Bounds,
     slots: Arc<Slots>,
 }
 
@@ -339,7 +341,10 @@ impl ProcessConfig {
                 }
             )));
         }
-        let _slot = self.slots.take(user, self.limits)?;
+        let _slot = self
+            .slots
+            .take(user, self.limits)
+            .map_err(|busy| RunError::Busy(busy.0))?;
         let timeout = request
             .timeout
             .unwrap_or(DEFAULT_TIMEOUT)
