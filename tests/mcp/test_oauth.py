@@ -456,6 +456,74 @@ async def test_one_user_runs_only_their_share_of_the_hosts_processes(oauth):
         shutil.rmtree(data, ignore_errors=True)
 
 
+@pytest.mark.anyio
+async def test_one_user_runs_only_so_many_tool_calls_at_once(oauth):
+    """Under a policy of 2 tool calls at once for one user (and room for 5 processes each), while
+    alice's agent holds two shell calls open, her third call of any tool is refused, through an
+    application of her own making too, and bob's and the operator's still run."""
+    issuer, _ = oauth
+    data = tempfile.mkdtemp(prefix="chitin-mcp-oauth-calls-")
+    policy = pathlib.Path(data) / "policy.toml"
+    default = (REPO / "policies" / "default.toml").read_text()
+    bounds = [("max_running_per_user = 16", "max_running_per_user = 2"),
+              ("max_running_per_user = 2", "max_running_per_user = 5")]
+    for old, new in bounds:
+        assert old in default, old
+    before, after = default.split("[calls]")
+    policy.write_text(before.replace(*bounds[1]) + "[calls]" + after.replace(*bounds[0]))
+    server = HttpServer(
+        [
+            "--oauth-issuer", issuer.url,
+            "--oauth-ca-file", str(issuer.ca_file),
+            "--policy", str(policy),
+            "--components", str(COMPONENTS / "shell.wasm"),
+            "--components", str(COMPONENTS / "echo.wasm"),
+        ],
+        data,
+    )
+    workspace = server.data_dir / "workspace"
+
+    async def approve(context, params):
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    scopes = "tools:runtime tools:basic"
+    alice = issuer.token(server.url, scopes, sub="alice")
+    alice_elsewhere = issuer.token(server.url, scopes, sub="alice", client_id="hers")
+    bob = issuer.token(server.url, scopes, sub="bob")
+    try:
+        async with anyio.create_task_group() as group:
+            held = []
+
+            async def hold(n):
+                wait = f"touch started-{n}; while [ ! -e gate ]; do sleep 0.05; done; echo done"
+                async with sdk(server, alice, elicitation_callback=approve) as client:
+                    held.append(await client.call_tool("shell", {"command": wait, "timeout": 60}))
+
+            for n in range(2):
+                group.start_soon(hold, n)
+            with anyio.fail_after(60):
+                while not all((workspace / f"started-{n}").exists() for n in range(2)):
+                    await anyio.sleep(0.05)
+            try:
+                for token in [alice, alice_elsewhere]:
+                    async with sdk(server, token, elicitation_callback=approve) as client:
+                        third = await client.call_tool("echo", {"message": "third"})
+                    text = "".join(b.text for b in third.content if b.type == "text")
+                    assert third.is_error and "rate-limited" in text, text
+                    assert '"alice" already runs 2 tool calls' in text, text
+                    assert "[calls] max_running_per_user" in text, text
+                for token in [bob, server.token]:
+                    async with sdk(server, token, elicitation_callback=approve) as client:
+                        mine = await client.call_tool("echo", {"message": "mine"})
+                    assert not mine.is_error, mine
+            finally:
+                (workspace / "gate").write_text("")
+        assert len(held) == 2 and not any(r.is_error for r in held), held
+    finally:
+        server.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+
 def session_post(server, token, body, session=None):
     """One 2025-11-25 session message with `token` (beginning a session without `session`)."""
     headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
