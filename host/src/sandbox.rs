@@ -8,7 +8,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, TypedFunc, Val};
-use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+use wasmtime::{Engine, PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
 use crate::bindings::ToolComponentPre;
 use crate::bindings::chitin::tool::types::ToolError as WitToolError;
@@ -118,7 +118,9 @@ macro_rules! run_in_sandbox {
                     None => (Err(timeout_error(limits)), false),
                     Some(Err(trap)) => {
                         let trap: wasmtime::Error = trap;
-                        let crashed = trap.downcast_ref::<DeadlineExceeded>().is_none();
+                        // Neither a deadline nor a full pool is the component's doing.
+                        let crashed = trap.downcast_ref::<DeadlineExceeded>().is_none()
+                            && trap.downcast_ref::<PoolConcurrencyLimitError>().is_none();
                         (Err(trap_to_error(&trap, &store, limits, &log)), crashed)
                     }
                     Some(Ok(value)) => (Ok(value), false),
@@ -321,6 +323,12 @@ fn trap_to_error(
 ) -> ToolError {
     if err.downcast_ref::<DeadlineExceeded>().is_some() {
         return timeout_error(limits);
+    }
+    if let Some(full) = err.downcast_ref::<PoolConcurrencyLimitError>() {
+        return ToolError::RateLimited(format!(
+            "this host is running as many calls as its engine has room for ({full}); retry when \
+             one ends"
+        ));
     }
     if let Some(asked) = store.data().limiter.refused() {
         return ToolError::ExecutionFailed(format!(

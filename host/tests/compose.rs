@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chitin_host::approver::{CallContext, Consenter};
+use chitin_host::engine::EngineOptions;
 use chitin_host::error::LoadError;
 use chitin_host::policy::ProcessPolicy;
 use chitin_host::runtime::LibraryUse;
@@ -23,12 +24,17 @@ const TEXT_MANIFEST: &str = "schema = 1\n[component]\nname = \"test-lib-text\"\n
 /// An empty host over a workspace holding `rootdir/f.txt` (the tool's grant) and
 /// `libdir/f.txt` (the files library's grant).
 fn host(data: &Path) -> Host {
+    host_on(data, &test_engine())
+}
+
+/// As [`host`], on an engine built with `options`.
+fn host_on(data: &Path, options: &EngineOptions) -> Host {
     let ws = data.join("workspace");
     for dir in ["rootdir", "libdir"] {
         std::fs::create_dir_all(ws.join(dir)).expect("dir");
         std::fs::write(ws.join(dir).join("f.txt"), dir).expect("file");
     }
-    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
+    let runtime = Runtime::new(common::shared_cache(), options).expect("runtime");
     Host::new(runtime, policy(Limits::default()), services(data, &ws))
 }
 
@@ -36,6 +42,12 @@ async fn load(host: &mut Host, paths: &[PathBuf]) {
     for p in paths {
         host.load_path(p).await.expect("load");
     }
+}
+
+/// Load the composed tool with both its libraries.
+async fn load_composed(host: &mut Host) {
+    let parts = ["test-lib-text", "test-lib-files", "test-composed"];
+    load(host, &parts.map(fixture)).await;
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
@@ -236,15 +248,7 @@ async fn call_as(
 async fn a_librarys_processes_count_against_the_calling_user() {
     let data = tempfile::tempdir().expect("tempdir");
     let mut h = host(data.path());
-    load(
-        &mut h,
-        &[
-            fixture("test-lib-text"),
-            fixture("test-lib-files"),
-            fixture("test-composed"),
-        ],
-    )
-    .await;
+    load_composed(&mut h).await;
     let h = Arc::new(h);
     let ws = data.path().join("workspace");
     let alice = Consenter::Holder {
@@ -282,4 +286,33 @@ async fn a_librarys_processes_count_against_the_calling_user() {
     for run in running {
         run.await.expect("join").expect("alice's long process");
     }
+}
+
+/// A call that finds the engine's pool full is told to retry, not that its tool crashed.
+#[tokio::test]
+async fn a_call_finding_the_pool_full_is_told_to_retry() {
+    let data = tempfile::tempdir().expect("tempdir");
+    // Room for 2 component and 8 core instances: the composed tool fits alone, but not with the
+    // instance of the files library its `lib_run` links in (each part several core modules).
+    let options = EngineOptions {
+        max_live_instances: 2,
+        ..test_engine()
+    };
+    let mut h = host_on(data.path(), &options);
+    load_composed(&mut h).await;
+    let report = h
+        .call("lib_run", &json!({ "command": "echo hi" }).to_string())
+        .await;
+    match &report.result {
+        Err(ToolError::RateLimited(why)) => assert!(
+            why.contains("as many calls as its engine has room for")
+                && why.contains("maximum concurrent limit")
+                && why.contains("retry when one ends"),
+            "{why}"
+        ),
+        other => panic!("a call finding the pool full was not told to retry: {other:?}"),
+    }
+    assert!(!report.crashed, "a full pool is not the tool crashing");
+    let out = ok(&h, "shout", json!({ "text": "hi" })).await;
+    assert_eq!(out["text"], "HI");
 }
