@@ -231,6 +231,20 @@ fn policy_explain_names_the_deciding_rule() {
     );
     assert!(text.contains("protected:   yes"), "{text}");
     assert!(text.contains("none beyond the WASI base"), "{text}");
+    assert!(
+        text.contains("at once:     16 calls of one OAuth user ([calls])\n"),
+        "{text}"
+    );
+    let out = run_in(dir.path(), &["policy", "explain", "shell"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "at once:     16 calls of one OAuth user ([calls]); its processes 5 on the host, 2 \
+             of them for one OAuth user ([processes])"
+        ),
+        "{text}"
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `chitin policy explain TOOL`: the effective grant of a tool's component under the policy
-//! (manifest ∩ policy), with the reason for each cut, whether the tool is offered, and when it
-//! needs approval.
+//! (manifest ∩ policy), with the reason for each cut, whether the tool is offered, when it
+//! needs approval, and how much of it one user runs at once.
 
 use anyhow::Context;
 use chitin_registry::audit::capability_lines;
@@ -94,6 +94,18 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         l.fuel,
         l.timeout_ms,
         l.output_bytes
+    );
+    let processes = grant.capabilities.process.is_some().then(|| {
+        let p = policy.processes;
+        format!(
+            "; its processes {} on the host, {} of them for one OAuth user ([processes])",
+            p.max_running, p.max_running_per_user
+        )
+    });
+    outln!(
+        "at once:     {} calls of one OAuth user ([calls]){}",
+        policy.calls.max_running_per_user,
+        processes.unwrap_or_default()
     );
     Ok(Exit::Ok)
 }
