@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 
 import pytest
-from mcp import Client, StdioServerParameters, types
+from mcp import Client, MCPError, StdioServerParameters, types
 
 from conftest import CACHE, CHITIN, COMPONENTS, HOSTILE, REPO
 
@@ -55,6 +55,20 @@ async def test_lists_tools_sorted_with_annotations_and_schemas(mode):
         assert echo.annotations.read_only_hint is True
         assert echo.input_schema["required"] == ["message"]
         assert echo.output_schema["type"] == "object"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_reading_a_resource_is_a_resource_not_found_naming_its_uri(mode):
+    """chitin serves tools only: its resource list is empty, and a read of any URI is the
+    resource-not-found error of SEP-2164 (invalid params, the URI in `data.uri`)."""
+    async with Client(server(), mode=mode) as client:
+        assert (await client.list_resources()).resources == []
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource("file:///etc/passwd")
+        assert refused.value.code == -32602, refused.value
+        assert refused.value.data == {"uri": "file:///etc/passwd"}, refused.value
+        assert "resource not found: file:///etc/passwd" in refused.value.message
 
 
 @pytest.mark.anyio

@@ -11,8 +11,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
     CreateTaskResult, ElicitationCapability, GetTaskParams, GetTaskResult, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, RequestMetaObject, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
-    ToolAnnotations, UpdateTaskParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations, UpdateTaskParams,
 };
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
@@ -406,6 +406,17 @@ fn asked(asking: &InputApprover) -> Result<Option<CallToolResponse>, ErrorData> 
     Ok(question.map(Into::into))
 }
 
+/// The error for a read of `uri`: chitin serves tools only, so no resource exists.
+fn resource_not_found(uri: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "resource not found: {uri} (chitin serves tools only; its resource list is always \
+             empty)"
+        ),
+        Some(serde_json::json!({ "uri": uri })),
+    )
+}
+
 impl ServerHandler for McpServer {
     /// What is served, and nothing more: tools (with list changes), logging for sessions that
     /// ask, tasks, and prompts, resources and completions that are always empty (chitin serves
@@ -457,6 +468,16 @@ impl ServerHandler for McpServer {
         let mut result = ListToolsResult::with_all_items(items);
         result.next_cursor = next;
         Ok(result)
+    }
+
+    /// No resource exists (the list is always empty), so every read is of a resource not found:
+    /// invalid params naming the URI in `data.uri`, as SEP-2164 asks.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        Err(resource_not_found(&request.uri))
     }
 
     /// The called tool's schema, which the HTTP transport checks `Mcp-Param-*` headers against
