@@ -5,6 +5,7 @@ audience, expired, too narrow in scope, or signed the wrong way. The good token 
 official MCP Python SDK in its 2026-07-28 mode."""
 
 import base64
+import contextlib
 import datetime
 import hashlib
 import hmac
@@ -370,9 +371,6 @@ async def test_each_user_has_an_outbound_request_rate_of_their_own(oauth):
         data,
     )
 
-    async def approve(context, params):
-        return types.ElicitResult(action="accept", content={"approve": True})
-
     def refusal(result):
         assert result.is_error, result
         return "".join(b.text for b in result.content if b.type == "text")
@@ -396,6 +394,52 @@ async def test_each_user_has_an_outbound_request_rate_of_their_own(oauth):
         shutil.rmtree(data, ignore_errors=True)
 
 
+async def approve(context, params):
+    return types.ElicitResult(action="accept", content={"approve": True})
+
+
+@contextlib.asynccontextmanager
+async def two_shells_held(server, token):
+    """Two shell calls of `token`, approved, held running on a gate file for the block's length;
+    both must then end well."""
+    workspace = server.data_dir / "workspace"
+    held = []
+
+    async def hold(n):
+        wait = f"touch started-{n}; while [ ! -e gate ]; do sleep 0.05; done; echo done"
+        async with sdk(server, token, elicitation_callback=approve) as client:
+            held.append(await client.call_tool("shell", {"command": wait, "timeout": 60}))
+
+    async with anyio.create_task_group() as group:
+        for n in range(2):
+            group.start_soon(hold, n)
+        try:
+            with anyio.fail_after(60):
+                while not all((workspace / f"started-{n}").exists() for n in range(2)):
+                    await anyio.sleep(0.05)
+            yield
+        finally:
+            (workspace / "gate").write_text("")
+    assert len(held) == 2 and not any(r.is_error for r in held), held
+
+
+async def refused_for_one_user_only(server, refused, allowed, tool, args, *says):
+    """`tool` with `args` is refused as rate-limited, with each of `says` in the message, for
+    each token of `refused`, and runs for each of `allowed`; their results."""
+    for token in refused:
+        async with sdk(server, token, elicitation_callback=approve) as client:
+            result = await client.call_tool(tool, args)
+        text = "".join(b.text for b in result.content if b.type == "text")
+        assert result.is_error and "rate-limited" in text, text
+        assert all(said in text for said in says), text
+    results = []
+    for token in allowed:
+        async with sdk(server, token, elicitation_callback=approve) as client:
+            results.append(await client.call_tool(tool, args))
+    assert not any(r.is_error for r in results), results
+    return results
+
+
 @pytest.mark.anyio
 async def test_one_user_runs_only_their_share_of_the_hosts_processes(oauth):
     """The host runs 5 processes at once, at most 2 for one OAuth user: while alice's agent
@@ -411,11 +455,6 @@ async def test_one_user_runs_only_their_share_of_the_hosts_processes(oauth):
         ],
         data,
     )
-    workspace = server.data_dir / "workspace"
-
-    async def approve(context, params):
-        return types.ElicitResult(action="accept", content={"approve": True})
-
     def shell(command):
         return {"command": command, "timeout": 60}
 
@@ -423,34 +462,12 @@ async def test_one_user_runs_only_their_share_of_the_hosts_processes(oauth):
     alice_elsewhere = issuer.token(server.url, "tools:runtime", sub="alice", client_id="hers")
     bob = issuer.token(server.url, "tools:runtime", sub="bob")
     try:
-        async with anyio.create_task_group() as group:
-            held = []
-
-            async def hold(n):
-                wait = f"touch started-{n}; while [ ! -e gate ]; do sleep 0.05; done; echo done"
-                async with sdk(server, alice, elicitation_callback=approve) as client:
-                    held.append(await client.call_tool("shell", shell(wait)))
-
-            for n in range(2):
-                group.start_soon(hold, n)
-            with anyio.fail_after(60):
-                while not all((workspace / f"started-{n}").exists() for n in range(2)):
-                    await anyio.sleep(0.05)
-            try:
-                for token in [alice, alice_elsewhere]:
-                    async with sdk(server, token, elicitation_callback=approve) as client:
-                        third = await client.call_tool("shell", shell("echo third"))
-                    text = "".join(b.text for b in third.content if b.type == "text")
-                    assert third.is_error and "rate-limited" in text, text
-                    assert '"alice"' in text and "limit for one user" in text, text
-                for token in [bob, server.token]:
-                    async with sdk(server, token, elicitation_callback=approve) as client:
-                        mine = await client.call_tool("shell", shell("echo mine"))
-                    assert not mine.is_error, mine
-                    assert mine.structured_content["stdout"] == "mine\n", mine
-            finally:
-                (workspace / "gate").write_text("")
-        assert len(held) == 2 and not any(r.is_error for r in held), held
+        async with two_shells_held(server, alice):
+            others = await refused_for_one_user_only(
+                server, [alice, alice_elsewhere], [bob, server.token], "shell", shell("echo mine"),
+                '"alice"', "limit for one user",
+            )
+            assert all(r.structured_content["stdout"] == "mine\n" for r in others), others
     finally:
         server.stop()
         shutil.rmtree(data, ignore_errors=True)
@@ -481,44 +498,16 @@ async def test_one_user_runs_only_so_many_tool_calls_at_once(oauth):
         ],
         data,
     )
-    workspace = server.data_dir / "workspace"
-
-    async def approve(context, params):
-        return types.ElicitResult(action="accept", content={"approve": True})
-
     scopes = "tools:runtime tools:basic"
     alice = issuer.token(server.url, scopes, sub="alice")
     alice_elsewhere = issuer.token(server.url, scopes, sub="alice", client_id="hers")
     bob = issuer.token(server.url, scopes, sub="bob")
     try:
-        async with anyio.create_task_group() as group:
-            held = []
-
-            async def hold(n):
-                wait = f"touch started-{n}; while [ ! -e gate ]; do sleep 0.05; done; echo done"
-                async with sdk(server, alice, elicitation_callback=approve) as client:
-                    held.append(await client.call_tool("shell", {"command": wait, "timeout": 60}))
-
-            for n in range(2):
-                group.start_soon(hold, n)
-            with anyio.fail_after(60):
-                while not all((workspace / f"started-{n}").exists() for n in range(2)):
-                    await anyio.sleep(0.05)
-            try:
-                for token in [alice, alice_elsewhere]:
-                    async with sdk(server, token, elicitation_callback=approve) as client:
-                        third = await client.call_tool("echo", {"message": "third"})
-                    text = "".join(b.text for b in third.content if b.type == "text")
-                    assert third.is_error and "rate-limited" in text, text
-                    assert '"alice" already runs 2 tool calls' in text, text
-                    assert "[calls] max_running_per_user" in text, text
-                for token in [bob, server.token]:
-                    async with sdk(server, token, elicitation_callback=approve) as client:
-                        mine = await client.call_tool("echo", {"message": "mine"})
-                    assert not mine.is_error, mine
-            finally:
-                (workspace / "gate").write_text("")
-        assert len(held) == 2 and not any(r.is_error for r in held), held
+        async with two_shells_held(server, alice):
+            await refused_for_one_user_only(
+                server, [alice, alice_elsewhere], [bob, server.token], "echo", {"message": "mine"},
+                '"alice" already runs 2 tool calls', "[calls] max_running_per_user",
+            )
     finally:
         server.stop()
         shutil.rmtree(data, ignore_errors=True)
