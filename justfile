@@ -25,12 +25,17 @@ embed := '"${CARGO_TARGET_DIR:-target}/debug/chitin"' + (if embed_cache == "" { 
 build-components: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", components) }}
     {{ chitin_build }}
-    mkdir -p build/components
-    for c in {{ components }}; do {{ embed }} "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/components/$c.wasm"; done
+    rm -rf build/components.staging
+    mkdir -p build/components build/components.staging
+    for c in {{ components }}; do {{ embed }} "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/components.staging/$c.wasm"; done
     # Sign with the local development key (created in the data directory on first use and
     # trusted there for the `chitin` namespace); build/trusted_keys holds its line for tests.
     "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
-    for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/components/$c.wasm" --key dev; done
+    for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/components.staging/$c.wasm" --key dev; done
+    # Moved in once signed, each by a rename: a server or a terminal reading the folder meanwhile
+    # sees the old file or the new one, never one half written or not yet signed.
+    for c in {{ components }}; do mv -f "build/components.staging/$c.wasm" "build/components/$c.wasm"; done
+    rmdir build/components.staging
     # Publish them into the local default registry, so a machine installs the built-ins the
     # same way as any other component (`chitin install chitin/echo`). A rebuild replaces the
     # same version. What the build reports goes to stderr: `just run` hands its stdout to an
