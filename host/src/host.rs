@@ -49,7 +49,7 @@ struct ServedSet {
 /// What the call slots count.
 const CALLS: Counted = Counted {
     noun: "tool calls",
-    host_bound: "the engine's instance slots",
+    host_bound: "the policy's `[calls] max_running`, within the engine's instance slots",
     user_bound: "the policy's `[calls] max_running_per_user`",
 };
 
@@ -100,13 +100,7 @@ enum OnRefusal {
 impl Host {
     /// A host with no components yet, granting under `policy` from `services`.
     pub fn new(runtime: Runtime, policy: Policy, services: Arc<Services>) -> Self {
-        let call_bounds = Bounds {
-            host: runtime
-                .engine_report()
-                .instance_slots
-                .map_or(usize::MAX, |n| n as usize),
-            user: policy.calls.max_running_per_user,
-        };
+        let call_bounds = policy.calls.bounds(runtime.engine_report().instance_slots);
         Self {
             served: Arc::new(ServedSet {
                 call_slots: services.call_slots(),

@@ -136,21 +136,37 @@ impl Default for ProcessPolicy {
     }
 }
 
-/// How many tool calls run at once for one OAuth user: a call over the bound is refused as
+/// How many top-level tool calls run at once: a call over either bound is refused as
 /// `rate-limited`, never queued. Calls a tool invokes are part of their top-level call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CallPolicy {
-    /// The most top-level calls one OAuth user runs at once, through whichever applications
-    /// and connections (the operator's own calls are bounded by the engine's instance slots
-    /// only).
+    /// The most top-level calls the whole host runs at once, for every caller, the operator's
+    /// own included; the engine's instance slots bound it too.
+    pub max_running: usize,
+    /// Of them, the most one OAuth user runs at once, through whichever applications and
+    /// connections.
     pub max_running_per_user: usize,
 }
 
+impl CallPolicy {
+    /// The bounds the call slots keep on an engine with room for `instance_slots` calls
+    /// (`None`: unbounded by the engine).
+    pub fn bounds(&self, instance_slots: Option<u32>) -> Bounds {
+        let engine = instance_slots.map_or(usize::MAX, |n| n as usize);
+        Bounds {
+            host: self.max_running.min(engine),
+            user: self.max_running_per_user,
+        }
+    }
+}
+
 impl Default for CallPolicy {
-    /// 16: more than an agent runs side by side, and a small share of the engine's 1000 slots.
+    /// 1000 on the host, as many as the engine has room for; 16 for one OAuth user: more than
+    /// an agent runs side by side, and a small share of the host's.
     fn default() -> Self {
         Self {
+            max_running: 1000,
             max_running_per_user: 16,
         }
     }
@@ -366,8 +382,21 @@ impl Policy {
                     .to_owned(),
             );
         }
-        if self.calls.max_running_per_user == 0 {
-            return Err("calls.max_running_per_user must be greater than zero".to_owned());
+        let CallPolicy {
+            max_running: calls,
+            max_running_per_user: calls_per_user,
+        } = self.calls;
+        if calls == 0 || calls_per_user == 0 {
+            return Err(
+                "calls.max_running and calls.max_running_per_user must be greater than zero"
+                    .to_owned(),
+            );
+        }
+        if calls_per_user > calls {
+            return Err(format!(
+                "calls.max_running_per_user ({calls_per_user}) is above calls.max_running \
+                 ({calls}); one user's share must be within the host's"
+            ));
         }
         if max_running_per_user > max_running {
             return Err(format!(
@@ -671,6 +700,53 @@ mod tests {
         for (name, text) in PROFILES {
             let profile = Policy::parse(text, Path::new(name)).unwrap();
             assert_eq!(profile.processes, ProcessPolicy::default(), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_call_bounds_are_read_within_the_engine_and_nonsense_is_refused() {
+        let set = |host: &str, user: &str| {
+            DEFAULT_POLICY
+                .replace("max_running = 1000", &format!("max_running = {host}"))
+                .replace(
+                    "max_running_per_user = 16",
+                    &format!("max_running_per_user = {user}"),
+                )
+        };
+        let policy = Policy::parse(&set("40", "4"), Path::new("p")).unwrap();
+        assert_eq!(
+            policy.calls.bounds(Some(1000)),
+            Bounds { host: 40, user: 4 }
+        );
+        // The engine's slots bound the host whatever the policy says.
+        let policy = Policy::parse(&set("5000", "4"), Path::new("p")).unwrap();
+        assert_eq!(
+            policy.calls.bounds(Some(1000)),
+            Bounds {
+                host: 1000,
+                user: 4
+            }
+        );
+        assert_eq!(policy.calls.bounds(None).host, 5000);
+        for (host, user, says) in [
+            (
+                "0",
+                "1",
+                "calls.max_running and calls.max_running_per_user must be greater",
+            ),
+            ("5", "0", "must be greater than zero"),
+            (
+                "3",
+                "4",
+                "calls.max_running_per_user (4) is above calls.max_running (3)",
+            ),
+        ] {
+            let err = Policy::parse(&set(host, user), Path::new("p")).unwrap_err();
+            assert!(err.to_string().contains(says), "{host}/{user}: {err}");
+        }
+        for (name, text) in PROFILES {
+            let profile = Policy::parse(text, Path::new(name)).unwrap();
+            assert_eq!(profile.calls, CallPolicy::default(), "{name}");
         }
     }
 

@@ -1,4 +1,4 @@
-//! How many tool calls one OAuth user runs at once, through the host.
+//! How many tool calls the host, and one OAuth user on it, run at once.
 
 use crate::common;
 
@@ -58,11 +58,13 @@ fn holder(app: &str, user: &str) -> Consenter {
     }
 }
 
-#[tokio::test]
-async fn one_oauth_user_runs_only_so_many_calls_at_once() {
+/// `echo` served under the built-in policy with `max_running` calls on the host and
+/// `per_user` for one OAuth user, and a closed gate: an `echo` of "hold" waits at it for a
+/// person, a call held open without a process.
+async fn held_at_a_gate(max_running: usize, per_user: usize) -> (Arc<TestEnv>, Arc<Gate>) {
     let mut policy = Policy::builtin().expect("built-in policy");
-    policy.calls.max_running_per_user = 3;
-    // An `echo` of "hold" waits for a person: a call held open without a process.
+    policy.calls.max_running = max_running;
+    policy.calls.max_running_per_user = per_user;
     policy.approval.insert(
         0,
         ApprovalRule {
@@ -77,21 +79,38 @@ async fn one_oauth_user_runs_only_so_many_calls_at_once() {
         asked: AtomicUsize::new(0),
         open: Semaphore::new(0),
     });
-    let alice = holder("app", "alice");
-    let held: Vec<_> = (0..3)
+    (env, gate)
+}
+
+/// `n` calls of "hold" by `consenter`, once each waits at the gate.
+async fn hold(
+    env: &Arc<TestEnv>,
+    gate: &Arc<Gate>,
+    consenter: &Consenter,
+    n: usize,
+) -> Vec<tokio::task::JoinHandle<Result<Value, ToolError>>> {
+    let held = (0..n)
         .map(|_| {
-            let (env, gate, alice) = (env.clone(), gate.clone(), alice.clone());
-            tokio::spawn(async move { echo_as(&env, &gate, alice, "hold").await })
+            let (env, gate, consenter) = (env.clone(), gate.clone(), consenter.clone());
+            tokio::spawn(async move { echo_as(&env, &gate, consenter, "hold").await })
         })
         .collect();
     let deadline = Instant::now() + Duration::from_secs(15);
-    while gate.asked.load(Ordering::SeqCst) < 3 {
+    while gate.asked.load(Ordering::SeqCst) < n {
         assert!(
             Instant::now() < deadline,
-            "alice's calls were not all asked about"
+            "the held calls were not all asked about"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    held
+}
+
+#[tokio::test]
+async fn one_oauth_user_runs_only_so_many_calls_at_once() {
+    let (env, gate) = held_at_a_gate(1000, 3).await;
+    let alice = holder("app", "alice");
+    let held = hold(&env, &gate, &alice, 3).await;
     // Her fourth, through this application or another of her own, is refused at once...
     for (how, consenter) in [
         ("again", alice.clone()),
@@ -126,5 +145,39 @@ async fn one_oauth_user_runs_only_so_many_calls_at_once() {
     let out = echo_as(&env, &gate, alice, "hi")
         .await
         .expect("alice's slots came back");
+    assert_eq!(out["message"], "hi");
+}
+
+#[tokio::test]
+async fn the_policy_bounds_the_calls_the_whole_host_runs_at_once() {
+    let (env, gate) = held_at_a_gate(2, 2).await;
+    // The operator's own calls (a terminal, stdio, the bearer token) hold the host's two.
+    let held = hold(&env, &gate, &Consenter::Operator, 2).await;
+    for (who, consenter) in [
+        ("the operator", Consenter::Operator),
+        ("alice", holder("app", "alice")),
+    ] {
+        match echo_as(&env, &gate, consenter, "hi").await {
+            Err(ToolError::RateLimited(why)) => assert!(
+                why.contains("2 tool calls are already running on this host")
+                    && why.contains("`[calls] max_running`"),
+                "{who}: {why}"
+            ),
+            other => panic!("{who}'s third call on the host was not refused: {other:?}"),
+        }
+    }
+    assert_eq!(
+        gate.asked.load(Ordering::SeqCst),
+        2,
+        "a refused call was asked about"
+    );
+    gate.open.add_permits(2);
+    for call in held {
+        let out = call.await.expect("join").expect("a held call");
+        assert_eq!(out["message"], "hold");
+    }
+    let out = echo_as(&env, &gate, holder("app", "alice"), "hi")
+        .await
+        .expect("the host's slots came back");
     assert_eq!(out["message"], "hi");
 }

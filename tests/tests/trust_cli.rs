@@ -232,7 +232,9 @@ fn policy_explain_names_the_deciding_rule() {
     assert!(text.contains("protected:   yes"), "{text}");
     assert!(text.contains("none beyond the WASI base"), "{text}");
     assert!(
-        text.contains("at once:     16 calls of one OAuth user ([calls])\n"),
+        text.contains(
+            "at once:     1000 calls on the host, 16 of them for one OAuth user ([calls])\n"
+        ),
         "{text}"
     );
     let out = run_in(dir.path(), &["policy", "explain", "shell"]);
@@ -240,7 +242,7 @@ fn policy_explain_names_the_deciding_rule() {
     let text = stdout(&out);
     assert!(
         text.contains(
-            "at once:     16 calls of one OAuth user ([calls]); its processes 5 on the host, 2 \
+            "at once:     1000 calls on the host, 16 of them for one OAuth user ([calls]); its processes 5 on the host, 2 \
              of them for one OAuth user ([processes])"
         ),
         "{text}"

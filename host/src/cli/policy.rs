@@ -103,7 +103,11 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         )
     });
     outln!(
-        "at once:     {} calls of one OAuth user ([calls]){}",
+        "at once:     {} calls on the host, {} of them for one OAuth user ([calls]){}",
+        policy
+            .calls
+            .bounds(host.runtime().engine_report().instance_slots)
+            .host,
         policy.calls.max_running_per_user,
         processes.unwrap_or_default()
     );
