@@ -1,6 +1,6 @@
 //! The workspace check: the directory tools may reach never holds chitin's own state (data
-//! directory, trust store, policy file, signing keys), and is never `/` or the home directory
-//! itself. A tool granted the workspace could otherwise rewrite the trust store or the compile
+//! directory, trust store, policy file, signing keys), lies inside none of it, and is never `/`,
+//! the home directory or a directory holding it. A tool granted the workspace could otherwise rewrite the trust store or the compile
 //! cache, or read `/etc/shadow`.
 
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ pub enum WorkspaceError {
         /// Why it cannot be resolved.
         cause: std::io::Error,
     },
-    /// `/` or the home directory was named as the workspace.
+    /// `/`, the home directory or a directory holding it was named as the workspace.
     #[error(
         "the workspace {workspace} is {what}: every tool granted files or processes would reach \
          all of it; pass --workspace DIR (or set CHITIN_WORKSPACE) naming the project directory \
@@ -25,8 +25,8 @@ pub enum WorkspaceError {
     TooWide {
         /// The workspace, canonical.
         workspace: PathBuf,
-        /// `/` or the home directory.
-        what: &'static str,
+        /// `/`, the home directory or a directory holding it.
+        what: String,
     },
     /// No workspace was given, and the current directory is `/` or the home directory (where
     /// desktop MCP clients start servers).
@@ -39,8 +39,8 @@ pub enum WorkspaceError {
     DefaultTooWide {
         /// The current directory, canonical.
         workspace: PathBuf,
-        /// `/` or the home directory.
-        what: &'static str,
+        /// `/`, the home directory or a directory holding it.
+        what: String,
     },
     /// The workspace contains part of chitin's own state.
     #[error(
@@ -58,6 +58,19 @@ pub enum WorkspaceError {
         /// The option that moves it.
         fix: &'static str,
     },
+    /// The workspace lies inside part of chitin's own state.
+    #[error(
+        "the workspace {workspace} lies inside chitin's {what} {path}, which tools must never \
+         reach; pass --workspace DIR naming a directory outside it"
+    )]
+    InsideState {
+        /// The workspace, canonical.
+        workspace: PathBuf,
+        /// Which state.
+        what: &'static str,
+        /// Where it is.
+        path: PathBuf,
+    },
 }
 
 /// One piece of chitin's state, and the option that moves it elsewhere.
@@ -71,9 +84,10 @@ pub struct StatePath<'a> {
     pub fix: &'static str,
 }
 
-/// Resolve `workspace` (canonical) and refuse it when it is `/`, the home directory, or holds
-/// any of `state`. `defaulted` says the workspace is the current directory because none was
-/// given, so the refusal explains how to give one.
+/// Resolve `workspace` (canonical) and refuse it when it is `/`, holds a home directory of the
+/// user chitin runs as ([`homes`]), holds any of `state` or lies inside it. `defaulted` says the
+/// workspace is the current directory because none was given, so the refusal explains how to
+/// give one.
 pub fn resolve(
     workspace: &Path,
     defaulted: bool,
@@ -85,15 +99,7 @@ pub fn resolve(
             path: workspace.to_owned(),
             cause,
         })?;
-    let home = dirs::home_dir().map(|h| canonical_or_self(&h));
-    let what = if canonical.parent().is_none() {
-        Some("the root directory /")
-    } else if home.as_deref() == Some(canonical.as_path()) {
-        Some("the home directory")
-    } else {
-        None
-    };
-    if let Some(what) = what {
+    if let Some(what) = too_wide(&canonical, &homes()) {
         return Err(if defaulted {
             WorkspaceError::DefaultTooWide {
                 workspace: canonical,
@@ -116,8 +122,45 @@ pub fn resolve(
                 fix: s.fix,
             });
         }
+        if canonical.starts_with(&path) {
+            return Err(WorkspaceError::InsideState {
+                workspace: canonical,
+                what: s.what,
+                path,
+            });
+        }
     }
     Ok(canonical)
+}
+
+/// What makes `canonical` too wide a workspace: it is `/` or holds one of `homes`.
+fn too_wide(canonical: &Path, homes: &[PathBuf]) -> Option<String> {
+    if canonical.parent().is_none() {
+        return Some("the root directory /".to_owned());
+    }
+    let home = homes.iter().find(|home| home.starts_with(canonical))?;
+    Some(if home == canonical {
+        "the home directory".to_owned()
+    } else {
+        format!("a directory holding the home directory {}", home.display())
+    })
+}
+
+/// The home directories of the user chitin runs as, canonical: `$HOME`, and the account's own
+/// from the user database, which a changed `HOME` does not hide.
+pub fn homes() -> Vec<PathBuf> {
+    let account = nix::unistd::User::from_uid(nix::unistd::Uid::current())
+        .ok()
+        .flatten()
+        .map(|user| user.dir);
+    let mut homes: Vec<PathBuf> = dirs::home_dir()
+        .into_iter()
+        .chain(account)
+        .filter(|home| home.is_absolute())
+        .map(|home| canonical_or_self(&home))
+        .collect();
+    homes.dedup();
+    homes
 }
 
 /// `path` with symlinks resolved as far as it exists: a file not created yet is placed by its
@@ -175,6 +218,42 @@ mod tests {
             &data(&root.path().join("data")),
         );
         assert_eq!(got.unwrap(), root.path().join("ws").canonicalize().unwrap());
+    }
+
+    #[test]
+    fn a_workspace_inside_the_data_directory_is_refused_naming_it() {
+        let data_dir = tempfile::tempdir().unwrap();
+        let inside = data_dir.path().join("registry");
+        std::fs::create_dir(&inside).unwrap();
+        let err = resolve(&inside, false, &data(data_dir.path())).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, WorkspaceError::InsideState { .. }), "{text}");
+        assert!(
+            text.contains("lies inside chitin's data directory"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_home_and_every_directory_holding_it_are_too_wide() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        let home = root.join("home/alice");
+        std::fs::create_dir_all(home.join("project")).unwrap();
+        let homes = [PathBuf::from("/nonexistent/chitin-home"), home.clone()];
+        assert_eq!(
+            too_wide(&home, &homes).as_deref(),
+            Some("the home directory")
+        );
+        for holder in [root.join("home"), root.clone()] {
+            let what = too_wide(&holder, &homes).expect("a directory holding a home");
+            assert!(
+                what.contains("holding the home directory") && what.contains("home/alice"),
+                "{what}"
+            );
+        }
+        assert_eq!(too_wide(&home.join("project"), &homes), None);
+        assert_eq!(too_wide(&root.join("home2"), &homes), None);
     }
 
     #[test]

@@ -150,3 +150,35 @@ fn the_readme_config_as_written_starts_from_the_root() {
         "{err}"
     );
 }
+
+/// The account's home directory, as the user database has it (`HOME` aside).
+fn account_home() -> PathBuf {
+    let out = Command::new("sh")
+        .args(["-c", "getent passwd \"$(id -u)\" | cut -d: -f6"])
+        .output()
+        .expect("getent");
+    PathBuf::from(String::from_utf8(out.stdout).expect("utf-8").trim())
+}
+
+#[test]
+fn the_readme_config_naming_a_directory_holding_a_home_is_refused_whatever_home_says() {
+    let (root, home, _) = dirs();
+    let account = account_home();
+    assert!(account.is_dir(), "the account's home {account:?}");
+    // A parent of `$HOME`, and the account's own home with `HOME` pointed elsewhere: either
+    // would hand every tool the user's dotfiles, keys and the default data directory.
+    for (ws, names) in [(root.path(), &home), (account.as_path(), &account)] {
+        let out = start(Path::new("/"), &home, None, Some(ws));
+        let err = stderr(&out);
+        assert_eq!(code(&out), 1, "{}: {err}", ws.display());
+        let names = names.canonicalize().expect("canonical");
+        assert!(
+            err.contains("the home directory") && err.contains("pass --workspace DIR"),
+            "{err}"
+        );
+        assert!(
+            ws == account || err.contains(&names.display().to_string()),
+            "{err}"
+        );
+    }
+}

@@ -511,8 +511,9 @@ fn check_workspace(workspace: &Path, data_dir: &Path) -> Result<(), ProcessGrant
     if data_dir.starts_with(workspace) {
         return Err(too_wide("chitin's data directory", &data_dir));
     }
-    if let Some(home) = dirs::home_dir().and_then(|h| h.canonicalize().ok())
-        && home.starts_with(workspace)
+    if let Some(home) = crate::workspace::homes()
+        .into_iter()
+        .find(|home| home.starts_with(workspace))
     {
         return Err(too_wide("the home directory", &home));
     }
