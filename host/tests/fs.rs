@@ -201,6 +201,50 @@ async fn a_file_symlink_out_of_the_workspace_is_refused() {
 }
 
 #[tokio::test]
+async fn a_hard_link_to_a_file_outside_is_never_written_through() {
+    // As uv links its cache into `.venv`: a name inside the workspace for a file outside it.
+    let s = Setup::new().await;
+    std::fs::hard_link(s.outside.join("secret.txt"), s.ws().join("linked.txt")).expect("hard link");
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"path": "linked.txt", "content": "pwned"}),
+        ),
+        (
+            "apply_patch",
+            json!({"path": "linked.txt", "old_string": "TOP", "new_string": "pwned"}),
+        ),
+    ] {
+        let e = s.err(tool, args).await;
+        assert!(
+            matches!(e, ToolError::PermissionDenied(_)) && e.to_string().contains("hard link"),
+            "{tool}: {e}"
+        );
+    }
+    s.outside_untouched();
+    // Nothing was truncated before the refusal, and the file is still there to read.
+    let out = s.ok("read_file", json!({"path": "linked.txt"})).await;
+    assert_eq!(out["content"], "TOP SECRET\n");
+    // Once the shared name is removed, a write makes a file of the workspace's own.
+    std::fs::remove_file(s.ws().join("linked.txt")).expect("unlink");
+    s.ok(
+        "write_file",
+        json!({"path": "linked.txt", "content": "mine"}),
+    )
+    .await;
+    s.ok(
+        "write_file",
+        json!({"path": "linked.txt", "content": "mine, again"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(s.ws().join("linked.txt")).expect("read"),
+        "mine, again"
+    );
+    s.outside_untouched();
+}
+
+#[tokio::test]
 async fn a_directory_symlink_out_of_the_workspace_is_refused() {
     let s = Setup::new().await;
     std::os::unix::fs::symlink(&s.outside, s.ws().join("door")).expect("symlink");

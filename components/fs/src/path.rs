@@ -83,6 +83,11 @@ impl RelPath {
         }
     }
 
+    /// The path's components, in order.
+    pub fn parts(&self) -> &[String] {
+        &self.parts
+    }
+
     /// Whether this is the workspace root.
     pub fn is_root(&self) -> bool {
         self.parts.is_empty()

@@ -115,6 +115,77 @@ fn protected_files_are_refused_for_write_and_patch() {
 }
 
 #[test]
+fn protected_files_are_refused_through_symlinks_inside_the_workspace() {
+    let ws = Ws::new();
+    ws.put("IDENTITY.md", "orig");
+    ws.put("daily/today.md", "notes");
+    let root = ws.dir.path();
+    std::os::unix::fs::symlink("IDENTITY.md", root.join("notes.md")).unwrap();
+    std::os::unix::fs::symlink("daily", root.join("dl")).unwrap();
+    fs::create_dir(root.join("sub")).unwrap();
+    std::os::unix::fs::symlink("../notes.md", root.join("sub/chain.md")).unwrap();
+    std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"path": "notes.md", "content": "PWNED"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "sub/chain.md", "content": "PWNED"}),
+        ),
+        ("write_file", json!({"path": "dl/new.md", "content": "x"})),
+        (
+            "apply_patch",
+            json!({"path": "dl/today.md", "old_string": "notes", "new_string": "P"}),
+        ),
+        (
+            "apply_patch",
+            json!({"path": "notes.md", "old_string": "orig", "new_string": "P"}),
+        ),
+        ("write_file", json!({"path": "loop", "content": "x"})),
+    ] {
+        let err = ws.call(tool, args.clone()).unwrap_err();
+        assert!(
+            matches!(err, ToolError::PermissionDenied(_)),
+            "{tool} {args}: {err}"
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(root.join("IDENTITY.md")).unwrap(),
+        "orig"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join("daily/today.md")).unwrap(),
+        "notes"
+    );
+    assert!(!root.join("daily/new.md").exists());
+    // A link to an ordinary file is written through, as before.
+    ws.put("plain.md", "a");
+    std::os::unix::fs::symlink("plain.md", root.join("alias.md")).unwrap();
+    ws.ok("write_file", json!({"path": "alias.md", "content": "b"}));
+    assert_eq!(fs::read_to_string(root.join("plain.md")).unwrap(), "b");
+}
+
+#[test]
+fn a_file_with_other_names_is_not_written_in_place() {
+    let ws = Ws::new();
+    ws.put("one.txt", "shared");
+    fs::hard_link(ws.dir.path().join("one.txt"), ws.dir.path().join("two.txt")).unwrap();
+    let err = ws
+        .call("write_file", json!({"path": "two.txt", "content": "x"}))
+        .unwrap_err();
+    assert!(
+        matches!(err, ToolError::PermissionDenied(_)) && err.to_string().contains("hard links"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_to_string(ws.dir.path().join("one.txt")).unwrap(),
+        "shared"
+    );
+}
+
+#[test]
 fn apply_patch_counts_matches() {
     let ws = Ws::new();
     ws.put("f.rs", "let a = 1;\nlet a = 1;\n");

@@ -21,10 +21,10 @@ pub struct RawEntry {
 }
 
 #[cfg(target_os = "wasi")]
-pub use wasi::{Dir, read};
+pub use wasi::{Dir, links, read};
 
 #[cfg(not(target_os = "wasi"))]
-pub use native::{Dir, read};
+pub use native::{Dir, links, read};
 
 #[cfg(target_os = "wasi")]
 mod wasi {
@@ -144,6 +144,14 @@ mod wasi {
         }
     }
 
+    /// How many names (hard links) the file at `path` has, symlinks followed.
+    pub fn links(path: &Path) -> io::Result<u64> {
+        let (base, rest) = locate(path)?;
+        base.stat_at(PathFlags::SYMLINK_FOLLOW, &rest)
+            .map(|stat| stat.link_count)
+            .map_err(io_error)
+    }
+
     /// The preopen holding `path` (the longest whose guest path is a whole-component prefix, as
     /// wasi-libc picks one) and the rest of the path relative to it.
     fn locate(path: &Path) -> io::Result<(Descriptor, String)> {
@@ -196,6 +204,12 @@ mod native {
     use std::fs;
     use std::io;
     use std::path::{Path, PathBuf};
+
+    /// How many names (hard links) the file at `path` has, symlinks followed.
+    pub fn links(path: &Path) -> io::Result<u64> {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(path).map(|m| m.nlink())
+    }
 
     use super::RawEntry;
     use crate::walk::Kind;

@@ -34,6 +34,7 @@ pub struct WriteOutput {
 pub fn write_file(ws: &Workspace, args: WriteArgs) -> Result<WriteOutput, ToolError> {
     let path = RelPath::parse(&args.path)?;
     path.check_writable()?;
+    written(&path, &ws.root)?.check_writable()?;
     check_size(&path, args.content.len())?;
     let target = path.under(&ws.root);
     if let Some(parent) = target.parent() {
@@ -49,6 +50,7 @@ pub fn write_file(ws: &Workspace, args: WriteArgs) -> Result<WriteOutput, ToolEr
         })?;
     }
     let created = fs::symlink_metadata(&target).is_err();
+    check_unshared(&path, &target)?;
     fs::write(&target, &args.content).map_err(|e| error(&path, "write", e))?;
     Ok(WriteOutput {
         path: path.display(),
@@ -85,7 +87,9 @@ pub struct PatchOutput {
 pub fn apply_patch(ws: &Workspace, args: PatchArgs) -> Result<PatchOutput, ToolError> {
     let path = RelPath::parse(&args.path)?;
     path.check_writable()?;
+    written(&path, &ws.root)?.check_writable()?;
     let target = path.under(&ws.root);
+    check_unshared(&path, &target)?;
     let text = fs::read_to_string(&target).map_err(|e| error(&path, "read", e))?;
     let patched = patch_text(&text, &args.old_string, &args.new_string, args.replace_all)
         .map_err(|e| ToolError::invalid_args(format!("`{}`: {e}", path.display())))?;
@@ -96,6 +100,72 @@ pub fn apply_patch(ws: &Workspace, args: PatchArgs) -> Result<PatchOutput, ToolE
         replacements: patched.count as u64,
         bytes: patched.text.len() as u64,
     })
+}
+
+/// Most symlinks followed in one path (Linux's `MAXSYMLINKS`).
+const MAX_SYMLINKS: usize = 40;
+
+/// The path a write to `path` changes: the symlinks in it followed, as far as it exists, so a
+/// link cannot make a protected file writable under another name. A link that leads out of the
+/// workspace (which the host's preopen refuses as well) is refused here.
+fn written(path: &RelPath, root: &std::path::Path) -> Result<RelPath, ToolError> {
+    let out = || {
+        ToolError::permission_denied(format!(
+            "`{}` leads through a symlink out of the workspace, or through too many",
+            path.display()
+        ))
+    };
+    let mut current = path.clone();
+    for _ in 0..MAX_SYMLINKS {
+        let parts = current.parts();
+        let mut followed = None;
+        for end in 1..=parts.len() {
+            let on_disk = parts[..end]
+                .iter()
+                .fold(root.to_path_buf(), |p, n| p.join(n));
+            match fs::symlink_metadata(&on_disk) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    let target = fs::read_link(&on_disk).map_err(|e| error(path, "read", e))?;
+                    let target = target.to_str().ok_or_else(out)?;
+                    if target.starts_with('/') {
+                        return Err(out());
+                    }
+                    let joined = parts[..end - 1]
+                        .iter()
+                        .map(String::as_str)
+                        .chain([target])
+                        .chain(parts[end..].iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join("/");
+                    followed = Some(RelPath::parse(&joined).map_err(|_| out())?);
+                    break;
+                }
+                Ok(_) => {}
+                // Not there yet: the rest of the path is only a name.
+                Err(_) => break,
+            }
+        }
+        match followed {
+            Some(next) => current = next,
+            None => return Ok(current),
+        }
+    }
+    Err(out())
+}
+
+/// Refuses a file that other names share (hard links), which may lie outside the workspace: a
+/// write would change the file under all of them. The host refuses such a write as well; this
+/// says why.
+fn check_unshared(path: &RelPath, target: &std::path::Path) -> Result<(), ToolError> {
+    match crate::tree::links(target) {
+        Ok(names) if names > 1 => Err(ToolError::permission_denied(format!(
+            "`{}` is one of {names} names (hard links) of one file, and the others may lie \
+             outside the workspace; file tools never change a file other names share (write \
+             a new file instead, or have the link broken outside chitin)",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The result of a patch on text.

@@ -35,7 +35,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::runtime::spawn_blocking;
 
-use super::FILESYSTEM_TYPES;
+use super::{FILESYSTEM_TYPES, shared_inodes};
 
 /// The function replaced.
 pub(super) const OPEN_AT: &str = "[method]descriptor.open-at";
@@ -60,38 +60,43 @@ pub fn add_to_linker<T: WasiFilesystemView + 'static>(l: &mut Linker<T>) -> wasm
             )| {
                 Box::new(async move {
                     let mut view = store.data_mut().filesystem();
-                    if let Some(opened) = dir_of(view.table, &fd)
+                    let held = shared_inodes::hold_back(oflags, flags);
+                    let (oflags, flags) = (held.oflags, held.flags);
+                    let opened = if let Some(opened) = dir_of(view.table, &fd)
                         .and_then(|dir| from_cache(dir, path_flags, &path, oflags, flags))
                     {
-                        let pushed: Result<Resource<Descriptor>, ErrorCode> =
-                            Ok(view.table.push(opened)?);
-                        return Ok((pushed,));
-                    }
-                    let pooled = match dir_of(view.table, &fd) {
-                        Some(dir) => without_waiting(dir, path_flags, &path, oflags, flags).await,
-                        None => None,
+                        view.table.push(opened)?
+                    } else {
+                        let pooled = match dir_of(view.table, &fd) {
+                            Some(dir) => {
+                                without_waiting(dir, path_flags, &path, oflags, flags).await
+                            }
+                            None => None,
+                        };
+                        match pooled {
+                            Some(Ok(opened)) => view.table.push(opened)?,
+                            Some(Err(Refused::Code(code))) => return Ok((Err(code),)),
+                            Some(Err(Refused::Io(e))) => {
+                                return Ok((Err(view.convert_error_code(FsError::from(e))?),));
+                            }
+                            None => match HostDescriptor::open_at(
+                                &mut view, fd, path_flags, path, oflags, flags,
+                            )
+                            .await
+                            {
+                                Ok(opened) => opened,
+                                Err(error) => return Ok((Err(view.convert_error_code(error)?),)),
+                            },
+                        }
                     };
-                    match pooled {
-                        Some(Ok(opened)) => {
-                            let pushed: Result<Resource<Descriptor>, ErrorCode> =
-                                Ok(view.table.push(opened)?);
-                            return Ok((pushed,));
-                        }
-                        Some(Err(Refused::Code(code))) => return Ok((Err(code),)),
-                        Some(Err(Refused::Io(e))) => {
-                            return Ok((Err(view.convert_error_code(FsError::from(e))?),));
-                        }
-                        None => {}
-                    }
-                    let opened = match HostDescriptor::open_at(
-                        &mut view, fd, path_flags, path, oflags, flags,
-                    )
-                    .await
-                    {
+                    let settled = match shared_inodes::settle(view.table, opened, &held).await {
                         Ok(opened) => Ok(opened),
-                        Err(error) => Err(view.convert_error_code(error)?),
+                        Err(shared_inodes::Refused::Code(code)) => Err(code),
+                        Err(shared_inodes::Refused::Io(e)) => {
+                            Err(view.convert_error_code(FsError::from(e))?)
+                        }
                     };
-                    Ok((opened,))
+                    Ok((settled,))
                 })
             },
         )

@@ -18,6 +18,7 @@ use wasmtime_wasi::{WasiCtxBuilder, WasiView};
 mod cached_open;
 mod cached_read;
 mod cached_stat;
+mod shared_inodes;
 pub mod stdio;
 
 use crate::call_log::{LogSource, SharedLog};
