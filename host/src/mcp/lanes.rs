@@ -111,6 +111,7 @@ where
     let peers = Peers {
         open: Arc::default(),
         most: per_peer.get(),
+        room: connection_room(),
     };
     let (stop, acceptor_ended) = (accepting, all_ended.clone());
     // Once it stops, the lanes' channels close; that tells a lane nothing, its future ends on
@@ -152,12 +153,65 @@ struct Lane {
 /// A connection on its way to a lane, with its peer and the peer's slot it holds.
 type Accepted = (std::net::TcpStream, SocketAddr, PeerSlot);
 
-/// Open connections by client ([`PeerClient`]), and the most one may hold: without a bound one
-/// peer opening connections and sending nothing takes every file descriptor of the process, and
-/// then no client is accepted and no tool can open a file.
+/// Open connections by client ([`PeerClient`]), the most one may hold, and the most all may:
+/// without a bound one peer opening connections and sending nothing takes every file descriptor
+/// of the process, and then no client is accepted and no tool can open a file; without the
+/// second, many peers (addresses, users) together do.
 struct Peers {
-    open: Arc<Mutex<HashMap<PeerClient, usize>>>,
+    open: Arc<Mutex<Open>>,
     most: usize,
+    room: usize,
+}
+
+/// The connections open, by client and in all.
+#[derive(Default)]
+struct Open {
+    by_client: HashMap<PeerClient, usize>,
+    total: usize,
+}
+
+/// Why a connection was not taken.
+enum Full {
+    /// Its client holds `most` already.
+    Client,
+    /// The server holds `room` already.
+    Server,
+}
+
+/// File descriptors kept for everything but connections: tool calls' files, the database,
+/// components, the compile cache, processes' pipes.
+const RESERVED_FDS: u64 = 256;
+
+/// The fewest connections the server takes in all, however low the open-files limit.
+const LEAST_ROOM: u64 = 64;
+
+/// Raise this process's open-files limit to its hard limit (a service's soft one is often 1024)
+/// and return how many connections fit in it beside [`RESERVED_FDS`].
+pub fn connection_room() -> usize {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    // Unlimited (`None`) is taken as a large finite number: the kernel's own `nr_open` bounds it.
+    let hard = limit.maximum.unwrap_or(1 << 20);
+    let soft = match setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(hard),
+            maximum: limit.maximum,
+        },
+    ) {
+        Ok(()) => hard,
+        Err(_) => limit.current.unwrap_or(hard),
+    };
+    let room = soft.saturating_sub(RESERVED_FDS).max(LEAST_ROOM);
+    usize::try_from(room).unwrap_or(usize::MAX)
+}
+
+/// What the server says when it holds `room` connections before it closes the next.
+fn server_full(room: usize) -> String {
+    http_503(&format!(
+        "this server holds as many open connections as it keeps file descriptors for ({room}); \
+         retry shortly, or raise its open-files limit (ulimit -n)\n"
+    ))
 }
 
 /// What a client over its bound of `most` connections is told before its connection is closed.
@@ -167,6 +221,11 @@ fn too_many_connections(client: PeerClient, most: usize) -> String {
          one /64 for IPv6, and one user on this machine): close idle ones, or start the server \
          with a higher --max-connections-per-client\n"
     );
+    http_503(&body)
+}
+
+/// A whole 503 response saying `body`.
+fn http_503(body: &str) -> String {
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\nconnection: close\r\n\
          content-length: {}\r\n\r\n{body}",
@@ -175,15 +234,19 @@ fn too_many_connections(client: PeerClient, most: usize) -> String {
 }
 
 impl Peers {
-    /// A slot for one more connection of `peer`, unless it holds the most already.
-    fn take(&self, peer: PeerClient) -> Option<PeerSlot> {
+    /// A slot for one more connection of `peer`, unless it or the server holds the most
+    /// already.
+    fn take(&self, peer: PeerClient) -> Result<PeerSlot, Full> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = open.entry(peer).or_default();
-        if *count >= self.most {
-            return None;
+        if open.by_client.get(&peer).copied().unwrap_or(0) >= self.most {
+            return Err(Full::Client);
         }
-        *count += 1;
-        Some(PeerSlot {
+        if open.total >= self.room {
+            return Err(Full::Server);
+        }
+        *open.by_client.entry(peer).or_default() += 1;
+        open.total += 1;
+        Ok(PeerSlot {
             open: self.open.clone(),
             peer,
         })
@@ -192,17 +255,18 @@ impl Peers {
 
 /// One open connection of a peer, counted until it is dropped.
 struct PeerSlot {
-    open: Arc<Mutex<HashMap<PeerClient, usize>>>,
+    open: Arc<Mutex<Open>>,
     peer: PeerClient,
 }
 
 impl Drop for PeerSlot {
     fn drop(&mut self) {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&self.peer) {
+        open.total = open.total.saturating_sub(1);
+        if let Some(count) = open.by_client.get_mut(&self.peer) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                open.remove(&self.peer);
+                open.by_client.remove(&self.peer);
             }
         }
     }
@@ -238,11 +302,19 @@ async fn accept(
             .ok()
             .and_then(|local| owners.owner(peer, local));
         let client = PeerClient::of(peer.ip()).owned_by(owner);
-        let Some(slot) = peers.take(client) else {
+        let slot = match peers.take(client) {
+            Ok(slot) => slot,
             // Best effort: the socket's send buffer is empty, and the peer is not waited for.
-            let _ = stream.try_write(too_many_connections(client, peers.most).as_bytes());
-            tracing::debug!(%peer, %client, "too many open connections from this client; closed");
-            continue;
+            Err(Full::Client) => {
+                let _ = stream.try_write(too_many_connections(client, peers.most).as_bytes());
+                tracing::debug!(%peer, %client, "too many open connections from this client; closed");
+                continue;
+            }
+            Err(Full::Server) => {
+                let _ = stream.try_write(server_full(peers.room).as_bytes());
+                tracing::warn!(%peer, %client, room = peers.room, "as many open connections as the server keeps room for; closed");
+                continue;
+            }
         };
         // A lane registers the socket with its own runtime; out of this one it goes first.
         let stream = match stream.into_std() {
@@ -496,27 +568,66 @@ mod tests {
         );
     }
 
+    fn at(s: &str) -> PeerClient {
+        PeerClient::of(s.parse().expect("an address"))
+    }
+
     #[test]
     fn one_ipv6_64_holds_one_clients_connections() {
         let peers = Peers {
             open: Arc::default(),
             most: 1,
+            room: 100,
         };
-        let at = |s: &str| PeerClient::of(s.parse().expect("an address"));
         let held = peers
             .take(at("2001:db8:0:1::1"))
+            .ok()
             .expect("the first is taken");
         assert!(
-            peers.take(at("2001:db8:0:1::2")).is_none(),
+            matches!(peers.take(at("2001:db8:0:1::2")), Err(Full::Client)),
             "another address of the same /64 is the same client"
         );
         let other = peers.take(at("2001:db8:0:2::1"));
-        assert!(other.is_some(), "the next /64 is another client");
+        assert!(other.is_ok(), "the next /64 is another client");
         drop(held);
         assert!(
-            peers.take(at("2001:db8:0:1:ffff::9")).is_some(),
+            peers.take(at("2001:db8:0:1:ffff::9")).is_ok(),
             "a closed connection gives its slot back"
         );
+    }
+
+    #[test]
+    fn many_clients_together_hold_no_more_than_the_servers_room() {
+        let peers = Peers {
+            open: Arc::default(),
+            most: 2,
+            room: 3,
+        };
+        let held: Vec<_> = ["192.0.2.1", "192.0.2.2", "192.0.2.3"]
+            .map(|a| peers.take(at(a)).ok().expect("room for three"))
+            .into();
+        assert!(
+            matches!(peers.take(at("192.0.2.4")), Err(Full::Server)),
+            "a fourth client finds the server full"
+        );
+        assert!(server_full(3).contains("file descriptors for (3)"));
+        drop(held);
+        assert!(
+            peers.take(at("192.0.2.4")).is_ok(),
+            "closed ones give room back"
+        );
+    }
+
+    #[test]
+    fn the_open_files_limit_is_raised_and_leaves_room_beside_the_reserve() {
+        let room = connection_room() as u64;
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        assert_eq!(
+            limit.current, limit.maximum,
+            "the soft limit is raised to the hard one"
+        );
+        let soft = limit.current.unwrap_or(1 << 20);
+        assert_eq!(room, soft.saturating_sub(RESERVED_FDS).max(LEAST_ROOM));
     }
 
     /// `count` lanes that greet each connection with `greeting` and hold it open (so a lane
@@ -595,10 +706,11 @@ mod tests {
             .expect("served");
     }
 
-    /// A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses: each is still the
-    /// IPv4 client it maps, and not all of them one /64.
+    /// A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses, and any local
+    /// process may bind any loopback address: each is still this machine, one client for its
+    /// user, so a second address is no way around the bound.
     #[tokio::test]
-    async fn a_dual_stack_listener_counts_each_ipv4_peer_apart() {
+    async fn every_loopback_address_is_one_client_for_its_user() {
         let listener = TcpListener::bind("[::ffff:127.0.0.1]:0")
             .await
             .expect("bind an IPv6 socket to a mapped loopback address");
@@ -613,15 +725,15 @@ mod tests {
         };
         let (_held, first) = told(from("127.0.0.2"), port).await;
         assert_eq!(first, "served\n");
-        let (_, refused) = told(from("127.0.0.2"), port).await;
-        assert!(
-            refused.starts_with("HTTP/1.1 503")
-                && refused.contains("from 127.0.0.2")
-                && refused.contains("(at most 1 from one client"),
-            "the same IPv4 peer is refused its second connection, by its own address: {refused:?}"
-        );
-        let (_, other) = told(from("127.0.0.3"), port).await;
-        assert_eq!(other, "served\n", "another IPv4 peer is another client");
+        for again in ["127.0.0.2", "127.0.0.3", "127.0.0.1"] {
+            let (_, refused) = told(from(again), port).await;
+            assert!(
+                refused.starts_with("HTTP/1.1 503")
+                    && refused.contains("from this machine")
+                    && refused.contains("(at most 1 from one client"),
+                "a second connection of this user from {again} is refused: {refused:?}"
+            );
+        }
         ended(accepting, server).await;
     }
 
@@ -638,7 +750,7 @@ mod tests {
         assert_eq!(first, "served\n");
         let (_, refused) = told(tokio::net::TcpSocket::new_v4().expect("socket"), port).await;
         assert!(
-            refused.contains(&format!("from 127.0.0.1 (uid {me}) (at most 1 ")),
+            refused.contains(&format!("from this machine (uid {me}) (at most 1 ")),
             "this user's second connection is refused, naming the user: {refused:?}"
         );
         if me == 0 {

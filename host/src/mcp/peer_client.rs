@@ -8,13 +8,18 @@
 //!   nothing. Such a peer is counted by its /64, the smallest prefix an end site is given
 //!   (RFC 6177). Link-local peers all share `fe80::/64`, so the bounds hold for the link as a
 //!   whole: a neighbour may pick any link-local address too.
-//! - A peer on this machine is also counted by the user owning its socket
-//!   ([`crate::mcp::local_peer`]): every local process reaches a loopback listener from the same
-//!   address, and counted by address alone another user could spend the bounds of the user whose
-//!   agent calls in, with no token at all.
+//! - A peer on this machine is one client for each user owning a socket
+//!   ([`crate::mcp::local_peer`]), whichever address it connects from: every loopback address
+//!   (all of `127.0.0.0/8`, and `::1`) is this machine's, and any local process may bind any of
+//!   them, so counted by address a local user would be a new client at each. Counted by address
+//!   alone, another user could spend the bounds of the user whose agent calls in, with no token
+//!   at all.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// The network every peer on this machine is counted in.
+const THIS_MACHINE: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// Bits of an IPv6 address that name the client's network.
 pub const IPV6_CLIENT_PREFIX: u32 = 64;
@@ -31,11 +36,11 @@ impl PeerClient {
     /// The client a peer at address `peer` is counted as, its owner not known.
     pub fn of(peer: IpAddr) -> Self {
         let net = match peer {
+            IpAddr::V4(v4) if v4.is_loopback() => THIS_MACHINE,
             IpAddr::V4(_) => peer,
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => IpAddr::V4(v4),
-                // The loopback address is one host, and no other address shares its /64.
-                None if v6.is_loopback() => peer,
+                Some(v4) => return Self::of(IpAddr::V4(v4)),
+                None if v6.is_loopback() => THIS_MACHINE,
                 None => {
                     let mask = u128::MAX << (128 - IPV6_CLIENT_PREFIX);
                     IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & mask))
@@ -45,16 +50,24 @@ impl PeerClient {
         Self { net, owner: None }
     }
 
-    /// The same client, counted apart for each user owning its socket (`None`: not known).
+    /// The same client, counted apart for each user owning its socket (`None`: not known). A
+    /// peer whose owner is known is on this machine, whichever of its addresses it came from.
     pub fn owned_by(self, owner: Option<u32>) -> Self {
-        Self { owner, ..self }
+        match owner {
+            Some(_) => Self {
+                net: THIS_MACHINE,
+                owner,
+            },
+            None => Self { owner, ..self },
+        }
     }
 }
 
 impl fmt::Display for PeerClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.net {
-            IpAddr::V6(v6) if !v6.is_loopback() => write!(f, "{v6}/{IPV6_CLIENT_PREFIX}")?,
+            THIS_MACHINE => write!(f, "this machine")?,
+            IpAddr::V6(v6) => write!(f, "{v6}/{IPV6_CLIENT_PREFIX}")?,
             ip => write!(f, "{ip}")?,
         }
         match self.owner {
@@ -94,20 +107,25 @@ mod tests {
     }
 
     #[test]
-    fn loopback_is_itself() {
-        assert_eq!(client("::1").to_string(), "::1");
-        assert_ne!(client("::1"), client("::2"));
-        assert_eq!(client("127.0.0.1").to_string(), "127.0.0.1");
+    fn every_loopback_address_is_this_machine() {
+        let local = client("127.0.0.1");
+        for other in ["127.0.0.2", "127.255.255.254", "::1", "::ffff:127.0.0.9"] {
+            assert_eq!(client(other), local, "{other}");
+        }
+        assert_eq!(local.to_string(), "this machine");
+        assert_ne!(client("::2"), local);
     }
 
     #[test]
-    fn each_user_on_one_address_is_another_client() {
+    fn each_user_on_this_machine_is_one_client_from_any_address() {
         let local = client("127.0.0.1");
         let (a, b) = (local.owned_by(Some(1000)), local.owned_by(Some(1001)));
         assert_ne!(a, b);
         assert_ne!(a, local, "an unknown owner is not any user's");
-        assert_eq!(a, client("::ffff:127.0.0.1").owned_by(Some(1000)));
-        assert_eq!(a.to_string(), "127.0.0.1 (uid 1000)");
+        assert_eq!(a, client("::ffff:127.0.0.3").owned_by(Some(1000)));
+        // The listener's own address, which a local process may connect from too.
+        assert_eq!(a, client("192.0.2.7").owned_by(Some(1000)));
+        assert_eq!(a.to_string(), "this machine (uid 1000)");
         assert_eq!(local.owned_by(None), local);
     }
 }
