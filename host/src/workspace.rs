@@ -82,6 +82,10 @@ pub struct StatePath<'a> {
     pub path: &'a Path,
     /// The option that puts it elsewhere (`--data-dir DIR`, …).
     pub fix: &'static str,
+    /// Whether a workspace may lie inside it: a folder of its own in the data directory
+    /// reaches nothing else there, but one inside the keys, the compile cache or the installed
+    /// components reaches them.
+    pub may_hold_workspace: bool,
 }
 
 /// Resolve `workspace` (canonical) and refuse it when it is `/`, holds a home directory of the
@@ -122,7 +126,7 @@ pub fn resolve(
                 fix: s.fix,
             });
         }
-        if canonical.starts_with(&path) {
+        if !s.may_hold_workspace && canonical.starts_with(&path) {
             return Err(WorkspaceError::InsideState {
                 workspace: canonical,
                 what: s.what,
@@ -193,6 +197,7 @@ mod tests {
             what: "data directory",
             path,
             fix: "--data-dir DIR",
+            may_hold_workspace: false,
         }]
     }
 
@@ -221,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn a_workspace_inside_the_data_directory_is_refused_naming_it() {
+    fn a_workspace_inside_chitins_state_is_refused_naming_it() {
         let data_dir = tempfile::tempdir().unwrap();
         let inside = data_dir.path().join("registry");
         std::fs::create_dir(&inside).unwrap();
@@ -230,6 +235,16 @@ mod tests {
         assert!(matches!(err, WorkspaceError::InsideState { .. }), "{text}");
         assert!(
             text.contains("lies inside chitin's data directory"),
+            "{text}"
+        );
+        // A folder of its own in a state directory that may hold one is accepted.
+        let own = [StatePath {
+            may_hold_workspace: true,
+            ..data(data_dir.path())[0]
+        }];
+        assert_eq!(
+            resolve(&inside, false, &own).unwrap(),
+            inside.canonicalize().unwrap(),
             "{text}"
         );
     }

@@ -92,14 +92,19 @@ async fn one_address_cannot_hold_every_connection() {
     )
     .await;
     let addr = server.addr.as_str();
-    // The flood comes from another loopback address, so the probe below is another client.
-    let flooder: std::net::SocketAddr = "127.0.0.2:0".parse().expect("addr");
+    // The flood comes from this user, from one loopback address and then others: every
+    // loopback address is this machine, one client for each user.
+    let from = |source: &str| {
+        let socket = TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(format!("{source}:0").parse().expect("addr"))
+            .expect("bind a loopback source address");
+        socket
+    };
     let target: std::net::SocketAddr = addr.parse().expect("the server's address");
     let mut held = Vec::new();
     for _ in 0..MOST {
-        let socket = TcpSocket::new_v4().expect("socket");
-        socket.bind(flooder).expect("bind 127.0.0.2");
-        held.push(socket.connect(target).await.expect("connect"));
+        held.push(from("127.0.0.2").connect(target).await.expect("connect"));
     }
     // Held connections are all served: each is answered.
     for stream in &mut held {
@@ -108,27 +113,27 @@ async fn one_address_cannot_hold_every_connection() {
             "a connection within the bound is served"
         );
     }
-    let socket = TcpSocket::new_v4().expect("socket");
-    socket.bind(flooder).expect("bind 127.0.0.2");
-    let mut over = socket.connect(target).await.expect("connect");
-    let told = closed_by_server(&mut over)
-        .await
-        .expect("the connection over the bound is closed at once");
-    let told = String::from_utf8_lossy(&told);
-    assert!(
-        told.starts_with("HTTP/1.1 503") && told.contains("--max-connections-per-client"),
-        "the refusal says why and what to do: {told:?}"
-    );
-    // Another address is still served while the first holds its most.
-    let mut other = TcpStream::connect(addr).await.expect("connect");
-    assert!(healthz(&mut other, addr).await, "another client is served");
+    for source in ["127.0.0.2", "127.0.0.3", "127.0.0.1"] {
+        let mut over = from(source).connect(target).await.expect("connect");
+        let told = closed_by_server(&mut over)
+            .await
+            .unwrap_or_else(|| panic!("the connection over the bound from {source} is closed"));
+        let told = String::from_utf8_lossy(&told);
+        assert!(
+            told.starts_with("HTTP/1.1 503") && told.contains("--max-connections-per-client"),
+            "the refusal says why and what to do: {told:?}"
+        );
+    }
+    // Another user of the machine is still served while this one holds its most.
+    match common::connect_as_another_user(addr) {
+        Some(mut other) => assert!(healthz(&mut other, addr).await, "another client is served"),
+        None => eprintln!("not root: another user's socket was not made"),
+    }
     // A connection closed gives its slot back.
     drop(held.pop());
     let answered = async {
         loop {
-            let socket = TcpSocket::new_v4().expect("socket");
-            socket.bind(flooder).expect("bind 127.0.0.2");
-            let mut again = socket.connect(target).await.expect("connect");
+            let mut again = from("127.0.0.4").connect(target).await.expect("connect");
             if healthz(&mut again, addr).await {
                 return;
             }

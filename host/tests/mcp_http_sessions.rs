@@ -8,7 +8,7 @@ use crate::common;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 /// Sessions one client may keep open (`chitin_host::mcp::sessions::MAX_PER_CLIENT`).
 const MOST: usize = chitin_host::mcp::sessions::MAX_PER_CLIENT;
@@ -19,17 +19,11 @@ async fn exchange(addr: &str, request: String) -> String {
     read_answer(stream, request).await
 }
 
-/// [`exchange`] from the source address `from` (on loopback, 127.0.0.0/8): to the server,
-/// another client than one at 127.0.0.1.
-async fn exchange_from(from: &str, addr: &str, request: String) -> String {
-    let socket = TcpSocket::new_v4().expect("a socket");
-    let source = format!("{from}:0").parse().expect("a source address");
-    socket.bind(source).expect("bind the source address");
-    let stream = socket
-        .connect(addr.parse().expect("the server's address"))
-        .await
-        .expect("connect");
-    read_answer(stream, request).await
+/// [`exchange`] from another user of this machine (`nobody`): to the server, another client.
+/// `None` where that user's socket cannot be made (not root).
+async fn exchange_as_another_user(addr: &str, request: String) -> Option<String> {
+    let stream = common::connect_as_another_user(addr)?;
+    Some(read_answer(stream, request).await)
 }
 
 async fn read_answer(mut stream: TcpStream, request: String) -> String {
@@ -159,17 +153,12 @@ async fn stranger() {
     let server = common::serve_http(&[common::component("echo")]).await;
     let (addr, token) = (server.addr.as_str(), server.token.as_str());
     let initialize = initialize("2025-11-25");
-    let begun = exchange_from("127.0.0.2", addr, post(addr, token, "", &initialize)).await;
+    let begun = exchange(addr, post(addr, token, "", &initialize)).await;
     let session = session_of(&begun).unwrap_or_else(|| panic!("a session: {begun}"));
     let on_session = format!("mcp-session-id: {session}\r\nmcp-protocol-version: 2025-11-25\r\n");
     let initialized =
         serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
-    let answer = exchange_from(
-        "127.0.0.2",
-        addr,
-        post(addr, token, &on_session, &initialized),
-    )
-    .await;
+    let answer = exchange(addr, post(addr, token, &on_session, &initialized)).await;
     assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
     let list = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
 
@@ -188,7 +177,10 @@ async fn stranger() {
         ("the stream", get),
         ("the end", delete),
     ] {
-        let refused = exchange(addr, request).await;
+        let Some(refused) = exchange_as_another_user(addr, request).await else {
+            eprintln!("not root: another user's socket was not made");
+            return;
+        };
         assert!(
             refused.starts_with("HTTP/1.1 404") && refused.contains("began no session"),
             "{what} from another client: {refused}"
@@ -196,7 +188,7 @@ async fn stranger() {
     }
 
     // The session is still its own client's.
-    let listed = exchange_from("127.0.0.2", addr, post(addr, token, &on_session, &list)).await;
+    let listed = exchange(addr, post(addr, token, &on_session, &list)).await;
     assert!(
         listed.starts_with("HTTP/1.1 200") && listed.contains("\"echo\""),
         "{listed}"

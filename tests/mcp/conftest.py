@@ -1,6 +1,7 @@
 """Shared fixtures of the MCP client tests: where the binary and components are, and a running
 `chitin serve --http` on a free loopback port."""
 
+import contextlib
 import os
 import pathlib
 import re
@@ -9,6 +10,7 @@ import subprocess
 import tempfile
 import time
 
+import httpx2
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -82,6 +84,78 @@ class HttpServer:
             self.process.kill()
             self.process.wait()
         self.stderr.close()
+
+
+# A TCP relay to 127.0.0.1:PORT (argv[1]) on a port of its own, which it prints. Run as another
+# user, the connections it opens to the server are that user's.
+RELAY = """
+import asyncio, sys
+
+async def pipe(reader, writer):
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except ConnectionError:
+        pass
+    finally:
+        writer.close()
+
+async def relay(reader, writer):
+    upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", int(sys.argv[1]))
+    await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+async def main():
+    server = await asyncio.start_server(relay, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+class Relayed(httpx2.HTTPTransport):
+    """Sends each request to `port` (the relay's), its `Host` still the server's own."""
+
+    def __init__(self, port):
+        super().__init__()
+        self.port = port
+
+    def handle_request(self, request):
+        request.url = request.url.copy_with(port=self.port)
+        return super().handle_request(request)
+
+
+class AsyncRelayed(httpx2.AsyncHTTPTransport):
+    """[`Relayed`] for async clients."""
+
+    def __init__(self, port):
+        super().__init__()
+        self.port = port
+
+    async def handle_async_request(self, request):
+        request.url = request.url.copy_with(port=self.port)
+        return await super().handle_async_request(request)
+
+
+@contextlib.contextmanager
+def as_another_user(server, uid=65534):
+    """The port of a relay to `server` run by the user `uid` (`nobody`): every loopback address is this
+    machine, one client for each user owning a socket, so another client is another user's
+    (connect through [`Relayed`] or [`AsyncRelayed`]). Skips the test where another user's
+    process cannot be started (not root)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("another user's connections need root and setpriv")
+    relay = subprocess.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+         "/usr/bin/python3", "-c", RELAY, server.host.rsplit(":", 1)[1]],
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd="/",
+    )
+    try:
+        yield int(relay.stdout.readline())
+    finally:
+        relay.kill()
+        relay.wait()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from mcp import Client, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import CONFORMANCE, HttpServer
+from conftest import CONFORMANCE, AsyncRelayed, HttpServer, as_another_user
 
 # -32021: the request needs a client capability the client did not declare.
 MISSING_CLIENT_CAPABILITY = -32021
@@ -27,10 +27,10 @@ def http_server():
     shutil.rmtree(data, ignore_errors=True)
 
 
-def client(server, address=None, **kwargs) -> Client:
-    """An SDK client; with `address` (on loopback, 127.0.0.0/8) its connections come from there,
-    so to the server it is another client than one at 127.0.0.1."""
-    transport = httpx2.AsyncHTTPTransport(local_address=address) if address else None
+def client(server, relay=None, **kwargs) -> Client:
+    """An SDK client; with `relay` (a port from `as_another_user`) its connections go through
+    it, so to the server it is another client than this test's own."""
+    transport = AsyncRelayed(relay) if relay else None
     http = httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {server.token}"}, timeout=30, transport=transport
     )
@@ -125,22 +125,28 @@ async def test_a_request_state_serves_only_the_client_it_was_issued_to(http_serv
     async def never(context, params):
         raise AssertionError("this test answers by hand")
 
-    async with client(http_server, "127.0.0.2", elicitation_callback=never) as owner, client(
-        http_server, elicitation_callback=never
-    ) as stranger:
-        state = (await first_round(owner)).request_state
-        # Another client that learnt the state cannot run the call on its answers.
-        with pytest.raises(MCPError) as refused:
-            await stranger.session.call_tool(
-                "test_approval", {}, input_responses=APPROVED, request_state=state
-            )
-        assert refused.value.error.code == INVALID_PARAMS
-        assert "issued to this client" in refused.value.error.message
-        # The refusal spent nothing: the client asked still runs the call with it.
-        done = await owner.session.call_tool(
+    with as_another_user(http_server) as relay:
+        async with client(http_server, relay, elicitation_callback=never) as owner, client(
+            http_server, elicitation_callback=never
+        ) as stranger:
+            await one_state_one_client(owner, stranger)
+
+
+async def one_state_one_client(owner, stranger):
+    """A state issued to `owner` serves it only."""
+    state = (await first_round(owner)).request_state
+    # Another client that learnt the state cannot run the call on its answers.
+    with pytest.raises(MCPError) as refused:
+        await stranger.session.call_tool(
             "test_approval", {}, input_responses=APPROVED, request_state=state
         )
-        assert not done.is_error, text_of(done)
+    assert refused.value.error.code == INVALID_PARAMS
+    assert "issued to this client" in refused.value.error.message
+    # The refusal spent nothing: the client asked still runs the call with it.
+    done = await owner.session.call_tool(
+        "test_approval", {}, input_responses=APPROVED, request_state=state
+    )
+    assert not done.is_error, text_of(done)
 
 
 @pytest.mark.anyio

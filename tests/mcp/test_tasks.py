@@ -17,7 +17,7 @@ import time
 import httpx2
 import pytest
 
-from conftest import CACHE, CHITIN, COMPONENTS, REPO, HttpServer
+from conftest import CACHE, CHITIN, COMPONENTS, REPO, HttpServer, Relayed, as_another_user
 
 VERSION = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -169,10 +169,10 @@ def start_shell_task(server, command="sleep 60", http=None):
     return reply
 
 
-def client_at(address):
-    """An HTTP client whose connections come from `address` (on loopback, 127.0.0.0/8): to the
-    server, another client than one at 127.0.0.1."""
-    return httpx2.Client(transport=httpx2.HTTPTransport(local_address=address))
+def client_through(port):
+    """An HTTP client whose requests go through the relay at `port` (`as_another_user`): to the
+    server, another client than this test's own."""
+    return httpx2.Client(transport=Relayed(port))
 
 
 def cancel(server, task_id, http=None):
@@ -215,7 +215,7 @@ def test_one_client_may_run_only_so_many_tasks_at_once(long_server):
 
 def test_a_task_answers_only_the_client_that_started_it(long_server):
     server = long_server
-    with client_at("127.0.0.2") as owner:
+    with as_another_user(server) as port, client_through(port) as owner:
         reply = start_shell_task(server, http=owner)
         assert reply.get("result", {}).get("resultType") == "task", reply
         task_id = task_id_of(reply)
@@ -245,16 +245,17 @@ def test_a_task_answers_only_the_client_that_started_it(long_server):
 def test_the_server_runs_only_so_many_tasks_at_once(long_server):
     server = long_server
     started = []
-    with client_at("127.0.0.2") as first, client_at("127.0.0.3") as second:
+    with as_another_user(server) as port, client_through(port) as other:
         try:
             # Two clients, four tasks each (the most one client may): the server's eight.
-            for http in (first, second):
+            for http in (None, other):
                 for _ in range(4):
                     reply = start_shell_task(server, http=http)
                     assert reply.get("result", {}).get("resultType") == "task", reply
                     started.append((task_id_of(reply), http))
             # A third client, with none of its own running, waits for one of them.
-            refused = start_shell_task(server)
+            with as_another_user(server, uid=65533) as third, client_through(third) as http:
+                refused = start_shell_task(server, http=http)
             assert "error" in refused, refused
             assert "8 tasks are already running in this server" in refused["error"]["message"]
         finally:

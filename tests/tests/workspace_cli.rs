@@ -182,3 +182,27 @@ fn the_readme_config_naming_a_directory_holding_a_home_is_refused_whatever_home_
         );
     }
 }
+
+#[test]
+fn the_readme_config_with_a_workspace_inside_chitins_own_folders_is_refused() {
+    let (root, home, _) = dirs();
+    let data = root.path().join("data");
+    for folder in ["registry/chitin", "components/old", "mine"] {
+        std::fs::create_dir_all(data.join(folder)).expect("folder");
+    }
+    for (folder, what) in [
+        ("registry/chitin", "local registry"),
+        ("components/old", "installed components"),
+    ] {
+        let out = start(Path::new("/"), &home, Some(&data), Some(&data.join(folder)));
+        let err = stderr(&out);
+        assert_eq!(code(&out), 1, "{folder}: {err}");
+        assert!(
+            err.contains(&format!("lies inside chitin's {what}")),
+            "{folder}: {err}"
+        );
+    }
+    // A folder of its own in the data directory reaches nothing else there.
+    let out = start(Path::new("/"), &home, Some(&data), Some(&data.join("mine")));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}

@@ -362,37 +362,39 @@ fn workspace(cli: &Cli, data: &DataDir, trust: &Path) -> anyhow::Result<PathBuf>
         ),
     };
     let keys = crate::signing_keys::key_store(data);
-    let mut state = vec![
-        StatePath {
-            what: "data directory",
-            path: data.root(),
-            fix: "--data-dir DIR",
-        },
-        StatePath {
-            what: "trust store",
-            path: trust,
-            fix: "--trusted-keys FILE (or --data-dir DIR)",
-        },
-        StatePath {
-            what: "signing keys",
-            path: keys.dir(),
-            fix: "--data-dir DIR",
-        },
-    ];
+    let (installed, registry, downloads) = (data.components(), data.registry(), data.downloads());
     // Its entries are machine code the host runs: a tool that could write one would escape
     // the sandbox.
     let cache = cache_root(cli, data);
-    state.push(StatePath {
-        what: "compile cache",
-        path: &cache,
-        fix: "--cache-dir DIR (or --data-dir DIR)",
-    });
+    let state_path = |what, path, fix| StatePath {
+        what,
+        path,
+        fix,
+        may_hold_workspace: false,
+    };
+    let mut state = vec![
+        // A workspace in a folder of its own there reaches nothing else of it.
+        StatePath {
+            may_hold_workspace: true,
+            ..state_path("data directory", data.root(), "--data-dir DIR")
+        },
+        state_path(
+            "trust store",
+            trust,
+            "--trusted-keys FILE (or --data-dir DIR)",
+        ),
+        state_path("signing keys", keys.dir(), "--data-dir DIR"),
+        state_path("installed components", &installed, "--data-dir DIR"),
+        state_path("local registry", &registry, "--data-dir DIR"),
+        state_path("downloads", &downloads, "--data-dir DIR"),
+        state_path(
+            "compile cache",
+            &cache,
+            "--cache-dir DIR (or --data-dir DIR)",
+        ),
+    ];
     if let Some(policy) = &cli.policy {
-        state.push(StatePath {
-            what: "policy file",
-            path: policy,
-            fix: "--policy FILE",
-        });
+        state.push(state_path("policy file", policy, "--policy FILE"));
     }
     Ok(crate::workspace::resolve(&dir, defaulted, &state)?)
 }

@@ -259,3 +259,24 @@ pub async fn serve_http_with(components: &[PathBuf], args: &[&str]) -> HttpServe
         _data: data,
     }
 }
+
+/// A connection to `addr` from a socket of the user `nobody` (65534): to an HTTP server, another
+/// client on this machine, whichever loopback address it comes from. Making it takes root
+/// (`None` otherwise): the socket is made on a thread of its own that is `nobody` until it ends
+/// (the user is per thread in Linux's own calls, which rustix makes).
+pub fn connect_as_another_user(addr: &str) -> Option<tokio::net::TcpStream> {
+    if rustix::process::geteuid().as_raw() != 0 {
+        return None;
+    }
+    let addr: std::net::SocketAddr = addr.parse().expect("the server's address");
+    let stream = std::thread::spawn(move || {
+        let nobody = rustix::process::Uid::from_raw(65534);
+        rustix::thread::set_thread_res_uid(nobody, nobody, None)
+            .expect("become nobody on this thread");
+        std::net::TcpStream::connect(addr).expect("connect as nobody")
+    })
+    .join()
+    .expect("the thread connects");
+    stream.set_nonblocking(true).expect("nonblocking");
+    Some(tokio::net::TcpStream::from_std(stream).expect("a tokio stream"))
+}
