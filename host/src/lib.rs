@@ -4,6 +4,21 @@
 
 #![deny(missing_docs)]
 
+/// `eprintln!` that never fails: when nobody reads stderr any more (a client that closed the
+/// server's stderr, `2>&1 | head`), the diagnostic is dropped and the work goes on.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::stderr::write(format_args!($($arg)*), true)
+    };
+}
+
+/// `eprint!` that never fails (see [`errln`]).
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::stderr::write(format_args!($($arg)*), false)
+    };
+}
+
 pub mod approver;
 mod bindings;
 pub mod cache;
@@ -12,6 +27,7 @@ pub mod call_log;
 pub mod capability;
 pub mod caps;
 pub mod cli;
+mod stderr;
 pub mod client;
 pub mod contract;
 pub mod data_dir;

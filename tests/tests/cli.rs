@@ -64,6 +64,47 @@ fn output_to_a_reader_that_has_gone_ends_quietly() {
 }
 
 #[test]
+fn diagnostics_to_a_reader_that_has_gone_cost_nothing_but_themselves() {
+    // `chitin … 2>&1 | true`, or a client that closed the server's stderr: the diagnostics
+    // (here `-vv`'s and a secret's confirmation) cannot be written, and the work is done anyway.
+    let data = tempfile::tempdir().expect("data dir");
+    let closed = || {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        writer
+    };
+    let set = chitin(data.path(), &sources())
+        .args(["-vv", "secret", "set", "epipe_token"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(closed())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(b"the value")?;
+            child.wait()
+        })
+        .expect("run chitin secret set");
+    assert_eq!(set.code(), Some(0));
+    let out = chitin(data.path(), &sources())
+        .args(["-vv", "call", "echo", r#"{"message": "still here"}"#])
+        .stderr(closed())
+        .output()
+        .expect("run chitin call");
+    assert_eq!(code(&out), 0);
+    let result: Value = serde_json::from_str(&stdout(&out)).expect("the result");
+    assert_eq!(result["message"], "still here");
+    let listed = chitin(data.path(), &sources())
+        .args(["secret", "list"])
+        .output()
+        .expect("run chitin secret list");
+    assert!(stdout(&listed).contains("epipe_token"), "{}", stderr(&listed));
+}
+
+#[test]
 fn list_json_gives_full_specs() {
     let out = run(&["list", "--json"]);
     let specs: Value = serde_json::from_str(&stdout(&out)).expect("JSON");

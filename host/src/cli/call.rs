@@ -37,7 +37,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     if args.log {
         print_log(&report.log);
     } else if !report.log.entries.is_empty() || report.log.dropped > 0 {
-        eprintln!(
+        errln!(
             "({} log entries{}; --log shows them)",
             report.log.entries.len(),
             if report.log.dropped > 0 {
@@ -56,7 +56,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             Ok(Exit::Ok)
         }
         Err(e) => {
-            eprintln!("error: tool `{}`: {e}", args.tool);
+            errln!("error: tool `{}`: {e}", args.tool);
             Ok(Exit::for_error(&e))
         }
     }
@@ -72,13 +72,13 @@ fn print_log(log: &LogRecord) {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        eprintln!(
+        errln!(
             "[{source} {level}] {}{}",
             entry.message,
             if entry.truncated { " …(cut)" } else { "" }
         );
     }
     if log.dropped > 0 {
-        eprintln!("[chitin] {} log entries dropped over the cap", log.dropped);
+        errln!("[chitin] {} log entries dropped over the cap", log.dropped);
     }
 }

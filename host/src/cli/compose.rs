@@ -122,7 +122,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         .iter()
         .map(|p| format!("{} {}", p.name, p.version))
         .collect();
-    eprintln!(
+    errln!(
         "composed {} from {} + {}{}",
         args.output.display(),
         manifest.id(),

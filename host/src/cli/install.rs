@@ -228,7 +228,7 @@ pub(super) async fn remove(cli: &Cli, args: &RemoveArgs) -> anyhow::Result<Exit>
                 Ok(Exit::Ok)
             }
             None => {
-                eprintln!(
+                errln!(
                     "{name} is not in the shared installed set (`chitin list --installed` shows \
                      what is)"
                 );
@@ -246,7 +246,7 @@ pub(super) async fn remove(cli: &Cli, args: &RemoveArgs) -> anyhow::Result<Exit>
             Ok(Exit::Ok)
         }
         None => {
-            eprintln!("{name} is not installed (`chitin list --installed` shows what is)");
+            errln!("{name} is not installed (`chitin list --installed` shows what is)");
             Ok(Exit::NotFound)
         }
     }
@@ -297,7 +297,7 @@ async fn finish(
             });
         }
     }
-    eprintln!(
+    errln!(
         "fetching {} ({:.1} KiB) from {}…",
         entry.label(),
         entry.size as f64 / 1024.0,
@@ -406,7 +406,7 @@ async fn finish(
             return refuse(*refusal);
         }
     } else {
-        eprintln!("no capability widened: no approval needed");
+        errln!("no capability widened: no approval needed");
     }
     let locked = Locked {
         name: entry.name.clone(),
@@ -522,13 +522,13 @@ fn checked_manifest(bytes: &[u8], entry: &Entry) -> Result<(Manifest, String), S
 /// Ask `question` on the terminal, unless `yes` approved it already.
 fn approve(question: &str, yes: bool) -> Result<(), Box<Refusal>> {
     if yes {
-        eprintln!("{question} yes (--yes)");
+        errln!("{question} yes (--yes)");
         return Ok(());
     }
     if !std::io::stdin().is_terminal() {
         return Err(Box::new(Refusal::NotApproved));
     }
-    eprint!("{question} [y/N] ");
+    err!("{question} [y/N] ");
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     if std::io::stdin().read_line(&mut answer).is_err() {
@@ -542,6 +542,6 @@ fn approve(question: &str, yes: bool) -> Result<(), Box<Refusal>> {
 }
 
 fn refuse(refusal: Refusal) -> anyhow::Result<Exit> {
-    eprintln!("refused: {refusal}");
+    errln!("refused: {refusal}");
     Ok(Exit::Denied)
 }

@@ -89,7 +89,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         }
         Command::Dev => {
             let entry = ensure_dev_key(&keys, &trust_file(cli, &data))?;
-            eprintln!(
+            errln!(
                 "development key {DEV_KEY} ({}) trusted for {}",
                 entry.key.fingerprint(),
                 entry.scope_text()

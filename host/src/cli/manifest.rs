@@ -94,7 +94,7 @@ pub(super) async fn run(cli: &Cli, cmd: &Command) -> anyhow::Result<Exit> {
                     // A contract this host does not run: no host of this version loads it
                     // whatever its manifest says, so it is embedded as written.
                     Err(e @ LoadError::Contract { .. }) => {
-                        eprintln!(
+                        errln!(
                             "note: {e}; embedded without tool specs, so this host will not load it"
                         );
                         text
@@ -106,7 +106,7 @@ pub(super) async fn run(cli: &Cli, cmd: &Command) -> anyhow::Result<Exit> {
             let bare = chitin_registry::signature::strip(&wasm)
                 .with_context(|| component.display().to_string())?;
             if bare.len() != wasm.len() {
-                eprintln!(
+                errln!(
                     "note: {}: its signatures no longer apply and were removed; sign it again \
                      with `chitin sign`",
                     output.display()

@@ -245,14 +245,14 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            errln!("error: cannot start the async runtime: {e}");
             return Exit::Host.into();
         }
     };
     match rt.block_on(run(cli)) {
         Ok(code) => code.into(),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             Exit::Host.into()
         }
     }
@@ -296,6 +296,8 @@ fn init_tracing(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A write that fails (nobody reads stderr) is dropped, never reported with a panic.
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
@@ -457,7 +459,7 @@ pub(crate) async fn open_host_with(
         })?;
     }
     for left in host.left_out() {
-        eprintln!(
+        errln!(
             "warning: component {} ({}) left out: {}",
             left.component,
             left.path.display(),

@@ -38,14 +38,14 @@ pub fn precompile(
         let (done, what) = (done.clone(), what.clone());
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
-                eprint!("\r{what}… {:.0} s", started.elapsed().as_secs_f64());
+                err!("\r{what}… {:.0} s", started.elapsed().as_secs_f64());
                 let _ = std::io::stderr().flush();
                 std::thread::sleep(TICK);
             }
         })
     });
     if !terminal {
-        eprintln!("{what}…");
+        errln!("{what}…");
     }
     let result = runtime
         .cache()
@@ -55,12 +55,12 @@ pub fn precompile(
     if let Some(ticker) = ticker {
         // The ticker only prints; if it panicked there is nothing to recover.
         let _ = ticker.join();
-        eprint!("\r\x1b[2K");
+        err!("\r\x1b[2K");
     }
     let took = started.elapsed().as_secs_f64();
     match &result {
-        Ok(_) => eprintln!("{what}: done in {took:.1} s"),
-        Err(_) => eprintln!("{what}: failed after {took:.1} s"),
+        Ok(_) => errln!("{what}: done in {took:.1} s"),
+        Err(_) => errln!("{what}: failed after {took:.1} s"),
     }
     result
 }

@@ -118,6 +118,6 @@ enum Refusal {
 }
 
 fn refuse(refusal: Refusal) -> anyhow::Result<Exit> {
-    eprintln!("refused: {refusal}");
+    errln!("refused: {refusal}");
     Ok(Exit::Denied)
 }

@@ -39,7 +39,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             ),
             Err(e) => {
                 failed = true;
-                eprintln!("warning: {e:#}");
+                errln!("warning: {e:#}");
             }
         }
     }

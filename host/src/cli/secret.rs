@@ -51,7 +51,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             crate::secrets::validate_name(name)?;
             let value = read_value(name)?;
             store.set(name, &value)?;
-            eprintln!("secret `{name}` set");
+            errln!("secret `{name}` set");
         }
         Command::List { json } => {
             let names = store.names()?;
@@ -65,9 +65,9 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
         }
         Command::Remove { name } => {
             if store.remove(name)? {
-                eprintln!("secret `{name}` removed");
+                errln!("secret `{name}` removed");
             } else {
-                eprintln!("secret `{name}` was not set");
+                errln!("secret `{name}` was not set");
             }
         }
     }

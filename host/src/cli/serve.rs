@@ -117,7 +117,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
 
 async fn serve_stdio(server: McpServer, banner: &str) -> anyhow::Result<Exit> {
     // The banner goes to stderr: stdout carries nothing but the protocol.
-    eprintln!(
+    errln!(
         "chitin {} serving MCP on stdio\n{banner}",
         env!("CARGO_PKG_VERSION")
     );
@@ -184,19 +184,19 @@ async fn serve_http(
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
     let token = if args.insecure_no_token {
-        eprintln!("WARNING: --insecure-no-token: requests are not authenticated");
+        errln!("WARNING: --insecure-no-token: requests are not authenticated");
         None
     } else {
         let token_path = DataDir::resolve(cli.data_dir.as_deref())?.http_token();
         let loaded = BearerToken::load_or_create(&token_path)?;
         if loaded.created {
-            eprintln!(
+            errln!(
                 "new bearer token (shown only now; kept in {}):\n  {}",
                 token_path.display(),
                 loaded.token.reveal()
             );
         } else {
-            eprintln!("bearer token: in {}", token_path.display());
+            errln!("bearer token: in {}", token_path.display());
         }
         Some(loaded.token)
     };
@@ -212,7 +212,7 @@ async fn serve_http(
                 jwks_uri: args.oauth_jwks_uri.clone(),
                 ca_files: args.oauth_ca_file.clone(),
             })?;
-            eprintln!(
+            errln!(
                 "OAuth access tokens: from {} for the resource {} (metadata: {})",
                 server.issuer(),
                 server.resource(),
@@ -224,12 +224,12 @@ async fn serve_http(
     };
     // Announced once a client can use it: the token file is written (a client reads it as soon
     // as it sees the address) and the OAuth issuer checked.
-    eprintln!(
+    errln!(
         "chitin {} serving MCP over HTTP at http://{bound}{}\n{banner}",
         env!("CARGO_PKG_VERSION"),
         http::MCP_PATH
     );
-    eprintln!(
+    errln!(
         "accepted Host headers: {}",
         http::allowed_hosts(bound, &args.allow_host).join(", ")
     );
@@ -256,7 +256,7 @@ async fn serve_http(
             // flight finish, end the sessions at the deadline.
             _ = terminate.recv() => {
                 on_signal.accepting.cancel();
-                eprintln!(
+                errln!(
                     "SIGTERM: no longer accepting; finishing calls in flight (at most {} s)",
                     DRAIN.as_secs()
                 );

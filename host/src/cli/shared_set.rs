@@ -41,7 +41,7 @@ pub(crate) async fn sync(services: &Services) -> Result<Option<(u64, bool)>, Syn
 /// At the start of a command: sync, or say why the copy this data directory has is used.
 pub(super) async fn sync_at_start(services: &Services) {
     if let Err(e) = sync(services).await {
-        eprintln!(
+        errln!(
             "warning: the shared installed set could not be fetched, so the installed copy in \
              {} is used as it is: {e}",
             services.data_dir().components().display()
@@ -106,7 +106,7 @@ pub(super) fn follow(
             if reload_due {
                 match open_host_with(&setup, Some(services.clone())).await {
                     Ok(host) => {
-                        eprintln!(
+                        errln!(
                             "chitin: installed set generation {generation} fetched and verified; \
                              now serving {} tools",
                             host.tools().count()
@@ -137,7 +137,7 @@ pub(super) fn follow(
 /// line, not one every poll).
 fn report(last: &mut String, message: &str) {
     if last != message {
-        eprintln!("chitin: shared installed set: {message}");
+        errln!("chitin: shared installed set: {message}");
         message.clone_into(last);
     }
 }

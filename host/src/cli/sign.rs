@@ -49,7 +49,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let tmp = out.with_extension("wasm.signing");
     std::fs::write(&tmp, &signed).with_context(|| format!("{}: cannot write", tmp.display()))?;
     std::fs::rename(&tmp, out).with_context(|| format!("{}: cannot write", out.display()))?;
-    eprintln!(
+    errln!(
         "signed {} with {} ({})",
         out.display(),
         args.key,

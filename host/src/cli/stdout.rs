@@ -22,7 +22,7 @@ pub fn write(args: std::fmt::Arguments<'_>, newline: bool) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(BROKEN_PIPE_EXIT);
         }
-        eprintln!("error: cannot write to standard output: {e}");
+        errln!("error: cannot write to standard output: {e}");
         std::process::exit(super::Exit::Host as i32);
     }
 }

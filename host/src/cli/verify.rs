@@ -24,7 +24,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
     let report = match signature::inspect(&bytes, &trust) {
         Ok(report) => report,
         Err(e) => {
-            eprintln!("{}: REFUSED: {e}", args.file.display());
+            errln!("{}: REFUSED: {e}", args.file.display());
             return Ok(Exit::Denied);
         }
     };
@@ -57,7 +57,7 @@ pub(super) async fn run(cli: &Cli, args: &Args) -> anyhow::Result<Exit> {
             Ok(Exit::Ok)
         }
         Err(e) => {
-            eprintln!("{}: REFUSED: {e}", args.file.display());
+            errln!("{}: REFUSED: {e}", args.file.display());
             Ok(Exit::Denied)
         }
     }

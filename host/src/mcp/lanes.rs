@@ -781,7 +781,7 @@ mod tests {
                 "this user is still at its bound: {refused:?}"
             );
         } else {
-            eprintln!("not root: the socket of another user was not made");
+            errln!("not root: the socket of another user was not made");
         }
         ended(accepting, server).await;
     }

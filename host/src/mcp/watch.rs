@@ -54,13 +54,13 @@ where
             while let Ok(Some(())) = tokio::time::timeout(SETTLE, rx.recv()).await {}
             match reload().await {
                 Ok(host) => {
-                    eprintln!(
+                    errln!(
                         "chitin: components changed; now serving {} tools",
                         host.tools().count()
                     );
                     served.replace(host);
                 }
-                Err(e) => eprintln!(
+                Err(e) => errln!(
                     "chitin: components changed but reloading failed, still serving the previous set: {e}"
                 ),
             }
