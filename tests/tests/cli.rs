@@ -80,11 +80,7 @@ fn diagnostics_to_a_reader_that_has_gone_cost_nothing_but_themselves() {
         .spawn()
         .and_then(|mut child| {
             use std::io::Write;
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(b"the value")?;
+            child.stdin.take().expect("stdin").write_all(b"the value")?;
             child.wait()
         })
         .expect("run chitin secret set");
@@ -101,7 +97,11 @@ fn diagnostics_to_a_reader_that_has_gone_cost_nothing_but_themselves() {
         .args(["secret", "list"])
         .output()
         .expect("run chitin secret list");
-    assert!(stdout(&listed).contains("epipe_token"), "{}", stderr(&listed));
+    assert!(
+        stdout(&listed).contains("epipe_token"),
+        "{}",
+        stderr(&listed)
+    );
 }
 
 #[test]
