@@ -6,6 +6,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use chitin_host::engine::EngineOptions;
+use chitin_host::policy::Policy;
 use chitin_host::{Host, Limits, Runtime, ToolError};
 use common::{component, policy, resign, services, test_engine};
 use futures::StreamExt;
@@ -14,6 +15,11 @@ use serde_json::{Value, json};
 /// A host over `data` (its own workspace inside) with `components` loaded; enough pool slots
 /// for 100 calls in flight.
 async fn host(data: &Path, components: &[PathBuf]) -> Host {
+    host_under(data, components, policy(Limits::default())).await
+}
+
+/// [`host`] under `policy`.
+async fn host_under(data: &Path, components: &[PathBuf], mut policy: Policy) -> Host {
     let options = EngineOptions {
         max_live_instances: 128,
         ..test_engine()
@@ -23,7 +29,6 @@ async fn host(data: &Path, components: &[PathBuf]) -> Host {
     std::fs::create_dir_all(&ws).expect("workspace");
     // Variants under the `test` namespace carry the built-in tool names: isolation, not name
     // protection, is under test here.
-    let mut policy = policy(Limits::default());
     policy.tools.protected.clear();
     let mut host = Host::new(runtime, policy, services(data, &ws));
     for c in components {
@@ -740,5 +745,111 @@ async fn a_folded_group_reads_the_same_as_its_blocks() {
     assert!(
         e.to_string().contains("memory index group 0 is corrupt"),
         "{e}"
+    );
+}
+
+/// A word no other call of this gives: 16 hex digits of a mixed counter (SplitMix64).
+fn distinct_word(n: u64) -> String {
+    let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    format!("{:016x}", z ^ (z >> 31))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_stays_readable_as_varied_text_fills_it() {
+    // Log lines of request and user ids: nearly every word is new, so the index grows with the
+    // text. Under the default 10 MiB of memory, reads failed from about 10 MB on (and a write
+    // that folded a group was stored, then reported as failed).
+    let data = tempfile::tempdir().expect("tempdir");
+    // The shipped policy, so the component gets the memory its manifest asks for.
+    let shipped = Policy::builtin().expect("built-in policy");
+    let h = host_under(data.path(), &[component("memory")], shipped).await;
+    ok(
+        &h,
+        "memory_write",
+        json!({"target": "small.md", "content": "tiny note about giraffes"}),
+    )
+    .await;
+    const WRITES: u64 = 192;
+    const LINES: u64 = 600;
+    for write in 0..WRITES {
+        let content = (0..LINES)
+            .map(|line| {
+                let n = write * LINES + line;
+                format!(
+                    "2026-12-03T18:00:00Z request {} user {} took {}ms",
+                    distinct_word(2 * n),
+                    distinct_word(2 * n + 1),
+                    n % 999
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let args = json!({"target": format!("logs/{write}.md"), "content": content});
+        if let Err(e) = h.call("memory_write", &args.to_string()).await.result {
+            panic!("write {write} of {WRITES}: {e}");
+        }
+    }
+    let read = ok(&h, "memory_read", json!({"path": "small.md"})).await;
+    assert_eq!(read["content"], "tiny note about giraffes");
+    let found = ok(&h, "memory_search", json!({"query": "giraffes"})).await;
+    assert_eq!(found["results"][0]["path"], "small.md", "{found}");
+    let last = distinct_word(2 * (WRITES * LINES - 1));
+    let found = ok(&h, "memory_search", json!({ "query": last })).await;
+    assert_eq!(
+        found["results"][0]["path"],
+        format!("logs/{}.md", WRITES - 1),
+        "{found}"
+    );
+}
+
+#[tokio::test]
+async fn a_long_document_is_read_back_whole_in_pages() {
+    // Several agents appending to one document: more than one call's 64 KiB of output.
+    let data = tempfile::tempdir().expect("tempdir");
+    let h = host(data.path(), &[component("memory")]).await;
+    let mut written = String::new();
+    for part in 0..4 {
+        let content: String = (0..800)
+            .map(|i| format!("part {part} line {i}: notes appended by one of several agents\n"))
+            .collect();
+        ok(
+            &h,
+            "memory_write",
+            json!({"target": "shared.md", "content": content}),
+        )
+        .await;
+        written.push_str(&content);
+    }
+    let (mut read, mut offset, mut pages) = (String::new(), 0, 0);
+    loop {
+        let page = ok(
+            &h,
+            "memory_read",
+            json!({"path": "shared.md", "offset": offset}),
+        )
+        .await;
+        read.push_str(page["content"].as_str().expect("content"));
+        pages += 1;
+        match page["next_offset"].as_u64() {
+            Some(next) => {
+                assert_eq!(page["truncated"], true, "{}", page["lines"]);
+                offset = next;
+            }
+            None => break,
+        }
+    }
+    assert_eq!(read, written);
+    assert!(pages > 1, "{pages}");
+    let two = ok(
+        &h,
+        "memory_read",
+        json!({"path": "shared.md", "offset": 801, "limit": 2}),
+    )
+    .await;
+    assert_eq!(
+        two["content"],
+        "part 1 line 1: notes appended by one of several agents\npart 1 line 2: notes appended by one of several agents\n"
     );
 }

@@ -9,6 +9,7 @@ use chitin_sdk::prelude::*;
 
 mod block;
 mod index;
+mod page;
 mod store;
 mod target;
 
@@ -76,16 +77,28 @@ fn memory_write(args: WriteArgs) -> Result<WriteOutput, ToolError> {
 struct ReadArgs {
     /// Document path, e.g. `MEMORY.md`, `daily/2026-01-31.md` or `memory`
     path: String,
+    /// Number of lines to skip from the start (default 0)
+    offset: Option<u64>,
+    /// Most lines to return (default: all, up to 48 KiB of text)
+    limit: Option<u64>,
 }
 
 #[derive(Serialize, JsonSchema)]
 struct ReadOutput {
     /// The document read
     path: String,
-    /// Its content
+    /// The lines returned, with their line endings
     content: String,
     /// How many entries (writes since the last overwrite) it is made of
     entries: u64,
+    /// Zero-based index of the first line returned
+    offset: u64,
+    /// How many lines were returned
+    lines: u64,
+    /// Whether more of the document follows what was returned
+    truncated: bool,
+    /// The offset to pass to read on from here, when truncated
+    next_offset: Option<u64>,
 }
 
 fn memory_read(args: ReadArgs) -> Result<ReadOutput, ToolError> {
@@ -110,10 +123,16 @@ fn memory_read(args: ReadArgs) -> Result<ReadOutput, ToolError> {
         }
         content.push_str(&text);
     }
+    let offset = args.offset.unwrap_or(0);
+    let page = page::page(&content, offset, args.limit);
     Ok(ReadOutput {
+        content: page.text.to_owned(),
         path,
-        content,
         entries: seqs.len() as u64,
+        offset,
+        lines: page.lines,
+        truncated: page.next.is_some(),
+        next_offset: page.next,
     })
 }
 
@@ -288,7 +307,9 @@ fn tools() -> Vec<Tool> {
         .output_schema::<WriteOutput>(),
         Tool::new(
             "memory_read",
-            "Read a memory document by path (e.g. `MEMORY.md`, `daily/2026-01-31.md`).",
+            "Read a memory document by path (e.g. `MEMORY.md`, `daily/2026-01-31.md`), up to \
+             48 KiB of its lines at a time: `offset` and `limit` (in lines) page through a \
+             longer one, and `next_offset` says where the next page starts.",
             memory_read,
         )
         .read_only()
