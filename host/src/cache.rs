@@ -362,17 +362,11 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> 
     Ok(())
 }
 
-/// Create a directory (and parents) readable only by the owner.
+/// Create a directory (and parents) readable only by the owner
+/// ([`crate::private_dir::create`]).
 pub fn create_private_dir(dir: &Path) -> Result<(), CacheError> {
-    let io = |cause| CacheError::Io {
+    crate::private_dir::create(dir).map_err(|cause| CacheError::Io {
         path: dir.to_owned(),
         cause,
-    };
-    std::fs::create_dir_all(dir).map_err(io)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
-    }
-    Ok(())
+    })
 }

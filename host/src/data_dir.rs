@@ -3,7 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cache::{CacheError, create_private_dir};
+/// Why the data directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("data directory {path}: {cause}")]
+pub struct DataDirError {
+    /// The directory.
+    pub path: PathBuf,
+    /// What failed.
+    pub cause: std::io::Error,
+}
 
 /// Environment variable that overrides the data directory.
 pub const DATA_DIR_ENV: &str = "CHITIN_DATA_DIR";
@@ -17,19 +25,22 @@ pub struct DataDir {
 impl DataDir {
     /// Resolve the data directory: `explicit` (the `--data-dir` flag or `CHITIN_DATA_DIR`), else
     /// `$XDG_DATA_HOME/chitin` (`~/.local/share/chitin`). Created with mode 0700.
-    pub fn resolve(explicit: Option<&Path>) -> Result<Self, CacheError> {
+    pub fn resolve(explicit: Option<&Path>) -> Result<Self, DataDirError> {
         let root = match explicit {
             Some(p) => p.to_owned(),
             None => dirs::data_dir()
                 .map(|d| d.join("chitin"))
-                .ok_or_else(|| CacheError::Io {
+                .ok_or_else(|| DataDirError {
                     path: PathBuf::from("$XDG_DATA_HOME"),
                     cause: std::io::Error::other(
                         "cannot find a home directory; set CHITIN_DATA_DIR or pass --data-dir",
                     ),
                 })?,
         };
-        create_private_dir(&root)?;
+        crate::private_dir::create(&root).map_err(|cause| DataDirError {
+            path: root.clone(),
+            cause,
+        })?;
         Ok(Self { root })
     }
 

@@ -46,6 +46,7 @@ pub mod load;
 pub mod mcp;
 pub mod pins;
 pub mod policy;
+mod private_dir;
 pub mod record_table;
 pub mod remembered_approvals;
 pub mod runtime;
