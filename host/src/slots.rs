@@ -1,4 +1,5 @@
-//! Counted slots for what a host runs at once: at most a number on the whole host, and fewer for
+//! Counted slots for what a host runs at once: at most a number in this process (each chitin
+//! process, a server or a terminal call, counts its own), and fewer for
 //! one OAuth user ([`crate::mcp::oauth::TokenGrant::person`]), so that one user's agent on a
 //! server several people reach cannot hold them all and have everyone else's refused. The
 //! operator's own calls (terminal, stdio, the server's bearer token) count against the host's
@@ -78,7 +79,7 @@ impl Slots {
         }
         if held.running >= bounds.host {
             return Err(Busy(format!(
-                "{} {noun} are already running on this host (the limit: {host_bound}); retry \
+                "{} {noun} are already running in this chitin process (the limit: {host_bound}); retry \
                  when one ends",
                 bounds.host
             )));
@@ -171,7 +172,7 @@ mod tests {
             .collect();
         let why = busy(slots.take(None, BOUNDS));
         assert!(
-            why.contains("5 things are already running on this host")
+            why.contains("5 things are already running in this chitin process")
                 && why.contains("`[things] max_running`"),
             "{why}"
         );
@@ -193,7 +194,7 @@ mod tests {
             .collect();
         let alice: Arc<str> = "alice".into();
         let why = busy(slots.take(Some(&alice), BOUNDS));
-        assert!(why.contains("on this host"), "{why}");
+        assert!(why.contains("in this chitin process"), "{why}");
         assert!(held(&slots).per_user.is_empty());
         drop(operators);
         let _held: Vec<Slot> = (0..BOUNDS.user)

@@ -159,7 +159,7 @@ async fn the_policy_bounds_the_calls_the_whole_host_runs_at_once() {
     ] {
         match echo_as(&env, &gate, consenter, "hi").await {
             Err(ToolError::RateLimited(why)) => assert!(
-                why.contains("2 tool calls are already running on this host")
+                why.contains("2 tool calls are already running in this chitin process")
                     && why.contains("`[calls] max_running`"),
                 "{who}: {why}"
             ),
