@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -159,6 +160,44 @@ def test_a_missing_or_wrong_token_is_refused(http_server):
     assert wrong.status_code == 401
     right = raw_post(http_server, {"Authorization": f"Bearer {http_server.token}"})
     assert right.status_code == 200
+    # RFC 6750: the scheme's name is case-insensitive; another scheme is told what to send.
+    for scheme in ("bearer", "BEARER"):
+        either = raw_post(http_server, {"Authorization": f"{scheme} {http_server.token}"})
+        assert either.status_code == 200, scheme
+    basic = raw_post(http_server, {"Authorization": f"Basic {http_server.token}"})
+    assert basic.status_code == 401
+    assert "is not `Bearer <token>`" in basic.text
+
+
+def raw_status(server, extra_headers):
+    """The status line of an `initialize` sent by hand with `extra_headers` (lines)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}).encode()
+    host, port = server.host.rsplit(":", 1)
+    head = "".join(f"{line}\r\n" for line in [
+        "POST /mcp HTTP/1.1", *extra_headers, f"Authorization: Bearer {server.token}",
+        "Content-Type: application/json", "Accept: application/json, text/event-stream",
+        f"Content-Length: {len(body)}", "Connection: close",
+    ])
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(head.encode() + b"\r\n" + body)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer.decode(errors="replace")
+
+
+def test_a_second_host_or_origin_header_is_refused(http_server):
+    own = http_server.host
+    for headers in (
+        [f"Host: {own}", "Host: evil.example"],
+        [f"Host: {own}", f"Origin: http://{own}", "Origin: http://evil.example"],
+    ):
+        answer = raw_status(http_server, headers)
+        assert answer.startswith("HTTP/1.1 400"), answer
+        assert "more than one" in answer, answer
+    assert raw_status(http_server, [f"Host: {own}"]).startswith("HTTP/1.1 200")
 
 
 def test_a_foreign_host_or_origin_is_refused(http_server):

@@ -37,7 +37,7 @@ use crate::mcp::lanes::{self, LaneListener};
 use crate::mcp::oauth::{ResourceServer, metadata};
 use crate::mcp::peer_client::PeerClient;
 use crate::mcp::sessions::{self, Sessions};
-use crate::mcp::token::BearerToken;
+use crate::mcp::token::{self, BearerToken};
 use crate::mcp::{McpServer, Served};
 
 /// The path the MCP endpoint is served on.
@@ -292,6 +292,11 @@ impl Front {
         if let Some(refused) = self.guard.over_rate(self.client) {
             return refused;
         }
+        // Two `Host` or `Origin` headers: the checks below read one, another part the other
+        // (RFC 9112 §3.2 answers such a request 400).
+        if let Some(refused) = repeated_header(&request) {
+            return refused;
+        }
         // Probes and the metadata a client reads before it has a token are all that is open.
         if self.guard.public.iter().any(|p| p == request.uri().path()) {
             return self.route(request).await;
@@ -475,7 +480,14 @@ impl Guard {
             return Ok((Access::All, by_peer));
         }
         let Some(oauth) = oauth else {
-            return Err(unauthorized("wrong bearer token"));
+            let bearer = token::scheme_and_credentials(presented.as_bytes())
+                .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case(b"bearer"));
+            return Err(unauthorized(if bearer {
+                "wrong bearer token"
+            } else {
+                "the Authorization header is not `Bearer <token>`: send the token file's \
+                 token as `Authorization: Bearer <token>`"
+            }));
         };
         let invalid = |message: String| {
             challenge(
@@ -567,6 +579,17 @@ fn called_tools(body: &[u8]) -> Vec<String> {
         .filter_map(|m| m.pointer("/params/name").and_then(Value::as_str))
         .map(str::to_owned)
         .collect()
+}
+
+/// The 400 of a request with more than one `Host` or `Origin` header.
+fn repeated_header(request: &Request) -> Option<Response> {
+    let name = [header::HOST, header::ORIGIN]
+        .into_iter()
+        .find(|name| request.headers().get_all(name).iter().nth(1).is_some())?;
+    Some(refusal(
+        StatusCode::BAD_REQUEST,
+        format!("more than one `{name}` header: send exactly one"),
+    ))
 }
 
 fn unauthorized(message: &str) -> Response {

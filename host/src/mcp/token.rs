@@ -101,14 +101,23 @@ impl BearerToken {
         &self.value
     }
 
-    /// Whether an `Authorization` header value carries this token. Constant time in the token's
-    /// content; the length is not secret.
+    /// Whether an `Authorization` header value carries this token (the scheme's name in any
+    /// case, RFC 6750 §2.1). Constant time in the token's content; the length is not secret.
     pub fn accepts(&self, authorization: &[u8]) -> bool {
-        let Some(presented) = authorization.strip_prefix(b"Bearer ") else {
-            return false;
-        };
-        presented.ct_eq(self.value.as_bytes()).into()
+        match scheme_and_credentials(authorization) {
+            Some((scheme, presented)) if scheme.eq_ignore_ascii_case(b"bearer") => {
+                presented.ct_eq(self.value.as_bytes()).into()
+            }
+            _ => false,
+        }
     }
+}
+
+/// An `Authorization` header value's scheme and credentials (`Bearer abc` → `Bearer`, `abc`).
+pub fn scheme_and_credentials(authorization: &[u8]) -> Option<(&[u8], &[u8])> {
+    let space = authorization.iter().position(|&b| b == b' ')?;
+    let (scheme, rest) = authorization.split_at(space);
+    Some((scheme, rest.trim_ascii()))
 }
 
 #[cfg(test)]
@@ -137,6 +146,8 @@ mod tests {
             value: "abc123".into(),
         };
         assert!(token.accepts(b"Bearer abc123"));
+        assert!(token.accepts(b"bearer abc123"));
+        assert!(token.accepts(b"BEARER abc123"));
         assert!(!token.accepts(b"Bearer abc124"));
         assert!(!token.accepts(b"Bearer abc12"));
         assert!(!token.accepts(b"abc123"));
