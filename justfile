@@ -18,6 +18,9 @@ chitin_build := "cargo build --quiet --bin chitin"
 # cache its tests share (target/tmp/compile-cache), so they find every component compiled.
 embed_cache := ""
 embed := '"${CARGO_TARGET_DIR:-target}/debug/chitin"' + (if embed_cache == "" { "" } else { " --cache-dir " + embed_cache }) + " manifest embed"
+# The tests' trust store, build/trusted_keys: the development key for the `chitin` namespace,
+# and the fixtures' key for their names only (each made in the data directory on first use).
+write_test_trust := '{ "${CARGO_TARGET_DIR:-target}/debug/chitin" key list | grep -q "^fixtures " || "${CARGO_TARGET_DIR:-target}/debug/chitin" key generate fixtures >&2; "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev; echo "$("${CARGO_TARGET_DIR:-target}/debug/chitin" key export fixtures | cut -d" " -f1,2) chitin ' + replace(prepend("chitin/", fixtures), " ", ",") + '"; } > build/trusted_keys.new && mv build/trusted_keys.new build/trusted_keys'
 
 # Build every first-party component for wasm32-wasip2, release, size-optimised, and embed its
 # manifest (components/NAME/manifest.toml), into build/components; sign them with the development
@@ -30,7 +33,7 @@ build-components: wasm-target
     for c in {{ components }}; do {{ embed }} "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" -o "build/components.staging/$c.wasm"; done
     # Sign with the local development key (created in the data directory on first use and
     # trusted there for the `chitin` namespace); build/trusted_keys holds its line for tests.
-    "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
+    {{ write_test_trust }}
     for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/components.staging/$c.wasm" --key dev; done
     # Moved in once signed, each by a rename: a server or a terminal reading the folder meanwhile
     # sees the old file or the new one, never one half written or not yet signed.
@@ -43,16 +46,19 @@ build-components: wasm-target
     for c in {{ components }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" publish "build/components/$c.wasm" --registry local --replace >&2; done
     @ls -l build/components >&2
 
-# Build the test fixture components into build/fixtures, with their manifests, signed by the
-# development key like the first-party components.
+# Build the test fixture components into build/fixtures, with their manifests, signed by a key
+# of their own (`fixtures`, made in the data directory on first use) that only the tests' trust
+# store, build/trusted_keys, trusts, and only for the fixtures' names: the data directory's own
+# trust store never does, so a fixture (a hostile one, or a shell without approval) copied into
+# a folder chitin serves is refused as signed by an unknown key.
 build-fixtures: wasm-target
     cargo build --quiet --profile component --target wasm32-wasip2 {{ prepend("-p chitin-", fixtures) }}
     {{ chitin_build }}
     mkdir -p build/fixtures
     # A fixture of typed WIT exports has its WIT beside it, whose doc comments describe its tools.
     for c in {{ fixtures }}; do {{ embed }} "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/component/chitin_${c//-/_}.wasm" "components/$c/manifest.toml" $(test -d "components/$c/wit" && echo --wit "components/$c/wit") -o "build/fixtures/$c.wasm"; done
-    "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev > build/trusted_keys
-    for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/fixtures/$c.wasm" --key dev; done
+    {{ write_test_trust }}
+    for c in {{ fixtures }}; do "${CARGO_TARGET_DIR:-target}/debug/chitin" sign "build/fixtures/$c.wasm" --key fixtures; done
 
 # Build the third-party examples into build/thirdparty/, each with its manifest embedded and
 # unsigned (whoever uses one signs it with a third-party key of their own):

@@ -258,3 +258,37 @@ fn approvals_start_empty() {
     let out = run_in(dir.path(), &["approvals", "revoke", "echo"]);
     assert_ne!(code(&out), 0);
 }
+
+#[test]
+fn the_data_directory_that_built_the_fixtures_does_not_trust_them() {
+    // Its own trust store, as `just run` and a desktop client use it: the built-ins verify, and
+    // a fixture (a hostile one, or a shell without approval) put in a served folder does not.
+    let chitin = || {
+        let mut cmd = std::process::Command::new(chitin_e2e::chitin_bin());
+        cmd.env_remove("CHITIN_TRUSTED_KEYS")
+            .env_remove("CHITIN_COMPONENTS")
+            .env("CHITIN_CACHE_DIR", chitin_e2e::shared_cache());
+        cmd
+    };
+    let verify = |file: PathBuf| {
+        chitin()
+            .arg("verify")
+            .arg(&file)
+            .output()
+            .expect("run chitin verify")
+    };
+    let echo = verify(built_dir("components").join("echo.wasm"));
+    assert_eq!(code(&echo), 0, "{}", stderr(&echo));
+    for fixture in ["test-hostile", "test-composed"] {
+        let out = verify(built_dir("fixtures").join(format!("{fixture}.wasm")));
+        assert_ne!(code(&out), 0, "{fixture}: {}", stdout(&out));
+        assert!(stderr(&out).contains("unknown signer"), "{}", stderr(&out));
+    }
+    // The tests' own trust store trusts the fixtures' key for their names only.
+    let tests_trust = std::fs::read_to_string(repo().join("build/trusted_keys")).expect("trust");
+    let fixtures_line = tests_trust
+        .lines()
+        .find(|l| l.contains("chitin/test-hostile"))
+        .expect("the fixtures' key");
+    assert!(!fixtures_line.contains("chitin/*"), "{fixtures_line}");
+}
