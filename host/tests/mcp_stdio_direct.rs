@@ -208,6 +208,44 @@ async fn run() {
         "{answer}"
     );
 
+    // A line that is not JSON, whose start shows a request id, is answered with a parse error
+    // by that id (a trailing comma; arguments nested deeper than JSON parsers go): its client
+    // is not left waiting. One with no id is skipped. The session carries on.
+    let deep = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"message\":{}1{}}}}}}}\n",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    for (id, line) in [
+        (
+            7,
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",}\n".to_owned(),
+        ),
+        (8, deep),
+    ] {
+        session
+            .stdin
+            .write_all(format!("hello, not JSON\n{line}").as_bytes())
+            .await
+            .expect("write to the server");
+        let answer = session.until_answer(id).await.pop().expect("answer");
+        assert_eq!(answer["error"]["code"], -32700, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("not valid JSON")),
+            "{answer}"
+        );
+    }
+    session
+        .send(call(9, "echo", json!({"message": "and still"}), None))
+        .await;
+    let answer = session.until_answer(9).await.pop().expect("answer");
+    assert_eq!(
+        answer["result"]["structuredContent"]["message"], "and still",
+        "{answer}"
+    );
+
     // Closing stdin ends the server.
     drop(session);
     let status = tokio::time::timeout(Duration::from_secs(10), server.wait())

@@ -308,6 +308,19 @@ async fn read_client<R, W>(
         {
             continue;
         }
+        // A blank line is nothing; a byte-order mark before a message is allowed, as rmcp
+        // allows it.
+        let message = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&line);
+        if message.trim_ascii().is_empty() {
+            continue;
+        }
+        // Read as rmcp reads it (`IgnoredAny` would pass nesting deeper than rmcp's parser goes).
+        if let Err(unparsable) = serde_json::from_slice::<serde_json::Value>(message) {
+            if !refuse_unparsable(&out, &line, &unparsable).await {
+                break;
+            }
+            continue;
+        }
         if let Err(e) = to_rmcp.write_all(&line).await {
             tracing::debug!(error = %e, "rmcp's service stopped reading");
             break;
@@ -328,6 +341,36 @@ async fn refuse_too_long<W: AsyncWrite + Unpin>(out: &Out<W>, id: Option<Request
         ),
         None,
     );
+    refuse(out, error, id).await
+}
+
+/// A line that is not JSON (a syntax error, two messages on one line, nesting deeper than 128):
+/// a request whose id its start shows is answered with a parse error, so its client does not
+/// wait for ever; a line without one is skipped, as the official SDKs skip it (answering
+/// unparsable input can start an echo loop with a peer that is not an MCP client). Returns
+/// whether the client could be written to.
+async fn refuse_unparsable<W: AsyncWrite + Unpin>(
+    out: &Out<W>,
+    line: &[u8],
+    unparsable: &serde_json::Error,
+) -> bool {
+    let Some(id) = leading_id(&line[..line.len().min(ID_PREFIX_BYTES)]) else {
+        tracing::warn!(error = %unparsable, "a line from the client that is not JSON was skipped");
+        return true;
+    };
+    let error = ErrorData::parse_error(
+        format!("the message is not valid JSON ({unparsable}); one JSON-RPC message per line"),
+        None,
+    );
+    refuse(out, error, Some(id)).await
+}
+
+/// Send the client `error`, answering request `id` (or none).
+async fn refuse<W: AsyncWrite + Unpin>(
+    out: &Out<W>,
+    error: ErrorData,
+    id: Option<RequestId>,
+) -> bool {
     let message = ServerJsonRpcMessage::error(error, id);
     let Ok(mut line) = serde_json::to_vec(&message) else {
         return true;
