@@ -105,6 +105,24 @@ fn diagnostics_to_a_reader_that_has_gone_cost_nothing_but_themselves() {
 }
 
 #[test]
+fn a_call_with_no_component_found_says_where_it_looked_and_what_to_do() {
+    let data = tempfile::tempdir().expect("data dir");
+    let out = chitin(data.path(), &[])
+        .args(["call", "echo", r#"{"message": "hi"}"#])
+        .output()
+        .expect("run chitin call");
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no component was found in")
+            && err.contains("components")
+            && err.contains("there is no ./build/components here")
+            && err.contains("just build-components"),
+        "{err}"
+    );
+}
+
+#[test]
 fn list_json_gives_full_specs() {
     let out = run(&["list", "--json"]);
     let specs: Value = serde_json::from_str(&stdout(&out)).expect("JSON");

@@ -458,6 +458,19 @@ pub(crate) async fn open_host_with(
             naming_trust_store(refused, &trust_file(cli, host.services().data_dir()))
         })?;
     }
+    if host.components().is_empty() {
+        let looked: Vec<String> = sources.iter().map(|s| s.display().to_string()).collect();
+        let why = if cli.components.is_empty() {
+            format!(" (nothing is installed, and there is no ./{BUILD_COMPONENTS_DIR} here)")
+        } else {
+            String::new()
+        };
+        errln!(
+            "warning: no component was found in {}{why}: run `just build-components` in \
+             chitin's repository, pass --components DIR, or `chitin install NAME`",
+            looked.join(", ")
+        );
+    }
     for left in host.left_out() {
         errln!(
             "warning: component {} ({}) left out: {}",
