@@ -27,6 +27,23 @@ impl DataDir {
     /// `$XDG_DATA_HOME/chitin` (`~/.local/share/chitin`). Created with mode 0700.
     pub fn resolve(explicit: Option<&Path>) -> Result<Self, DataDirError> {
         let root = match explicit {
+            // A data directory named by hand is made only where its parent exists: a typo
+            // (`--data-dir /srv/chtin/data`) would otherwise start an empty one, with memory,
+            // secrets and approvals seemingly gone.
+            Some(p)
+                if !p.exists()
+                    && p.parent()
+                        .is_some_and(|up| !up.as_os_str().is_empty() && !up.exists()) =>
+            {
+                return Err(DataDirError {
+                    path: p.to_owned(),
+                    cause: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "neither it nor its parent directory exists; check the path, or create \
+                         the parent first to start a new data directory there",
+                    ),
+                });
+            }
             Some(p) => p.to_owned(),
             None => dirs::data_dir()
                 .map(|d| d.join("chitin"))
@@ -89,5 +106,22 @@ impl DataDir {
     /// Where downloads wait while they are checked, before an install commits them.
     pub fn downloads(&self) -> PathBuf {
         self.root.join("downloads")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_data_directory_is_made_only_where_its_parent_exists() {
+        let root = tempfile::tempdir().unwrap();
+        let fresh = root.path().join("chitin");
+        DataDir::resolve(Some(&fresh)).expect("made beside what exists");
+        assert!(fresh.is_dir());
+        let typo = root.path().join("chtin/data");
+        let err = DataDir::resolve(Some(&typo)).unwrap_err();
+        assert!(err.to_string().contains("nor its parent"), "{err}");
+        assert!(!root.path().join("chtin").exists(), "nothing was made");
     }
 }
