@@ -349,6 +349,7 @@ async fn finish(
     let downloads = services.data_dir().downloads();
     std::fs::create_dir_all(&downloads)
         .with_context(|| format!("cannot create {}", downloads.display()))?;
+    sweep_stale(&downloads, STALE_AFTER);
     let mut download = tempfile::Builder::new()
         .prefix("download-")
         .suffix(".wasm")
@@ -544,4 +545,60 @@ fn approve(question: &str, yes: bool) -> Result<(), Box<Refusal>> {
 fn refuse(refusal: Refusal) -> anyhow::Result<Exit> {
     errln!("refused: {refusal}");
     Ok(Exit::Denied)
+}
+
+/// How old a staged file must be before an install takes it for a killed install's leftover:
+/// longer than any install waits, its approval question included.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// Remove the staged files (`download-*`, `installed-*`) of installs that were killed before
+/// they could remove their own, once older than `stale_after`. Best effort: a file that cannot
+/// be read or removed stays for the next install.
+fn sweep_stale(downloads: &std::path::Path, stale_after: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(downloads) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let staged = name.to_str().is_some_and(|n| {
+            (n.starts_with("download-") || n.starts_with("installed-")) && n.ends_with(".wasm")
+        });
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|at| at.elapsed().ok())
+            .is_some_and(|age| age > stale_after);
+        if staged && stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_killed_installs_staged_files_are_swept_once_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let day_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 86_400);
+        let make = |name: &str, old: bool| {
+            let file = std::fs::File::create(dir.path().join(name)).unwrap();
+            if old {
+                file.set_modified(day_ago).unwrap();
+            }
+        };
+        make("download-a1.wasm", true);
+        make("installed-b2.wasm", true);
+        make("download-fresh.wasm", false);
+        make("notes.txt", true);
+        sweep_stale(dir.path(), STALE_AFTER);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["download-fresh.wasm", "notes.txt"]);
+    }
 }
