@@ -26,6 +26,15 @@ async fn exchange_as_another_user(addr: &str, request: String) -> Option<String>
     Some(read_answer(stream, request).await)
 }
 
+/// An HTTP answer without its `date` header, which changes from one second to the next.
+fn without_date(answer: &str) -> String {
+    answer
+        .lines()
+        .filter(|line| !line.to_ascii_lowercase().starts_with("date:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 async fn read_answer(mut stream: TcpStream, request: String) -> String {
     stream.write_all(request.as_bytes()).await.expect("write");
     let mut answer = Vec::new();
@@ -164,26 +173,51 @@ async fn stranger() {
 
     // Another client holding the same token and the id can neither call on the session, nor
     // open its stream of server messages, nor end it: each is answered as an unknown session.
-    let get = format!(
-        "GET /mcp HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
-         accept: text/event-stream\r\n{on_session}connection: close\r\n\r\n"
-    );
-    let delete = format!(
-        "DELETE /mcp HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
-         {on_session}connection: close\r\n\r\n"
-    );
-    for (what, request) in [
-        ("a call", post(addr, token, &on_session, &list)),
-        ("the stream", get),
-        ("the end", delete),
-    ] {
-        let Some(refused) = exchange_as_another_user(addr, request).await else {
+    // A made-up id gets the very same answers, so none of them tells a live session from one
+    // that does not exist.
+    let made_up = "0123456789abcdef0123456789abcdef";
+    let on_made_up = on_session.replace(&session, made_up);
+    let requests = |on: &str| {
+        [
+            ("a call", post(addr, token, on, &list)),
+            (
+                "the stream",
+                format!(
+                    "GET /mcp HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
+                     accept: text/event-stream\r\n{on}connection: close\r\n\r\n"
+                ),
+            ),
+            (
+                "the end",
+                format!(
+                    "DELETE /mcp HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
+                     {on}connection: close\r\n\r\n"
+                ),
+            ),
+        ]
+    };
+    for ((what, live), (_, made_up)) in requests(&on_session).into_iter().zip(requests(&on_made_up))
+    {
+        let unknown = exchange(addr, made_up.clone()).await;
+        assert!(
+            unknown.starts_with("HTTP/1.1 404") && unknown.contains("began no session"),
+            "{what} on a made-up session: {unknown}"
+        );
+        let (Some(refused), Some(unknown)) = (
+            exchange_as_another_user(addr, live).await,
+            exchange_as_another_user(addr, made_up).await,
+        ) else {
             eprintln!("not root: another user's socket was not made");
-            return;
+            continue;
         };
         assert!(
             refused.starts_with("HTTP/1.1 404") && refused.contains("began no session"),
             "{what} from another client: {refused}"
+        );
+        assert_eq!(
+            without_date(&refused),
+            without_date(&unknown),
+            "{what}: another's live session and a made-up one are answered alike"
         );
     }
 

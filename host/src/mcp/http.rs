@@ -351,18 +351,19 @@ impl Front {
         response
     }
 
-    /// The refusal of a request on an MCP session another client began: answered 404, as for
-    /// a session that does not exist (the spec's answer, after which a client begins a new one).
+    /// The refusal of a request on an MCP session this client did not begin (another client's,
+    /// or one that does not exist): 404, the spec's answer, after which a client begins a new
+    /// one; the same answer either way.
     fn foreign_session(&self, request: &Request, client: &ClientId) -> Option<Response> {
         if request.uri().path() != MCP_PATH {
             return None;
         }
         let session = request.headers().get(SESSION_ID_HEADER)?.to_str().ok()?;
         let refused = self.guard.sessions.check_owner(client, session).err()?;
-        tracing::warn!(
+        tracing::info!(
             client = %client.owner,
             method = %request.method(),
-            "a request on an MCP session another client began is refused"
+            "a request on an MCP session this client did not begin is refused"
         );
         Some(refusal(StatusCode::NOT_FOUND, refused.to_string()))
     }

@@ -39,7 +39,7 @@ pub struct TooManySessions {
     pub open: usize,
 }
 
-/// A request on a session that another client began.
+/// A request on a session that this client did not begin (another did, or none).
 #[derive(Debug, thiserror::Error)]
 #[error(
     "unknown MCP session: this client ({client}) began no session with this Mcp-Session-Id; \
@@ -121,15 +121,17 @@ impl Sessions {
         })
     }
 
-    /// Whether `client` may use `session`: refused when another client began it. A session no
-    /// client began here is left to rmcp, which answers it as unknown.
+    /// Whether `client` may use `session`: only a session it began. Another client's and one
+    /// nobody began get the same refusal, so that no answer tells a live session id from a
+    /// made-up one (rmcp's own answers would: its 404 for an unknown id, and 202 to a DELETE of
+    /// one).
     pub fn check_owner(&self, client: &ClientId, session: &str) -> Result<(), NotItsSession> {
         let ledger = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
         match ledger.owner.get(session) {
-            Some(owner) if owner != client => Err(NotItsSession {
+            Some(owner) if owner == client => Ok(()),
+            _ => Err(NotItsSession {
                 client: client.owner.clone(),
             }),
-            _ => Ok(()),
         }
     }
 }
