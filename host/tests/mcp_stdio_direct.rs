@@ -237,6 +237,19 @@ async fn run() {
             "{answer}"
         );
     }
+    // A tools/call whose params are not a call's is told what is wrong (not "method not
+    // found" for a method the server serves).
+    session
+        .send(json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "echo", "arguments": [1]}}))
+        .await;
+    let answer = session.until_answer(10).await.pop().expect("answer");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("invalid tools/call params")),
+        "{answer}"
+    );
     session
         .send(call(9, "echo", json!({"message": "and still"}), None))
         .await;

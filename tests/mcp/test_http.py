@@ -335,3 +335,22 @@ async def test_an_install_reaches_a_running_server(installing_server):
         with anyio.fail_after(20):
             await changed.wait()
         assert {t.name for t in (await c.list_tools()).tools} == {"echo", "time"}
+
+
+def test_a_stateless_call_whose_params_are_not_a_calls_is_told_what_is_wrong(http_server):
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "echo", "arguments": [1], "_meta": meta}}
+    response = httpx2.post(http_server.url, json=body, timeout=10, headers={
+        "Authorization": f"Bearer {http_server.token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo",
+    })
+    reply = response.json()
+    assert reply["id"] == 4, reply
+    assert reply["error"]["code"] == -32602, reply
+    assert "invalid tools/call params" in reply["error"]["message"], reply

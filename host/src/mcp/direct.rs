@@ -119,19 +119,7 @@ impl Direct {
                 ServerJsonRpcMessage::error(error, Some(call.id)),
             ),
         };
-        match serde_json::to_vec(&message) {
-            Ok(body) => (
-                status,
-                [(header::CONTENT_TYPE, "application/json")],
-                Body::from(body),
-            )
-                .into_response(),
-            Err(e) => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("cannot write the response: {e}"),
-            )
-                .into_response(),
-        }
+        json_rpc_response(status, &message)
     }
 }
 
@@ -187,12 +175,35 @@ impl Direct {
                 // the front's future that holds it.
                 Ok(Box::pin(self.answer(call, access, client)).await)
             }
-            _ => Err(Passed {
-                request: Request::from_parts(parts, Body::from(bytes)),
-                access,
-                client,
-            }),
+            _ => match PlainCall::malformed(&bytes) {
+                Some((id, wrong)) => Ok(json_rpc_response(
+                    StatusCode::OK,
+                    &ServerJsonRpcMessage::error(ErrorData::invalid_params(wrong, None), Some(id)),
+                )),
+                None => Err(Passed {
+                    request: Request::from_parts(parts, Body::from(bytes)),
+                    access,
+                    client,
+                }),
+            },
         }
+    }
+}
+
+/// `message` as an HTTP response with `status`.
+fn json_rpc_response(status: StatusCode, message: &ServerJsonRpcMessage) -> Response {
+    match serde_json::to_vec(message) {
+        Ok(body) => (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from(body),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot write the response: {e}"),
+        )
+            .into_response(),
     }
 }
 

@@ -321,6 +321,12 @@ async fn read_client<R, W>(
             }
             continue;
         }
+        if let Some((id, wrong)) = PlainCall::malformed(message) {
+            if !refuse(&out, ErrorData::invalid_params(wrong, None), Some(id)).await {
+                break;
+            }
+            continue;
+        }
         if let Err(e) = to_rmcp.write_all(&line).await {
             tracing::debug!(error = %e, "rmcp's service stopped reading");
             break;
