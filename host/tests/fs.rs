@@ -898,3 +898,27 @@ fn a_fifo_left_without_a_writer_holds_no_pool_thread_past_its_call() {
         std::panic::resume_unwind(panic);
     }
 }
+
+#[tokio::test]
+async fn under_the_shipped_policy_a_write_reaches_the_tools_own_cap() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let ws = root.path().join("workspace");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    let runtime = Runtime::new(common::shared_cache(), &test_engine()).expect("runtime");
+    let mut policy = chitin_host::policy::Policy::builtin().expect("built-in policy");
+    policy.approval.clear();
+    let mut host = Host::new(runtime, policy, services(&root.path().join("data"), &ws));
+    host.load_path(&component("fs")).await.expect("load fs");
+    let call = |content: String| {
+        let args = json!({"path": "big.txt", "content": content}).to_string();
+        let host = &host;
+        async move { host.call("write_file", &args).await.result }
+    };
+    let near = 5 * 1024 * 1024 - 1024;
+    let written = call("a".repeat(near)).await.expect("a write under the cap");
+    assert_eq!(written.json().expect("JSON")["bytes"], near);
+    match call("a".repeat(5 * 1024 * 1024 + 1)).await {
+        Err(ToolError::InvalidArgs(why)) => assert!(why.contains("5242880"), "{why}"),
+        other => panic!("a write over the cap: {other:?}"),
+    }
+}
