@@ -20,7 +20,8 @@ embed_cache := ""
 embed := '"${CARGO_TARGET_DIR:-target}/debug/chitin"' + (if embed_cache == "" { "" } else { " --cache-dir " + embed_cache }) + " manifest embed"
 # The tests' trust store, build/trusted_keys: the development key for the `chitin` namespace,
 # and the fixtures' key for their names only (each made in the data directory on first use).
-write_test_trust := '{ "${CARGO_TARGET_DIR:-target}/debug/chitin" key list | grep -q "^fixtures " || "${CARGO_TARGET_DIR:-target}/debug/chitin" key generate fixtures >&2; "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev; echo "$("${CARGO_TARGET_DIR:-target}/debug/chitin" key export fixtures | cut -d" " -f1,2) chitin ' + replace(prepend("chitin/", fixtures), " ", ",") + '"; } > build/trusted_keys.new && mv build/trusted_keys.new build/trusted_keys'
+# Written to a file of its own and moved in, so two builds at once never mix their lines.
+write_test_trust := 'staged=$(mktemp build/.trusted_keys.XXXXXX) && { "${CARGO_TARGET_DIR:-target}/debug/chitin" key list | grep -q "^fixtures " || "${CARGO_TARGET_DIR:-target}/debug/chitin" key generate fixtures >&2; "${CARGO_TARGET_DIR:-target}/debug/chitin" key dev; echo "$("${CARGO_TARGET_DIR:-target}/debug/chitin" key export fixtures | cut -d" " -f1,2) chitin ' + replace(prepend("chitin/", fixtures), " ", ",") + '"; } > "$staged" && mv "$staged" build/trusted_keys'
 
 # Build every first-party component for wasm32-wasip2, release, size-optimised, and embed its
 # manifest (components/NAME/manifest.toml), into build/components; sign them with the development
