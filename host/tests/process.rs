@@ -976,13 +976,11 @@ async fn udp_and_other_sockets_need_a_network_grant() {
     let (ok, output) = attempt(&denied, &script).await;
     assert!(!ok, "UDP without a network grant should fail: {output}");
     assert!(udp.recv(&mut [0u8; 64]).is_err(), "a datagram got out");
-    // Neither does any other family (here a raw socket, which needs root, and AF_PACKET).
-    for family in ["2, 3, 1", "17, 3, 0", "40, 1, 0"] {
-        let (ok, output) = attempt(
-            &denied,
-            &format!("perl -e 'socket(S, {family}) or die \"refused: $!\"'"),
-        )
-        .await;
+    // Neither does any other family (here a raw socket, which needs root, AF_PACKET, and
+    // netlink: the host's socket table, `ss`, and its routes, `ip route`).
+    let socket = |family: &str| format!("perl -e 'socket(S, {family}) or die \"refused: $!\"'");
+    for family in ["2, 3, 1", "17, 3, 0", "40, 1, 0", "16, 3, 4", "16, 3, 0"] {
+        let (ok, output) = attempt(&denied, &socket(family)).await;
         assert!(!ok, "socket({family}) without a network grant: {output}");
     }
     let granted = config(
@@ -995,6 +993,12 @@ async fn udp_and_other_sockets_need_a_network_grant() {
     let (ok, output) = attempt(&granted, &script).await;
     assert!(ok, "UDP with a network grant should work: {output}");
     assert!(udp.recv(&mut [0u8; 64]).is_ok(), "the granted datagram");
+    // A network grant opens route netlink (name resolution reads the addresses through it),
+    // never the socket table.
+    let (ok, output) = attempt(&granted, &socket("16, 3, 0")).await;
+    assert!(ok, "route netlink with a network grant: {output}");
+    let (ok, output) = attempt(&granted, &socket("16, 3, 4")).await;
+    assert!(!ok, "sock_diag netlink with a network grant: {output}");
 }
 
 #[tokio::test]

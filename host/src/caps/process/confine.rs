@@ -580,9 +580,10 @@ mod seccomp {
     const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
     const OFFSET_NR: u32 = 0;
     const OFFSET_ARCH: u32 = 4;
-    /// The low 32 bits of the first and second arguments (little-endian).
+    /// The low 32 bits of the first three arguments (little-endian).
     const OFFSET_ARG0: u32 = 16;
     const OFFSET_ARG1: u32 = 24;
+    const OFFSET_ARG2: u32 = 32;
     const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
     const EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
     const ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
@@ -610,10 +611,14 @@ mod seccomp {
     }
 
     /// The filter; `network` lets `AF_INET` and `AF_INET6` sockets be made (Landlock still
-    /// rules TCP's ports). Jumps count the instructions skipped: ALLOW is at 18, EPERM at 19.
-    const fn filter(network: bool) -> [sock_filter; 20] {
-        // From 12 and 13: to ALLOW with a network grant, else to EPERM.
-        let (inet, inet6) = if network { (5, 4) } else { (6, 5) };
+    /// rules TCP's ports), and `NETLINK_ROUTE` ones, which name resolution reads the machine's
+    /// addresses through. Without it no netlink socket is made: the kernel's socket table
+    /// (`ss`), routes and neighbours (`ip`) are the host's, not the workspace's. Jumps count the
+    /// instructions skipped: ALLOW is at 19, EPERM at 20.
+    const fn filter(network: bool) -> [sock_filter; 21] {
+        // From 12, 13 and 15 (an IP or route netlink socket): to ALLOW with a network grant,
+        // else to EPERM.
+        let (inet, inet6, route) = if network { (6, 5, 3) } else { (7, 6, 4) };
         [
             /* 0 */ stmt(BPF_LD_W_ABS, OFFSET_ARCH),
             // Another architecture's system calls (e.g. 32-bit `int 0x80`) have other numbers.
@@ -621,35 +626,36 @@ mod seccomp {
             jump(BPF_JEQ_K, ARCH, 1, 0),
             /* 2 */ stmt(BPF_RET_K, ENOSYS),
             /* 3 */ stmt(BPF_LD_W_ABS, OFFSET_NR),
-            /* 4 */ jump(BPF_JGE_K, X32_BIT, 14, 0),
-            /* 5 */ jump(BPF_JEQ_K, libc::SYS_setsid as u32, 13, 0),
-            /* 6 */ jump(BPF_JEQ_K, libc::SYS_setpgid as u32, 12, 0),
+            /* 4 */ jump(BPF_JGE_K, X32_BIT, 15, 0),
+            /* 5 */ jump(BPF_JEQ_K, libc::SYS_setsid as u32, 14, 0),
+            /* 6 */ jump(BPF_JEQ_K, libc::SYS_setpgid as u32, 13, 0),
             // io_uring makes and connects sockets without the system calls below.
             /* 7 */
-            jump(BPF_JEQ_K, libc::SYS_io_uring_setup as u32, 11, 0),
+            jump(BPF_JEQ_K, libc::SYS_io_uring_setup as u32, 12, 0),
             /* 8 */ jump(BPF_JEQ_K, libc::SYS_socket as u32, 1, 0),
-            /* 9 */ jump(BPF_JEQ_K, libc::SYS_socketpair as u32, 5, 8),
-            // socket(): netlink (local, used by name resolution), and IP with a network grant.
-            // Every other family, AF_UNIX included, is refused.
+            /* 9 */ jump(BPF_JEQ_K, libc::SYS_socketpair as u32, 6, 9),
+            // socket(): IP and route netlink with a network grant. Every other family, AF_UNIX
+            // included, is refused.
             /* 10 */
             stmt(BPF_LD_W_ABS, OFFSET_ARG0),
-            /* 11 */ jump(BPF_JEQ_K, libc::AF_NETLINK as u32, 6, 0),
+            /* 11 */ jump(BPF_JEQ_K, libc::AF_NETLINK as u32, 2, 0),
             /* 12 */ jump(BPF_JEQ_K, libc::AF_INET as u32, inet, 0),
-            /* 13 */ jump(BPF_JEQ_K, libc::AF_INET6 as u32, inet6, 0),
-            /* 14 */ stmt(BPF_RET_K, EPERM),
+            /* 13 */ jump(BPF_JEQ_K, libc::AF_INET6 as u32, inet6, 6),
+            /* 14 */ stmt(BPF_LD_W_ABS, OFFSET_ARG2),
+            /* 15 */ jump(BPF_JEQ_K, libc::NETLINK_ROUTE as u32, route, 4),
             // socketpair(): connected pairs, except datagrams, which `sendto` can still aim at
             // any UNIX socket path.
-            /* 15 */
+            /* 16 */
             stmt(BPF_LD_W_ABS, OFFSET_ARG1),
-            /* 16 */ stmt(BPF_AND_K, SOCK_TYPE_MASK),
-            /* 17 */ jump(BPF_JEQ_K, libc::SOCK_DGRAM as u32, 1, 0),
-            /* 18 */ stmt(BPF_RET_K, ALLOW),
-            /* 19 */ stmt(BPF_RET_K, EPERM),
+            /* 17 */ stmt(BPF_AND_K, SOCK_TYPE_MASK),
+            /* 18 */ jump(BPF_JEQ_K, libc::SOCK_DGRAM as u32, 1, 0),
+            /* 19 */ stmt(BPF_RET_K, ALLOW),
+            /* 20 */ stmt(BPF_RET_K, EPERM),
         ]
     }
 
-    static WITH_NETWORK: [sock_filter; 20] = filter(true);
-    static WITHOUT_NETWORK: [sock_filter; 20] = filter(false);
+    static WITH_NETWORK: [sock_filter; 21] = filter(true);
+    static WITHOUT_NETWORK: [sock_filter; 21] = filter(false);
 
     /// Install the filter on the calling thread (requires `no_new_privs`).
     pub fn install(network: bool) -> std::io::Result<()> {
