@@ -964,6 +964,26 @@ fn datagram_arrived(socket: &std::os::unix::net::UnixDatagram) -> bool {
 }
 
 #[tokio::test]
+async fn no_namespace_is_made_or_entered_and_processes_still_fork() {
+    // A user namespace opens kernel interfaces an unprivileged process never reaches otherwise.
+    let env = env();
+    let confined = config(&env, &sh_grant());
+    for script in [
+        "unshare -U true",
+        "unshare -Ur true",
+        "perl -e 'require \"syscall.ph\"; syscall(&SYS_unshare, 0x10000000) == 0 or die \"refused: $!\"'",
+    ] {
+        let (ok, output) = attempt(&confined, script).await;
+        assert!(!ok, "{script}: {output}");
+    }
+    let (ok, output) = attempt(&confined, "(echo child) & wait; echo parent").await;
+    assert!(
+        ok && output.contains("child") && output.contains("parent"),
+        "{output}"
+    );
+}
+
+#[tokio::test]
 async fn udp_and_other_sockets_need_a_network_grant() {
     // Landlock rules TCP only: UDP (DNS tunnels, any UDP server) went out without a grant.
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");

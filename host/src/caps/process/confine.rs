@@ -576,6 +576,7 @@ mod seccomp {
     const BPF_LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     const BPF_JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
     const BPF_JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+    const BPF_JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
     const BPF_AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
     const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
     const OFFSET_NR: u32 = 0;
@@ -587,6 +588,14 @@ mod seccomp {
     const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
     const EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
     const ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+    /// `clone` flags that make a new namespace (mount, cgroup, UTS, IPC, user, PID, network).
+    const NAMESPACE_FLAGS: u32 = (libc::CLONE_NEWNS
+        | libc::CLONE_NEWCGROUP
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNET) as u32;
     /// The socket type without its `SOCK_NONBLOCK` / `SOCK_CLOEXEC` flags.
     const SOCK_TYPE_MASK: u32 = 0xf;
 
@@ -613,12 +622,15 @@ mod seccomp {
     /// The filter; `network` lets `AF_INET` and `AF_INET6` sockets be made (Landlock still
     /// rules TCP's ports), and `NETLINK_ROUTE` ones, which name resolution reads the machine's
     /// addresses through. Without it no netlink socket is made: the kernel's socket table
-    /// (`ss`), routes and neighbours (`ip`) are the host's, not the workspace's. Jumps count the
-    /// instructions skipped: ALLOW is at 19, EPERM at 20.
-    const fn filter(network: bool) -> [sock_filter; 21] {
-        // From 12, 13 and 15 (an IP or route netlink socket): to ALLOW with a network grant,
+    /// (`ss`), routes and neighbours (`ip`) are the host's, not the workspace's. No namespace
+    /// is made or entered (`unshare`, `setns`, `clone` with a namespace flag): a user namespace
+    /// opens kernel interfaces an unprivileged process never reaches otherwise. `clone3`, whose
+    /// flags a filter cannot read, answers `ENOSYS`, and the C library falls back to `clone`.
+    /// Jumps count the instructions skipped: ALLOW is at 25, EPERM at 26, ENOSYS at 27.
+    const fn filter(network: bool) -> [sock_filter; 28] {
+        // From 16, 17 and 19 (an IP or route netlink socket): to ALLOW with a network grant,
         // else to EPERM.
-        let (inet, inet6, route) = if network { (6, 5, 3) } else { (7, 6, 4) };
+        let (inet, inet6, route) = if network { (8, 7, 5) } else { (9, 8, 6) };
         [
             /* 0 */ stmt(BPF_LD_W_ABS, OFFSET_ARCH),
             // Another architecture's system calls (e.g. 32-bit `int 0x80`) have other numbers.
@@ -626,36 +638,45 @@ mod seccomp {
             jump(BPF_JEQ_K, ARCH, 1, 0),
             /* 2 */ stmt(BPF_RET_K, ENOSYS),
             /* 3 */ stmt(BPF_LD_W_ABS, OFFSET_NR),
-            /* 4 */ jump(BPF_JGE_K, X32_BIT, 15, 0),
-            /* 5 */ jump(BPF_JEQ_K, libc::SYS_setsid as u32, 14, 0),
-            /* 6 */ jump(BPF_JEQ_K, libc::SYS_setpgid as u32, 13, 0),
+            /* 4 */ jump(BPF_JGE_K, X32_BIT, 21, 0),
+            /* 5 */ jump(BPF_JEQ_K, libc::SYS_setsid as u32, 20, 0),
+            /* 6 */ jump(BPF_JEQ_K, libc::SYS_setpgid as u32, 19, 0),
             // io_uring makes and connects sockets without the system calls below.
             /* 7 */
-            jump(BPF_JEQ_K, libc::SYS_io_uring_setup as u32, 12, 0),
-            /* 8 */ jump(BPF_JEQ_K, libc::SYS_socket as u32, 1, 0),
-            /* 9 */ jump(BPF_JEQ_K, libc::SYS_socketpair as u32, 6, 9),
+            jump(BPF_JEQ_K, libc::SYS_io_uring_setup as u32, 18, 0),
+            /* 8 */ jump(BPF_JEQ_K, libc::SYS_unshare as u32, 17, 0),
+            /* 9 */ jump(BPF_JEQ_K, libc::SYS_setns as u32, 16, 0),
+            /* 10 */ jump(BPF_JEQ_K, libc::SYS_clone3 as u32, 16, 0),
+            /* 11 */ jump(BPF_JEQ_K, libc::SYS_clone as u32, 11, 0),
+            /* 12 */ jump(BPF_JEQ_K, libc::SYS_socket as u32, 1, 0),
+            /* 13 */ jump(BPF_JEQ_K, libc::SYS_socketpair as u32, 6, 11),
             // socket(): IP and route netlink with a network grant. Every other family, AF_UNIX
             // included, is refused.
-            /* 10 */
+            /* 14 */
             stmt(BPF_LD_W_ABS, OFFSET_ARG0),
-            /* 11 */ jump(BPF_JEQ_K, libc::AF_NETLINK as u32, 2, 0),
-            /* 12 */ jump(BPF_JEQ_K, libc::AF_INET as u32, inet, 0),
-            /* 13 */ jump(BPF_JEQ_K, libc::AF_INET6 as u32, inet6, 6),
-            /* 14 */ stmt(BPF_LD_W_ABS, OFFSET_ARG2),
-            /* 15 */ jump(BPF_JEQ_K, libc::NETLINK_ROUTE as u32, route, 4),
+            /* 15 */ jump(BPF_JEQ_K, libc::AF_NETLINK as u32, 2, 0),
+            /* 16 */ jump(BPF_JEQ_K, libc::AF_INET as u32, inet, 0),
+            /* 17 */ jump(BPF_JEQ_K, libc::AF_INET6 as u32, inet6, 8),
+            /* 18 */ stmt(BPF_LD_W_ABS, OFFSET_ARG2),
+            /* 19 */ jump(BPF_JEQ_K, libc::NETLINK_ROUTE as u32, route, 6),
             // socketpair(): connected pairs, except datagrams, which `sendto` can still aim at
             // any UNIX socket path.
-            /* 16 */
+            /* 20 */
             stmt(BPF_LD_W_ABS, OFFSET_ARG1),
-            /* 17 */ stmt(BPF_AND_K, SOCK_TYPE_MASK),
-            /* 18 */ jump(BPF_JEQ_K, libc::SOCK_DGRAM as u32, 1, 0),
-            /* 19 */ stmt(BPF_RET_K, ALLOW),
-            /* 20 */ stmt(BPF_RET_K, EPERM),
+            /* 21 */ stmt(BPF_AND_K, SOCK_TYPE_MASK),
+            /* 22 */ jump(BPF_JEQ_K, libc::SOCK_DGRAM as u32, 3, 2),
+            // clone(): any process or thread, in no new namespace.
+            /* 23 */
+            stmt(BPF_LD_W_ABS, OFFSET_ARG0),
+            /* 24 */ jump(BPF_JSET_K, NAMESPACE_FLAGS, 1, 0),
+            /* 25 */ stmt(BPF_RET_K, ALLOW),
+            /* 26 */ stmt(BPF_RET_K, EPERM),
+            /* 27 */ stmt(BPF_RET_K, ENOSYS),
         ]
     }
 
-    static WITH_NETWORK: [sock_filter; 21] = filter(true);
-    static WITHOUT_NETWORK: [sock_filter; 21] = filter(false);
+    static WITH_NETWORK: [sock_filter; 28] = filter(true);
+    static WITHOUT_NETWORK: [sock_filter; 28] = filter(false);
 
     /// Install the filter on the calling thread (requires `no_new_privs`).
     pub fn install(network: bool) -> std::io::Result<()> {
