@@ -1,5 +1,8 @@
 //! `[capabilities.env]`: environment variables the component may read through
-//! `wasi:cli/environment`. Only the named keys are passed, with the host's values.
+//! `wasi:cli/environment`. Only the named keys are passed, with the host's values. Keys starting
+//! with [`HOST_PREFIX`] are the host's own and never granted: its configuration holds the secrets
+//! store's master key and the state database's address, and the host sets such keys itself to
+//! tell every component its limits.
 
 use serde::{Deserialize, Serialize};
 
@@ -8,6 +11,9 @@ use super::audit_line::{AuditLine, quoted};
 use crate::capability::Section;
 use crate::manifest::Capabilities;
 use crate::widening::added;
+
+/// The prefix of the host's own environment keys, which no grant may name.
+pub const HOST_PREFIX: &str = "CHITIN_";
 
 /// Environment keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +59,16 @@ impl EnvGrant {
                     format!("`{k}` is not an environment variable name"),
                 ));
             }
+            if k.to_ascii_uppercase().starts_with(HOST_PREFIX) {
+                return Err(ManifestError::invalid(
+                    format!("capabilities.env.keys[{i}]"),
+                    format!(
+                        "`{k}` is one of the host's own keys ({HOST_PREFIX}…: its configuration, \
+                         such as the secrets store's master key, and what it tells every \
+                         component); a component is never granted them"
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -66,5 +82,36 @@ impl EnvGrant {
             scope: format!("keys {}", quoted(&self.keys)),
             risk: "can read these environment variables of the host".into(),
         }]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(keys: &[&str]) -> EnvGrant {
+        EnvGrant {
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn plain_names_are_granted() {
+        grant(&["LANG", "TZ", "MY_CHITIN_FLAG"])
+            .validate()
+            .expect("plain names");
+    }
+
+    #[test]
+    fn the_hosts_own_keys_are_refused_in_any_case() {
+        for key in [
+            "CHITIN_SECRETS_KEY",
+            "CHITIN_STATE_URL",
+            "chitin_output_bytes",
+        ] {
+            let err = grant(&["LANG", key]).validate().expect_err(key).to_string();
+            assert!(err.contains("capabilities.env.keys[1]"), "{err}");
+            assert!(err.contains("host's own keys"), "{err}");
+        }
     }
 }
