@@ -98,7 +98,7 @@ impl HostState {
             deadline,
         };
         let caps = granted.contexts(&call);
-        let mut wasi = wasi::builder(&log);
+        let mut wasi = wasi::builder(&log, limits.output_bytes);
         granted.wasi(&mut wasi)?;
         Ok(Self {
             caps,

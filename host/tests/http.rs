@@ -555,6 +555,30 @@ async fn url_tricks_are_refused_before_anything_is_sent() {
 }
 
 #[tokio::test]
+async fn a_response_past_the_calls_output_budget_is_cut_to_whole_json() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    // `/echo` answers JSON holding the body sent: 72 KB of quotes, twice that as JSON, and
+    // twice again once the tool's result quotes it, past the default 64 KiB budget.
+    let sent = "\"quoted\" ".repeat(8000);
+    let args = json!({"method": "POST", "url": server.url("/echo"), "body": sent,
+                      "max_chars": 1_000_000});
+    let out = call(&h, "http", args).await.result.expect("answered");
+    assert_eq!(
+        out.truncated_from, None,
+        "fitted by the tool, not cut by the host"
+    );
+    assert!(out.text.len() <= 64 * 1024, "{} bytes", out.text.len());
+    let value = out.json().expect("JSON result");
+    assert_eq!(value["status"], 200);
+    assert_eq!(value["truncated"], true);
+    let body = value["body"].as_str().expect("the JSON body, cut, as text");
+    assert!(body.starts_with("{\""), "{}", &body[..40]);
+    assert!(body.len() > 16 * 1024, "{}", body.len());
+}
+
+#[tokio::test]
 async fn web_fetch_returns_markdown_and_html_to_markdown_converts() {
     let data = tempfile::tempdir().expect("tempdir");
     let server = https_server::start(data.path()).await;

@@ -863,6 +863,36 @@ async fn shell_timeout_kills_background_processes() {
 }
 
 #[tokio::test]
+async fn escape_heavy_output_is_cut_to_whole_json_within_the_calls_budget() {
+    let env = shell_env().await;
+    let ctx = CallContext {
+        approver: Recorder::new(&[]),
+        ..CallContext::default()
+    };
+    // Quotes, tabs and terminal colour codes: their JSON is two to six times as long, so the
+    // 40 KiB of stdout and 16 KiB of stderr the tool keeps are far more than the 64 KiB budget.
+    let command = "yes '\"\t\u{1b}[31m' | head -c 100000 >&2; yes '\"' | head -c 100000";
+    let args = json!({ "command": command }).to_string();
+    let report = env.host.call_in("shell", &args, &ctx).await;
+    let out = report.result.expect("runs");
+    assert_eq!(
+        out.truncated_from, None,
+        "fitted by the tool, not cut by the host"
+    );
+    assert!(out.text.len() <= 64 * 1024, "{} bytes", out.text.len());
+    let value = out.json().expect("JSON result");
+    assert_eq!(value["truncated"], true);
+    let stdout = value["stdout"].as_str().expect("stdout");
+    let stderr = value["stderr"].as_str().expect("stderr");
+    assert!(
+        stdout.starts_with("\"\n\"\n") && stdout.len() > 8 * 1024,
+        "{}",
+        stdout.len()
+    );
+    assert!(stderr.starts_with("\"\t\u{1b}[31m\n"), "{stderr:?}");
+}
+
+#[tokio::test]
 async fn shell_output_flood_is_truncated() {
     let env = shell_env().await;
     let out = call_with(

@@ -96,6 +96,51 @@ async def test_read_file_reads_the_workspace_and_nothing_outside(mode):
 
 
 @pytest.mark.anyio
+async def test_a_file_past_the_output_budget_reads_whole_in_pages_the_sdk_accepts():
+    """read_file fits each result within the call's output budget (64 KiB by default, told in
+    CHITIN_OUTPUT_BYTES), so every page is structured content the SDK validates against the
+    tool's output schema; before, a file over 64 KiB came back cut mid-JSON and the SDK raised
+    "has an output schema but did not return structured content"."""
+    workspace = pathlib.Path(tempfile.mkdtemp(prefix="ws-", dir=DATA))
+    # Escapes make the JSON longer than the text: quotes, tabs, backslashes, a control byte.
+    text = "".join(f'{i}: "q"\t\\p\\ \x01 é {"x" * (i % 90)}\n' for i in range(4000))
+    (workspace / "long.txt").write_bytes(text.encode())
+    read, offset, pages = "", 0, 0
+    async with Client(server("--workspace", str(workspace))) as client:
+        while True:
+            result = await client.call_tool("read_file", {"path": "long.txt", "offset": offset})
+            assert not result.is_error, text_of(result)[:300]
+            assert len(text_of(result).encode()) <= 65536
+            page = result.structured_content
+            read += page["content"]
+            pages += 1
+            if not page["truncated"]:
+                break
+            offset = page["next_offset"]
+        # A search with more matches than fit keeps the ones that do, and says so.
+        found = await client.call_tool("grep", {"pattern": "q", "max_results": 1000})
+        assert not found.is_error, text_of(found)[:300]
+        assert 100 < len(found.structured_content["matches"]) < 1000
+        assert found.structured_content["truncated"] is True
+    assert read == text
+    assert pages >= 4, pages
+
+
+@pytest.mark.anyio
+async def test_a_result_the_host_cuts_is_an_error_carrying_its_text():
+    """A tool that ignores its budget gets its result cut by the host: no longer the JSON its
+    output schema promises, so it is an error result with the text and the marker, which the
+    SDK hands over rather than rejecting."""
+    async with Client(server()) as client:
+        result = await client.call_tool("huge_output", {"bytes": 200_000})
+        assert result.is_error
+        assert result.structured_content is None
+        body = text_of(result)
+        assert body.startswith('{"data":"xxx'), body[:40]
+        assert "[chitin: output truncated: showing 65536 of 200011 bytes]" in body, body[-120:]
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
 async def test_tool_errors_are_is_error_results_with_the_kind(mode):
     async with Client(server(), mode=mode) as client:

@@ -19,23 +19,42 @@ pub mod write;
 /// Where the host preopens the workspace inside the component.
 pub const WORKSPACE_ROOT: &str = "/workspace";
 
-/// The directory the tools work in.
+/// The directory the tools work in, and how long a result may be.
 #[derive(Debug, Clone)]
 pub struct Workspace {
     /// The workspace root as the component sees it.
     pub root: PathBuf,
+    /// The call's output budget in bytes (`chitin_sdk::budget`); results are fitted within it.
+    pub budget: Option<usize>,
 }
 
-/// The tools over the workspace at `root`.
-pub fn tools_at(root: impl Into<PathBuf>) -> Vec<Tool> {
+impl Workspace {
+    /// Drop the last items of `out`'s list until `out` fits the call's output budget; whether
+    /// any were dropped.
+    pub fn fit<O: Serialize, T: Serialize>(
+        &self,
+        out: &mut O,
+        list: fn(&mut O) -> &mut Vec<T>,
+    ) -> bool {
+        self.budget
+            .is_some_and(|budget| chitin_sdk::budget::keep_within(out, list, budget))
+    }
+}
+
+/// The tools over the workspace at `root`, fitting their results within `budget` bytes.
+pub fn tools_at(root: impl Into<PathBuf>, budget: Option<usize>) -> Vec<Tool> {
     let root: PathBuf = root.into();
-    let ws = || Workspace { root: root.clone() };
+    let ws = || Workspace {
+        root: root.clone(),
+        budget,
+    };
     let (w1, w2, w3, w4, w5, w6) = (ws(), ws(), ws(), ws(), ws(), ws());
     vec![
         Tool::new_json(
             "read_file",
             "Read a text file in the workspace. `offset` skips lines, `limit` caps them; at most \
-             1 MiB of content per call (`truncated` and `next_offset` say where to continue).",
+             1 MiB of content per call, and no more than the call's result may hold \
+             (`truncated` and `next_offset` say where to continue).",
             move |args| read::read_file(&w1, args),
         )
         .read_only()
@@ -93,7 +112,7 @@ pub fn tools_at(root: impl Into<PathBuf>) -> Vec<Tool> {
 }
 
 fn tools() -> Vec<Tool> {
-    tools_at(WORKSPACE_ROOT)
+    tools_at(WORKSPACE_ROOT, chitin_sdk::budget::output_bytes())
 }
 
 chitin_sdk::export_tools!(tools);

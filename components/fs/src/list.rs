@@ -40,7 +40,7 @@ pub struct ListOutput {
     pub path: String,
     /// Entries in name order, depth-first
     pub entries: Vec<ListEntry>,
-    /// Whether the 500-entry cap cut the listing short
+    /// Whether the 500-entry cap or the call's output budget cut the listing short
     pub truncated: bool,
 }
 
@@ -67,9 +67,11 @@ pub fn list_dir(ws: &Workspace, args: ListArgs) -> Result<ListOutput, ToolError>
         });
         true
     })?;
-    Ok(ListOutput {
+    let mut out = ListOutput {
         path: path.display(),
         entries,
         truncated,
-    })
+    };
+    out.truncated |= ws.fit(&mut out, |o| &mut o.entries);
+    Ok(out)
 }

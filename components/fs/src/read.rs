@@ -1,4 +1,5 @@
-//! `read_file`: a window of lines from a text file, capped at 1 MiB of content.
+//! `read_file`: a window of lines from a text file, capped at 1 MiB of content and at the call's
+//! output budget.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -21,7 +22,7 @@ pub struct ReadArgs {
     pub path: String,
     /// Number of lines to skip from the start (default 0)
     pub offset: Option<u64>,
-    /// Most lines to return (default: all, up to 1 MiB of content)
+    /// Most lines to return (default: all, up to 1 MiB of content or what the call may return)
     pub limit: Option<u64>,
 }
 
@@ -46,7 +47,7 @@ pub struct ReadOutput {
 /// [`ReadOutput`] of the same text), the content escaped by the SDK's word-at-a-time escaper: up
 /// to a megabyte of text is most of a call's cost. The escaper checks that the bytes are UTF-8
 /// in the same pass; a window cut inside a character at the cap drops the partial character.
-pub fn to_json(path: &RelPath, window: Window, offset: u64) -> Result<String, ToolError> {
+pub fn to_json(path: &RelPath, window: &Window, offset: u64) -> Result<String, ToolError> {
     let shown = path.display();
     let truncated = window.truncated;
     // Room for the escapes of ordinary text (a newline per line) without growing.
@@ -134,18 +135,48 @@ impl<R: Read> Source for Reader<R> {
     }
 }
 
-/// Reads lines `offset..offset+limit` of the file, stopping at the size cap; the result as
-/// JSON.
+/// Reads lines `offset..offset+limit` of the file, stopping at the size cap and at the call's
+/// output budget; the result as JSON.
 pub fn read_file(ws: &Workspace, args: ReadArgs) -> Result<String, ToolError> {
     let path = RelPath::parse(&args.path)?;
     let file = File::open(path.under(&ws.root)).map_err(|e| error(&path, "read", e))?;
     let offset = args.offset.unwrap_or(0);
     let limit = args.limit.unwrap_or(u64::MAX);
-    let window = read_window(file, offset, limit).map_err(|e| error(&path, "read", e))?;
-    to_json(&path, window, offset)
+    // The content is never longer than its JSON, so no more than the budget is read.
+    let cap = ws.budget.map_or(MAX_READ_BYTES, |b| b.min(MAX_READ_BYTES));
+    let window = read_window(file, offset, limit, cap).map_err(|e| error(&path, "read", e))?;
+    within_budget(&path, window, offset, ws.budget)
 }
 
-/// Lines `offset..offset+limit` of a file, cut at [`MAX_READ_BYTES`].
+/// Bytes the fields after the content may grow by when the window is cut: `next_offset` turns
+/// from `null` into a number.
+const TAIL_GROWTH: usize = 16;
+
+/// The result of `window` as JSON, the window cut (at a line's end where one falls within) until
+/// the result fits in `budget` bytes: escapes make the result longer than the content.
+pub fn within_budget(
+    path: &RelPath,
+    mut window: Window,
+    offset: u64,
+    budget: Option<usize>,
+) -> Result<String, ToolError> {
+    loop {
+        let out = to_json(path, &window, offset)?;
+        let Some(budget) = budget else {
+            return Ok(out);
+        };
+        if out.len() <= budget || window.bytes.is_empty() {
+            return Ok(out);
+        }
+        // Keep the share of the content the budget holds (escapes make some bytes longer than
+        // others, so this may take another turn), and always less than before.
+        let len = window.bytes.len();
+        let share = len.saturating_mul(budget.saturating_sub(TAIL_GROWTH)) / out.len();
+        window.shrink(share.min(len - 1));
+    }
+}
+
+/// Lines `offset..offset+limit` of a file, cut at a cap of at most [`MAX_READ_BYTES`].
 #[derive(Debug, PartialEq, Eq)]
 pub struct Window {
     /// The lines' bytes, with their line endings.
@@ -159,6 +190,23 @@ pub struct Window {
 }
 
 impl Window {
+    /// Cut the window to at most `keep` bytes: the whole lines among them, or the first part
+    /// of the first line when none ends within them (counted as none, as at the cap).
+    pub fn shrink(&mut self, keep: usize) {
+        let keep = keep.min(self.bytes.len());
+        match memchr::memrchr(b'\n', &self.bytes[..keep]) {
+            Some(end) => {
+                self.bytes.truncate(end + 1);
+                self.counted = None;
+            }
+            None => {
+                self.bytes.truncate(keep);
+                self.counted = Some(0);
+            }
+        }
+        self.truncated = true;
+    }
+
     /// How many lines the window holds, given how many line feeds `bytes` holds.
     pub fn lines(&self, newlines: u64) -> u64 {
         self.counted
@@ -166,11 +214,16 @@ impl Window {
     }
 }
 
-/// Read the window of lines `offset..offset+limit` from `reader` in one buffer: lines are found
-/// in place, so each byte is copied once, and skipped lines are dropped as they pass. Reading
-/// stops as soon as the window is decided (the limit reached with more to come, or the cap
-/// passed), so a huge file or a huge line is never held whole.
-pub fn read_window(mut reader: impl Source, offset: u64, limit: u64) -> io::Result<Window> {
+/// Read the window of lines `offset..offset+limit` from `reader` in one buffer, cut at `cap`
+/// bytes: lines are found in place, so each byte is copied once, and skipped lines are dropped
+/// as they pass. Reading stops as soon as the window is decided (the limit reached with more to
+/// come, or the cap passed), so a huge file or a huge line is never held whole.
+pub fn read_window(
+    mut reader: impl Source,
+    offset: u64,
+    limit: u64,
+    cap: usize,
+) -> io::Result<Window> {
     let mut buf: Vec<u8> = Vec::new();
     // Lines still to skip; the window starts after the `offset`-th line ending.
     let mut skip = offset;
@@ -182,7 +235,7 @@ pub fn read_window(mut reader: impl Source, offset: u64, limit: u64) -> io::Resu
     let mut eof = false;
     loop {
         if !eof {
-            eof = read_more(&mut reader, &mut buf)?;
+            eof = read_more(&mut reader, &mut buf, cap)?;
         }
         if skip > 0 {
             // Count line endings among the new bytes and drop what was skipped.
@@ -214,8 +267,8 @@ pub fn read_window(mut reader: impl Source, offset: u64, limit: u64) -> io::Resu
             // No limit: the window is every line to the end of the file or to the last line
             // that ends within the cap. Nothing needs them one by one, and the escaper counts
             // them (a megabyte's search for each line's end was ~5 % of its read).
-            if buf.len() > MAX_READ_BYTES {
-                return Ok(cut_at_cap(buf));
+            if buf.len() > cap {
+                return Ok(cut_at_cap(buf, cap));
             }
             if eof {
                 return Ok(Window {
@@ -246,8 +299,8 @@ pub fn read_window(mut reader: impl Source, offset: u64, limit: u64) -> io::Resu
                     truncated: true,
                 });
             }
-            if end > MAX_READ_BYTES {
-                return Ok(over_cap(buf, line_start, lines));
+            if end > cap {
+                return Ok(over_cap(buf, line_start, lines, cap));
             }
             lines += 1;
             line_start = end;
@@ -261,9 +314,9 @@ pub fn read_window(mut reader: impl Source, offset: u64, limit: u64) -> io::Resu
                 truncated: true,
             });
         }
-        if buf.len() > MAX_READ_BYTES {
+        if buf.len() > cap {
             // The line being read already passes the cap, wherever it ends.
-            return Ok(over_cap(buf, line_start, lines));
+            return Ok(over_cap(buf, line_start, lines, cap));
         }
         if eof {
             return Ok(Window {
@@ -275,15 +328,15 @@ pub fn read_window(mut reader: impl Source, offset: u64, limit: u64) -> io::Resu
     }
 }
 
-/// Append one read's bytes to `buf`; whether the file has ended.
-fn read_more(reader: &mut impl Source, buf: &mut Vec<u8>) -> io::Result<bool> {
+/// Append one read's bytes to `buf`, whose window is cut at `cap`; whether the file has ended.
+fn read_more(reader: &mut impl Source, buf: &mut Vec<u8>, cap: usize) -> io::Result<bool> {
     let filled = buf.len();
     if buf.capacity() == 0 {
         buf.reserve_exact(FIRST_READ);
-    } else if filled >= READ_CHUNK && buf.capacity() < MAX_READ_BYTES + READ_CHUNK {
+    } else if filled >= READ_CHUNK && buf.capacity() < cap + READ_CHUNK {
         // More than one read's worth: room for the whole window at once, since growing by
         // doubling copies it and touches twice the memory.
-        buf.reserve_exact((MAX_READ_BYTES + READ_CHUNK).saturating_sub(filled));
+        buf.reserve_exact((cap + READ_CHUNK).saturating_sub(filled));
     } else if buf.capacity() - filled < READ_CHUNK / 16 {
         buf.reserve(READ_CHUNK);
     }
@@ -294,8 +347,8 @@ fn read_more(reader: &mut impl Source, buf: &mut Vec<u8>) -> io::Result<bool> {
 
 /// The window of every line from the start of `buf`, which passes the cap: the lines that end
 /// within it, or the first part of the first when none does.
-fn cut_at_cap(mut buf: Vec<u8>) -> Window {
-    match memchr::memrchr(b'\n', &buf[..MAX_READ_BYTES]) {
+fn cut_at_cap(mut buf: Vec<u8>, cap: usize) -> Window {
+    match memchr::memrchr(b'\n', &buf[..cap]) {
         Some(end) => {
             buf.truncate(end + 1);
             Window {
@@ -304,18 +357,14 @@ fn cut_at_cap(mut buf: Vec<u8>) -> Window {
                 truncated: true,
             }
         }
-        None => over_cap(buf, 0, 0),
+        None => over_cap(buf, 0, 0, cap),
     }
 }
 
 /// The window when the line starting at `line_start` does not fit under the cap: the lines
 /// before it, or the first part of it when it is the first.
-fn over_cap(mut buf: Vec<u8>, line_start: usize, lines: u64) -> Window {
-    buf.truncate(if lines == 0 {
-        MAX_READ_BYTES
-    } else {
-        line_start
-    });
+fn over_cap(mut buf: Vec<u8>, line_start: usize, lines: u64, cap: usize) -> Window {
+    buf.truncate(if lines == 0 { cap } else { line_start });
     Window {
         bytes: buf,
         counted: Some(lines),

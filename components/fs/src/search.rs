@@ -43,7 +43,7 @@ pub struct GlobArgs {
 pub struct GlobOutput {
     /// Matching paths relative to the workspace root, in walk order
     pub paths: Vec<String>,
-    /// Whether a cap cut the results short
+    /// Whether a cap or the call's output budget cut the results short
     pub truncated: bool,
 }
 
@@ -67,7 +67,9 @@ pub fn glob(ws: &Workspace, args: GlobArgs) -> Result<GlobOutput, ToolError> {
         }
         true
     })?;
-    Ok(GlobOutput { paths, truncated })
+    let mut out = GlobOutput { paths, truncated };
+    out.truncated |= ws.fit(&mut out, |o| &mut o.paths);
+    Ok(out)
 }
 
 /// Compiles a glob, refusing patterns that point outside the workspace.
@@ -125,7 +127,7 @@ pub struct GrepOutput {
     pub matches: Vec<GrepMatch>,
     /// How many files were searched
     pub files_searched: u64,
-    /// Whether a cap cut the results short
+    /// Whether a cap or the call's output budget cut the results short
     pub truncated: bool,
 }
 
@@ -153,6 +155,7 @@ pub fn grep(ws: &Workspace, args: GrepArgs) -> Result<GrepOutput, ToolError> {
         if meta.len() <= MAX_GREP_FILE_BYTES {
             grep_file(ws, &base.display(), meta.len(), &regex, cap, &mut out);
         }
+        out.truncated |= ws.fit(&mut out, |o| &mut o.matches);
         return Ok(out);
     }
     let skip = prefix_len(&base);
@@ -173,6 +176,7 @@ pub fn grep(ws: &Workspace, args: GrepArgs) -> Result<GrepOutput, ToolError> {
         }
         !out.truncated
     })?;
+    out.truncated |= ws.fit(&mut out, |o| &mut o.matches);
     Ok(out)
 }
 

@@ -15,9 +15,22 @@ struct Ws {
 
 impl Ws {
     fn new() -> Self {
+        Self::within(None)
+    }
+
+    /// Tools whose results fit in `budget` bytes, as the host's `CHITIN_OUTPUT_BYTES` says.
+    fn within(budget: Option<usize>) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let tools = tools_at(dir.path());
+        let tools = tools_at(dir.path(), budget);
         Self { dir, tools }
+    }
+
+    /// The result as written, checked to be JSON.
+    fn raw(&self, tool: &str, args: Value) -> String {
+        let out = dispatch(&self.tools, tool, &args.to_string())
+            .unwrap_or_else(|e| panic!("{tool} {args}: {e}"));
+        serde_json::from_str::<Value>(&out).expect("JSON result");
+        out
     }
 
     fn call(&self, tool: &str, args: Value) -> Result<Value, ToolError> {
@@ -316,7 +329,7 @@ fn escaping_paths_are_invalid_path_for_every_tool() {
 
 #[test]
 fn every_tool_declares_an_output_schema() {
-    for tool in tools_at("/workspace") {
+    for tool in tools_at("/workspace", None) {
         assert!(tool.spec().output_schema.is_some(), "{}", tool.name());
     }
 }
@@ -461,7 +474,8 @@ fn the_in_place_window_equals_the_line_by_line_one() {
                 state: 0x9E37_79B9_7F4A_7C15 ^ offset,
             };
             let (bytes, lines, truncated) = reported(expected);
-            let found = reported(read_window(Reader(reader), offset, limit).expect("read"));
+            let found =
+                reported(read_window(Reader(reader), offset, limit, MAX_READ_BYTES).expect("read"));
             assert_eq!(
                 (found.0.len(), found.1, found.2),
                 (bytes.len(), lines, truncated),
@@ -470,8 +484,10 @@ fn the_in_place_window_equals_the_line_by_line_one() {
             );
             assert!(found.0 == bytes);
             assert!(
-                reported(read_window(Reader(file.as_slice()), offset, limit).expect("read"))
-                    == (bytes, lines, truncated)
+                reported(
+                    read_window(Reader(file.as_slice()), offset, limit, MAX_READ_BYTES)
+                        .expect("read")
+                ) == (bytes, lines, truncated)
             );
         }
     }
@@ -543,7 +559,7 @@ fn the_hand_written_result_is_what_serde_json_writes() {
         };
         let path = RelPath::parse(path).expect("path");
         assert_eq!(
-            to_json(&path, window, 3).expect("UTF-8"),
+            to_json(&path, &window, 3).expect("UTF-8"),
             serde_json::to_string(&expected).expect("serialise")
         );
     }
@@ -573,8 +589,134 @@ fn the_lines_of_a_window_left_to_the_escaper_are_counted_as_the_reader_counts_th
             truncated,
         };
         let out: serde_json::Value =
-            serde_json::from_str(&to_json(&path, window, 0).expect("UTF-8")).expect("JSON");
+            serde_json::from_str(&to_json(&path, &window, 0).expect("UTF-8")).expect("JSON");
         assert_eq!(out["lines"], lines, "{bytes:?}");
         assert_eq!(out["truncated"], truncated, "{bytes:?}");
+    }
+}
+
+/// Text whose JSON is longer than itself: quotes, backslashes, tabs, control characters and
+/// short lines, in lines of varied length.
+fn escape_heavy(lines: usize) -> String {
+    (0..lines)
+        .map(|i| {
+            format!(
+                "{i}: \"quoted\"\t\\path\\{}\u{1}é{}\n",
+                "x".repeat(i % 97),
+                "\"".repeat(i % 13)
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_read_past_the_output_budget_is_whole_json_within_it_and_pages_to_the_end() {
+    for budget in [4096, 65_536] {
+        let ws = Ws::within(Some(budget));
+        let text = escape_heavy(6000);
+        ws.put("big.txt", &text);
+        let mut read = String::new();
+        let mut offset = 0u64;
+        let mut pages = 0;
+        loop {
+            let out = ws.raw("read_file", json!({"path": "big.txt", "offset": offset}));
+            assert!(
+                out.len() <= budget,
+                "{} bytes over a budget of {budget}",
+                out.len()
+            );
+            let out: Value = serde_json::from_str(&out).expect("JSON");
+            read.push_str(out["content"].as_str().expect("content"));
+            pages += 1;
+            if out["truncated"] == false {
+                break;
+            }
+            offset = out["next_offset"].as_u64().expect("next offset");
+            assert!(
+                out["lines"].as_u64().expect("lines") > 0,
+                "page {pages} made no progress"
+            );
+        }
+        assert!(
+            read == text,
+            "the pages put together are the file (budget {budget})"
+        );
+        assert!(
+            pages > text.len() / budget,
+            "{pages} pages for a budget of {budget}"
+        );
+    }
+}
+
+#[test]
+fn a_line_longer_than_the_output_budget_is_cut_and_counted_as_none() {
+    let ws = Ws::within(Some(2048));
+    ws.put("one.txt", &format!("{}\nnext\n", "\"".repeat(5000)));
+    let out = ws.raw("read_file", json!({"path": "one.txt"}));
+    assert!(out.len() <= 2048, "{}", out.len());
+    let out: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(out["lines"], 0);
+    assert_eq!(out["truncated"], true);
+    assert_eq!(out["next_offset"], 1);
+    assert!(out["content"].as_str().expect("content").len() > 500);
+    let rest = ws.ok("read_file", json!({"path": "one.txt", "offset": 1}));
+    assert_eq!(rest["content"], "next\n");
+}
+
+#[test]
+fn listings_and_searches_past_the_output_budget_keep_what_fits_and_say_so() {
+    let budget = 8192;
+    let ws = Ws::within(Some(budget));
+    for i in 0..600 {
+        ws.put(
+            &format!("dir/file-{i:03}.txt"),
+            &"needle \"here\"\n".repeat(3),
+        );
+    }
+    for (tool, args, list) in [
+        ("glob", json!({"pattern": "**/*.txt"}), "paths"),
+        (
+            "grep",
+            json!({"pattern": "needle", "max_results": 1000}),
+            "matches",
+        ),
+        ("list_dir", json!({"path": "dir"}), "entries"),
+    ] {
+        let out = ws.raw(tool, args.clone());
+        assert!(out.len() <= budget, "{tool}: {} bytes", out.len());
+        let out: Value = serde_json::from_str(&out).expect("JSON");
+        let kept = out[list].as_array().expect("list").len();
+        assert!(kept > 20, "{tool} kept {kept}");
+        assert_eq!(out["truncated"], true, "{tool}");
+        // Without a budget the same call returns more.
+        let unbounded = ws_unbounded(&ws).call(tool, args).expect(tool);
+        assert!(
+            unbounded[list].as_array().expect("list").len() > kept,
+            "{tool}"
+        );
+    }
+}
+
+/// The tools over `ws`'s directory with no output budget.
+fn ws_unbounded(ws: &Ws) -> Ws {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tools = tools_at(ws.dir.path(), None);
+    Ws { dir, tools }
+}
+
+#[test]
+fn a_read_within_the_output_budget_is_the_read_without_one() {
+    let text = escape_heavy(300);
+    let bounded = Ws::within(Some(1 << 20));
+    bounded.put("f.txt", &text);
+    let unbounded = ws_unbounded(&bounded);
+    for args in [
+        json!({"path": "f.txt"}),
+        json!({"path": "f.txt", "offset": 7, "limit": 9}),
+    ] {
+        assert_eq!(
+            bounded.raw("read_file", args.clone()),
+            unbounded.raw("read_file", args)
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! (allowlist, SSRF, size and rate caps, leak scan, credential injection); this component only
 //! shapes the request and the result.
 
+use chitin_sdk::budget;
 use chitin_sdk::http::{self, Request};
 use chitin_sdk::prelude::*;
 
@@ -76,7 +77,8 @@ struct Output {
     body: Value,
     /// Bytes of body received
     bytes: u64,
-    /// Whether the body was cut (at `max_chars`, or past the first MiB kept)
+    /// Whether the body was cut (at `max_chars`, past the first MiB kept, or to what the call's
+    /// result may hold; a JSON body cut is returned as text)
     truncated: bool,
 }
 
@@ -118,7 +120,7 @@ fn request(args: Args) -> Result<Output, ToolError> {
         _ if cut => Value::String(text.chars().take(max).collect()),
         _ => Value::String(text.into_owned()),
     };
-    Ok(Output {
+    let mut out = Output {
         status: response.status,
         bytes: response.total_bytes,
         headers: response
@@ -128,7 +130,28 @@ fn request(args: Args) -> Result<Output, ToolError> {
             .collect(),
         body,
         truncated: cut || response.truncated,
-    })
+    };
+    if let Some(budget) = budget::output_bytes() {
+        fit(&mut out, budget);
+    }
+    Ok(out)
+}
+
+/// Cut the body until `out` fits `budget` bytes; parsed JSON that does not fit is cut as text.
+fn fit(out: &mut Output, budget: usize) {
+    if budget::json_len(out) <= budget {
+        return;
+    }
+    let mut text = match std::mem::take(&mut out.body) {
+        Value::String(text) => text,
+        json => json.to_string(),
+    };
+    // What the rest of the result takes: all of it with an empty body, less that body's quotes.
+    out.body = Value::String(String::new());
+    let rest = budget::json_len(out).saturating_sub(2);
+    budget::cut_text(&mut text, |t| t, budget.saturating_sub(rest));
+    out.body = Value::String(text);
+    out.truncated = true;
 }
 
 fn tools() -> Vec<Tool> {

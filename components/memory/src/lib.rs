@@ -79,7 +79,7 @@ struct ReadArgs {
     path: String,
     /// Number of lines to skip from the start (default 0)
     offset: Option<u64>,
-    /// Most lines to return (default: all, up to 48 KiB of text)
+    /// Most lines to return (default: all, up to 48 KiB of text or what the call may return)
     limit: Option<u64>,
 }
 
@@ -124,16 +124,18 @@ fn memory_read(args: ReadArgs) -> Result<ReadOutput, ToolError> {
         content.push_str(&text);
     }
     let offset = args.offset.unwrap_or(0);
-    let page = page::page(&content, offset, args.limit);
-    Ok(ReadOutput {
-        content: page.text.to_owned(),
-        path,
-        entries: seqs.len() as u64,
-        offset,
-        lines: page.lines,
-        truncated: page.next.is_some(),
-        next_offset: page.next,
-    })
+    let budget = chitin_sdk::budget::output_bytes();
+    Ok(page::within(&content, offset, args.limit, budget, |page| {
+        ReadOutput {
+            content: page.text.to_owned(),
+            path: path.clone(),
+            entries: seqs.len() as u64,
+            offset,
+            lines: page.lines,
+            truncated: page.next.is_some(),
+            next_offset: page.next,
+        }
+    }))
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -308,8 +310,9 @@ fn tools() -> Vec<Tool> {
         Tool::new(
             "memory_read",
             "Read a memory document by path (e.g. `MEMORY.md`, `daily/2026-01-31.md`), up to \
-             48 KiB of its lines at a time: `offset` and `limit` (in lines) page through a \
-             longer one, and `next_offset` says where the next page starts.",
+             48 KiB of its lines at a time (less when the call's result may hold less): \
+             `offset` and `limit` (in lines) page through a longer one, and `next_offset` says \
+             where the next page starts.",
             memory_read,
         )
         .read_only()

@@ -47,6 +47,7 @@
 //! to a name the component does not carry becomes [`ToolError::NotFound`] listing the names it
 //! does. Tools can be tested natively through [`Tool::call`] and [`Tool::spec`].
 
+pub mod budget;
 pub mod content;
 mod error;
 #[cfg(feature = "http")]

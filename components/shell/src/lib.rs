@@ -5,6 +5,7 @@
 pub mod lex;
 pub mod screen;
 
+use chitin_sdk::budget;
 use chitin_sdk::prelude::*;
 
 use screen::{Layer, Verdict};
@@ -29,8 +30,9 @@ use host::chitin::host::{approval, process};
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
 /// Longest command timeout (seconds).
 pub const MAX_TIMEOUT_SECS: u64 = 300;
-/// Bytes of stdout and of stderr kept in the result, so the whole JSON result stays within the
-/// host's 64 KiB output cap (the process capability itself keeps 64 KiB of each).
+/// Bytes of stdout and of stderr kept in the result, so that ordinary text stays within the
+/// default 64 KiB output budget (the process capability itself keeps 64 KiB of each); the result
+/// is then cut to the call's own budget (`chitin_sdk::budget`), stdout first.
 pub const STDOUT_BYTES: usize = 40 * 1024;
 /// See [`STDOUT_BYTES`].
 pub const STDERR_BYTES: usize = 16 * 1024;
@@ -62,11 +64,11 @@ struct SpawnArgs {
 struct RunOutput {
     /// The exit code (-1 when a signal ended the process)
     exit_code: i32,
-    /// Standard output (at most 64 KiB)
+    /// Standard output (its first 40 KiB at most, less when the call's output budget needs)
     stdout: String,
-    /// Standard error (at most 64 KiB)
+    /// Standard error (its first 16 KiB at most, less when the call's output budget needs)
     stderr: String,
-    /// Whether stdout or stderr was cut at 64 KiB
+    /// Whether stdout or stderr was cut
     truncated: bool,
     /// Wall-clock time in milliseconds
     duration_ms: u64,
@@ -130,7 +132,7 @@ fn run(
     if out.timed_out {
         return Err(ToolError::Timeout);
     }
-    Ok(RunOutput {
+    let mut out = RunOutput {
         exit_code: out.exit_code.unwrap_or(-1),
         stdout,
         stderr,
@@ -138,7 +140,18 @@ fn run(
         duration_ms: out.duration_ms,
         command: shown,
         description,
-    })
+    };
+    if let Some(budget) = budget::output_bytes() {
+        fit(&mut out, budget);
+    }
+    Ok(out)
+}
+
+/// Cut stdout, then stderr (where errors are told), until `out` fits `budget` bytes.
+fn fit(out: &mut RunOutput, budget: usize) {
+    let cut = budget::cut_text(out, |o| &mut o.stdout, budget)
+        | budget::cut_text(out, |o| &mut o.stderr, budget);
+    out.truncated |= cut;
 }
 
 /// The first `max` bytes of `bytes` as text (invalid UTF-8 replaced), and whether it was cut.

@@ -2,6 +2,7 @@
 //! enforces where it may go (HTTPS, public addresses, size caps); the conversion comes from the
 //! `markdown` library component (`chitin:markdown/convert`), composed into this one at load.
 
+use chitin_sdk::budget;
 use chitin_sdk::http::{self, Request};
 use chitin_sdk::prelude::*;
 
@@ -46,7 +47,7 @@ struct Output {
     title: Option<String>,
     /// The content: Markdown for HTML, the text itself for other text types
     content: String,
-    /// Whether `content` was cut to `max_chars`
+    /// Whether `content` was cut, to `max_chars` or to what the call's result may hold
     truncated: bool,
 }
 
@@ -83,7 +84,7 @@ fn web_fetch(args: Args) -> Result<Output, ToolError> {
     } else {
         content
     };
-    Ok(Output {
+    let mut out = Output {
         status: response.status,
         content_type,
         final_url: args.url,
@@ -92,7 +93,11 @@ fn web_fetch(args: Args) -> Result<Output, ToolError> {
         title,
         content,
         truncated: truncated || response.truncated,
-    })
+    };
+    if let Some(budget) = budget::output_bytes() {
+        out.truncated |= budget::cut_text(&mut out, |o| &mut o.content, budget);
+    }
+    Ok(out)
 }
 
 fn tools() -> Vec<Tool> {

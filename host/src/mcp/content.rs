@@ -16,8 +16,14 @@ use crate::runtime::CallOutput;
 /// The result key that carries MCP content blocks.
 pub const CONTENT_KEY: &str = "$content";
 
-/// The MCP result of a call that succeeded with `output`.
+/// The MCP result of a call that succeeded with `output`. A result the host cut to the call's
+/// output cap is not the tool's result (its JSON is broken off, so it cannot be the structured
+/// content a tool's output schema promises): its text is handed over, marked as an error, so a
+/// client neither takes it for whole nor refuses it as not matching the schema.
 pub fn success(output: CallOutput) -> CallToolResult {
+    if output.truncated_from.is_some() {
+        return CallToolResult::error(vec![ContentBlock::text(output.text)]);
+    }
     let Some(Value::Object(mut object)) = output.json() else {
         return CallToolResult::success(vec![ContentBlock::text(output.text)]);
     };
@@ -55,6 +61,21 @@ mod tests {
             text: text.into(),
             truncated_from: None,
         }
+    }
+
+    #[test]
+    fn a_result_cut_to_the_cap_is_its_text_marked_as_an_error() {
+        let cut = CallOutput {
+            text: "{\"content\":\"abc\n[chitin: output truncated: showing 16 of 99 bytes]".into(),
+            truncated_from: Some(99),
+        };
+        let result = success(cut.clone());
+        assert_eq!(result.is_error, Some(true));
+        assert_eq!(result.structured_content, None);
+        assert_eq!(
+            result.content[0].as_text().map(|t| t.text.as_str()),
+            Some(cut.text.as_str())
+        );
     }
 
     #[test]

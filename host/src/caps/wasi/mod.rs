@@ -1,5 +1,5 @@
 //! The WASI base every component gets: clocks, random, stdio (captured into the call's log),
-//! environment (only granted keys), exit, and the filesystem interfaces with only the granted
+//! environment (the granted keys, and [`OUTPUT_BYTES_ENV`] the host tells every call), exit, and the filesystem interfaces with only the granted
 //! preopens — Rust's standard library imports those even when it never opens a file, and without
 //! a preopen they reach nothing. `wasi:sockets` is linked because every ordinary toolchain
 //! (componentize-py, jco, wasi-sdk) imports it, but deny-all whatever the grant: no address
@@ -38,11 +38,18 @@ pub const LINKS: &[&str] = &[
     "wasi:sockets/",
 ];
 
+/// The environment variable that tells every call how many bytes of its result reach the agent
+/// (its `output_bytes` limit): a tool that knows it can return a shorter, whole result rather
+/// than have the host cut it. No grant may name it (`chitin_registry::manifest::env`).
+pub const OUTPUT_BYTES_ENV: &str = "CHITIN_OUTPUT_BYTES";
+
 /// The per-call WASI context before the grant's contributions (the files capability's
-/// preopens, the env capability's variables): stdio into `log`, no args, no network.
-pub fn builder(log: &SharedLog) -> WasiCtxBuilder {
+/// preopens, the env capability's variables): stdio into `log`, no args, no network, and the
+/// call's output budget of `output_bytes` in the environment.
+pub fn builder(log: &SharedLog, output_bytes: usize) -> WasiCtxBuilder {
     let mut builder = WasiCtxBuilder::new();
     builder
+        .env(OUTPUT_BYTES_ENV, output_bytes.to_string())
         .stdout(CapturedOutput::new(log.clone(), LogSource::Stdout))
         .stderr(CapturedOutput::new(log.clone(), LogSource::Stderr))
         // No grant opens raw sockets; set every switch even where wasmtime's default is off,
