@@ -211,11 +211,14 @@ fn a_full_quota_refuses_the_write_whole_and_keeps_earlier_data() {
         let line = format!("note {:03} {}\n", kept.len(), "x".repeat(200));
         let out = call(json!({"content": line, "target": "notes.md"}));
         if !out.status.success() {
+            // A refusal (exit 4), not a failing service (exit 5).
+            assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
             break format!("{}{}", stdout(&out), stderr(&out));
         }
         kept.push(line);
         assert!(kept.len() < 100, "4096 bytes never filled");
     };
+    assert!(refusal.contains("permission denied"), "{refusal}");
     assert!(!kept.is_empty(), "the first write fits: {refusal}");
     assert!(refusal.contains("quota of 4096 bytes"), "{refusal}");
     assert!(refusal.contains("nothing was written"), "{refusal}");

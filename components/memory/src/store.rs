@@ -950,8 +950,18 @@ fn describe(e: &store::Error) -> String {
     }
 }
 
+/// The tool's error for a storage error. The host reports a failing database as a host fault of
+/// its own, so an error that reaches the component is the host refusing the write (its quota,
+/// its size limits): a refusal, not a failing service.
 fn failed(e: store::Error) -> ToolError {
-    ToolError::external_service(format!("memory storage: {}", describe(&e)))
+    match e {
+        store::Error::NoSuchStore => {
+            ToolError::external_service(format!("memory storage: {}", describe(&e)))
+        }
+        store::Error::AccessDenied | store::Error::Other(_) => {
+            ToolError::permission_denied(format!("memory storage refused: {}", describe(&e)))
+        }
+    }
 }
 
 #[cfg(test)]
