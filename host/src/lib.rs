@@ -30,6 +30,7 @@ pub mod cli;
 pub mod client;
 pub mod contract;
 pub mod data_dir;
+pub mod descriptors;
 pub mod engine;
 pub mod error;
 pub mod events;

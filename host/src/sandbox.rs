@@ -13,6 +13,7 @@ use wasmtime::{Engine, PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 use crate::bindings::ToolComponentPre;
 use crate::bindings::chitin::tool::types::ToolError as WitToolError;
 use crate::caps::log::{LogRecord, LogSource};
+use crate::caps::wasi::open_files::OpenFilesError;
 use crate::limits::{Limits, MIB};
 use crate::state::HostState;
 use crate::tool_error::ToolError;
@@ -329,6 +330,9 @@ fn trap_to_error(
             "this host is running as many calls as its engine has room for ({full}); retry when \
              one ends"
         ));
+    }
+    if let Some(refused) = err.downcast_ref::<OpenFilesError>() {
+        return ToolError::ExecutionFailed(refused.to_string());
     }
     if let Some(asked) = store.data().limiter.refused() {
         return ToolError::ExecutionFailed(format!(

@@ -13,6 +13,7 @@ use crate::call_log::SharedLog;
 use crate::caps::approval::ApprovalCtx;
 use crate::caps::log::LogCtx;
 use crate::caps::progress::ProgressCtx;
+use crate::caps::wasi::open_files::{CountsOpenFiles, OpenFiles, Share};
 use crate::caps::{CallStore, Contexts, wasi};
 use crate::fault::Faults;
 use crate::grant::Grant;
@@ -43,6 +44,8 @@ pub struct HostState {
     pub(crate) log: LogCtx,
     pub(crate) approval: ApprovalCtx,
     pub(crate) limiter: MemoryLimiter,
+    /// The files the call holds open, within its bound and the process's.
+    pub(crate) open_files: OpenFiles,
     pub(crate) progress: ProgressCtx,
     /// The granted capabilities' contexts (see `caps::capability_table!`).
     pub(crate) caps: Contexts,
@@ -114,6 +117,7 @@ impl HostState {
                 env.target,
             ),
             limiter: MemoryLimiter::new(limits.memory_bytes),
+            open_files: OpenFiles::new(Share::of_this_process()),
             progress: ProgressCtx {
                 events: env.ctx.events.clone(),
                 scanner: scanner.clone(),
@@ -147,6 +151,12 @@ impl CallStore for HostState {
 
     fn approval(&mut self) -> &mut ApprovalCtx {
         &mut self.approval
+    }
+}
+
+impl CountsOpenFiles for HostState {
+    fn open_files(&mut self) -> &mut OpenFiles {
+        &mut self.open_files
     }
 }
 

@@ -5,7 +5,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use chitin_host::caps::log::LogSource;
-use chitin_host::{Limits, ToolError};
+use chitin_host::{Host, Limits, Runtime, ToolError};
 use common::{TestEnv, fixture};
 use serde_json::json;
 
@@ -210,4 +210,51 @@ async fn sockets_names_and_files_are_refused_without_a_grant() {
         "the component connected"
     );
     still_works(&env).await;
+}
+
+#[tokio::test]
+async fn a_call_holds_at_most_its_bound_of_open_files_and_the_next_call_opens_freely() {
+    // The fixture's grant is `theirs/` of the workspace, which must exist when it loads.
+    let data = tempfile::tempdir().expect("tempdir");
+    let workspace = tempfile::tempdir().expect("tempdir");
+    let theirs = workspace.path().join("theirs");
+    std::fs::create_dir_all(&theirs).expect("dir");
+    std::fs::write(theirs.join("f.txt"), "text").expect("file");
+    let runtime = Runtime::new(common::shared_cache(), &common::test_engine()).expect("runtime");
+    let mut host = Host::new(
+        runtime,
+        common::policy(Limits::default()),
+        common::services(data.path(), workspace.path()),
+    );
+    host.load_path(&fixture("test-reader")).await.expect("load");
+    let env = TestEnv {
+        data,
+        workspace,
+        host,
+    };
+    let bound = chitin_host::caps::wasi::open_files::MOST_PER_CALL as u32;
+    // Held up to the bound: fine.
+    let held = json!({"path": "theirs/f.txt", "count": bound, "keep": true});
+    assert_eq!(env.ok("hold_open", held).await, json!({"opened": bound}));
+    // One more held: the call is stopped, saying why.
+    let over = json!({"path": "theirs/f.txt", "count": bound + 1, "keep": true});
+    let report = env.call("hold_open", over).await;
+    match report.result {
+        Err(ToolError::ExecutionFailed(m)) => {
+            assert!(m.contains(&format!("holds {bound} open files")), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Closed as they go, ten times the bound is fine: closing gives the room back.
+    let churn = json!({"path": "theirs/f.txt", "count": bound * 10, "keep": false});
+    assert_eq!(
+        env.ok("hold_open", churn).await,
+        json!({"opened": bound * 10})
+    );
+    // Several calls at once each hold up to the bound, side by side.
+    let held = json!({"path": "theirs/f.txt", "count": bound, "keep": true});
+    let calls = (0..4).map(|_| env.ok("hold_open", held.clone()));
+    for out in futures::future::join_all(calls).await {
+        assert_eq!(out, json!({"opened": bound}));
+    }
 }

@@ -139,7 +139,7 @@ capability_table! {
 }
 
 /// A call's store state: the WASI context, the base capabilities' contexts and the table's.
-pub trait CallStore: WasiView + Send + 'static {
+pub trait CallStore: WasiView + wasi::open_files::CountsOpenFiles + Send + 'static {
     /// The table's contexts and the call's resource table.
     fn contexts(&mut self) -> (&mut Contexts, &mut ResourceTable);
     /// The log capability's context.

@@ -178,32 +178,10 @@ enum Full {
     Server,
 }
 
-/// File descriptors kept for everything but connections: tool calls' files, the database,
-/// components, the compile cache, processes' pipes.
-const RESERVED_FDS: u64 = 256;
-
-/// The fewest connections the server takes in all, however low the open-files limit.
-const LEAST_ROOM: u64 = 64;
-
-/// Raise this process's open-files limit to its hard limit (a service's soft one is often 1024)
-/// and return how many connections fit in it beside [`RESERVED_FDS`].
+/// How many connections the server holds in all: its share of the open-files limit
+/// ([`crate::descriptors`]), which is raised to the hard limit first.
 pub fn connection_room() -> usize {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    // Unlimited (`None`) is taken as a large finite number: the kernel's own `nr_open` bounds it.
-    let hard = limit.maximum.unwrap_or(1 << 20);
-    let soft = match setrlimit(
-        Resource::Nofile,
-        Rlimit {
-            current: Some(hard),
-            maximum: limit.maximum,
-        },
-    ) {
-        Ok(()) => hard,
-        Err(_) => limit.current.unwrap_or(hard),
-    };
-    let room = soft.saturating_sub(RESERVED_FDS).max(LEAST_ROOM);
-    usize::try_from(room).unwrap_or(usize::MAX)
+    crate::descriptors::split().connections
 }
 
 /// What the server says when it holds `room` connections before it closes the next.
@@ -619,15 +597,10 @@ mod tests {
     }
 
     #[test]
-    fn the_open_files_limit_is_raised_and_leaves_room_beside_the_reserve() {
-        let room = connection_room() as u64;
-        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-        assert_eq!(
-            limit.current, limit.maximum,
-            "the soft limit is raised to the hard one"
-        );
-        let soft = limit.current.unwrap_or(1 << 20);
-        assert_eq!(room, soft.saturating_sub(RESERVED_FDS).max(LEAST_ROOM));
+    fn the_connections_hold_their_share_of_the_open_files_limit() {
+        let split = crate::descriptors::split();
+        assert_eq!(connection_room(), split.connections);
+        assert!(split.connections as u64 + crate::descriptors::RESERVED < split.limit);
     }
 
     /// `count` lanes that greet each connection with `greeting` and hold it open (so a lane

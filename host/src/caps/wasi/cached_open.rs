@@ -35,6 +35,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::runtime::spawn_blocking;
 
+use super::open_files::CountsOpenFiles;
 use super::{FILESYSTEM_TYPES, shared_inodes};
 
 /// The function replaced.
@@ -44,8 +45,11 @@ pub(super) const OPEN_AT: &str = "[method]descriptor.open-at";
 /// a server (`statfs` magic numbers): ext2/3/4, XFS, Btrfs, tmpfs, overlayfs.
 const LOCAL_FILESYSTEMS: &[i64] = &[0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x794C_7630];
 
-/// Replace wasmtime-wasi's `descriptor.open-at` (linked before this) with the cached-first one.
-pub fn add_to_linker<T: WasiFilesystemView + 'static>(l: &mut Linker<T>) -> wasmtime::Result<()> {
+/// Replace wasmtime-wasi's `descriptor.open-at` (linked before this) with the cached-first one,
+/// which also counts the call's open files (`open_files`).
+pub fn add_to_linker<T: WasiFilesystemView + CountsOpenFiles + 'static>(
+    l: &mut Linker<T>,
+) -> wasmtime::Result<()> {
     l.allow_shadowing(true);
     let replaced = l.instance(FILESYSTEM_TYPES).and_then(|mut instance| {
         instance.func_wrap_async(
@@ -59,6 +63,12 @@ pub fn add_to_linker<T: WasiFilesystemView + 'static>(l: &mut Linker<T>) -> wasm
                 DescriptorFlags,
             )| {
                 Box::new(async move {
+                    // Past its bound the call is stopped: a descriptor is the host's.
+                    store
+                        .data_mut()
+                        .open_files()
+                        .admit()
+                        .map_err(wasmtime::Error::new)?;
                     let mut view = store.data_mut().filesystem();
                     let held = shared_inodes::hold_back(oflags, flags);
                     let (oflags, flags) = (held.oflags, held.flags);
@@ -96,6 +106,9 @@ pub fn add_to_linker<T: WasiFilesystemView + 'static>(l: &mut Linker<T>) -> wasm
                             Err(view.convert_error_code(FsError::from(e))?)
                         }
                     };
+                    if let Ok(opened) = &settled {
+                        store.data_mut().open_files().opened(opened.rep());
+                    }
                     Ok((settled,))
                 })
             },

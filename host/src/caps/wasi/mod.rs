@@ -18,6 +18,7 @@ use wasmtime_wasi::{WasiCtxBuilder, WasiView};
 mod cached_open;
 mod cached_read;
 mod cached_stat;
+pub mod open_files;
 mod shared_inodes;
 pub mod stdio;
 
@@ -68,7 +69,9 @@ impl HasData for Io {
 }
 
 /// Link the WASI base (async flavour).
-pub fn add_to_linker<T: WasiView + 'static>(l: &mut Linker<T>) -> wasmtime::Result<()> {
+pub fn add_to_linker<T: WasiView + open_files::CountsOpenFiles + 'static>(
+    l: &mut Linker<T>,
+) -> wasmtime::Result<()> {
     io::error::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
     io::poll::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
     io::streams::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
@@ -91,6 +94,7 @@ pub fn add_to_linker<T: WasiView + 'static>(l: &mut Linker<T>) -> wasmtime::Resu
     filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
     cached_read::add_to_linker(l)?;
     cached_open::add_to_linker(l)?;
+    open_files::add_to_linker(l)?;
     cached_stat::add_to_linker(l)?;
     let no_options = sockets::network::LinkOptions::default();
     sockets::network::add_to_linker::<T, WasiSockets>(l, &no_options, T::sockets)?;
@@ -168,6 +172,7 @@ mod tests {
     pub(super) struct Wasi {
         ctx: wasmtime_wasi::WasiCtx,
         table: ResourceTable,
+        open_files: super::open_files::OpenFiles,
     }
 
     impl Wasi {
@@ -180,7 +185,16 @@ mod tests {
             Self {
                 ctx: builder.build(),
                 table: ResourceTable::new(),
+                open_files: super::open_files::OpenFiles::new(
+                    super::open_files::Share::of_this_process(),
+                ),
             }
+        }
+    }
+
+    impl super::open_files::CountsOpenFiles for Wasi {
+        fn open_files(&mut self) -> &mut super::open_files::OpenFiles {
+            &mut self.open_files
         }
     }
 
