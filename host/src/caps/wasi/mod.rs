@@ -18,6 +18,7 @@ use wasmtime_wasi::{WasiCtxBuilder, WasiView};
 mod cached_open;
 mod cached_read;
 mod cached_stat;
+mod error_text;
 pub mod open_files;
 mod shared_inodes;
 pub mod stdio;
@@ -73,6 +74,7 @@ pub fn add_to_linker<T: WasiView + open_files::CountsOpenFiles + 'static>(
     l: &mut Linker<T>,
 ) -> wasmtime::Result<()> {
     io::error::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
+    error_text::add_to_linker(l)?;
     io::poll::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
     io::streams::add_to_linker::<T, Io>(l, |t| t.ctx().table)?;
     clocks::wall_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
