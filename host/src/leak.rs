@@ -109,7 +109,9 @@ const PATTERNS: &[Pattern] = &[
     },
     Pattern {
         name: "aws_access_key_id",
-        regex: r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+        // In either case: a key ID lower-cased on its way out (a header name, which HTTP
+        // lower-cases, or by the sender) is the same key to whoever upper-cases it again.
+        regex: r"(?i)\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
         anchors: &["akia", "asia"],
         action: Action::Redact,
         random: false,
@@ -684,6 +686,54 @@ impl LeakScanner {
             _ => None,
         }) {
             return Scrubbed::Blocked(block.to_owned());
+        }
+        self.replaced(text, hits)
+    }
+
+    /// Whether the scanner looks for secret values (the call can reach some).
+    pub fn has_values(&self) -> bool {
+        self.secrets.is_some()
+    }
+
+    /// Redact the secret values from `bytes`, plain or encoded, and leave the built-in patterns
+    /// be: for what a server sends a component, which must never hand it a value the host
+    /// injected (an echo of the request, an account page), while a token the server issues is
+    /// the component's to use. Bytes that are not UTF-8 are searched for the plain values only.
+    pub fn redact_values<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        if self.secrets.is_none() {
+            return Cow::Borrowed(bytes);
+        }
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            let mut hits = Vec::new();
+            self.find_secrets(bytes, &mut hits);
+            if hits.is_empty() {
+                return Cow::Borrowed(bytes);
+            }
+            let mut out = Vec::with_capacity(bytes.len());
+            let mut at = 0;
+            for hit in merge(hits) {
+                out.extend_from_slice(&bytes[at..hit.start]);
+                out.extend_from_slice(format!("[REDACTED:{}]", self.name(hit.needle)).as_bytes());
+                at = hit.end;
+            }
+            out.extend_from_slice(&bytes[at..]);
+            return Cow::Owned(out);
+        };
+        let hits: Vec<Hit> = self
+            .hits(text)
+            .into_iter()
+            .filter(|h| matches!(h.needle, Needle::Secret(_)))
+            .collect();
+        match self.replaced(text, hits) {
+            Scrubbed::Redacted(out, _) => Cow::Owned(out.into_bytes()),
+            Scrubbed::Clean | Scrubbed::Blocked(_) => Cow::Borrowed(bytes),
+        }
+    }
+
+    /// `text` with every hit replaced by `[REDACTED:name]`.
+    fn replaced(&self, text: &str, hits: Vec<Hit>) -> Scrubbed {
+        if hits.is_empty() {
+            return Scrubbed::Clean;
         }
         let mut out = String::with_capacity(text.len());
         let mut names: Vec<String> = Vec::new();
@@ -2848,6 +2898,68 @@ mod tests {
                 "U+{code:04X}"
             );
         }
+    }
+
+    #[test]
+    fn values_are_redacted_from_what_a_server_sends_and_patterns_left_for_the_component() {
+        use base64::Engine as _;
+        let value = "S3cr3tV4lue_Zq9xWm2Lp7";
+        let s = LeakScanner::new([("tok_a", value)]).expect("scanner");
+        let token = format!(
+            "ghp_{}",
+            "a1B2c3D4e5".repeat(4).get(..36).unwrap_or_default()
+        );
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("me:{value}"));
+        let echo = format!(
+            "{{\"authorization\": \"Bearer {value}\", \"basic\": \"{basic}\", \
+             \"issued\": \"{token}\"}}"
+        );
+        let out = s.redact_values(echo.as_bytes());
+        let out = std::str::from_utf8(&out).expect("UTF-8");
+        assert!(!out.contains(value) && !out.contains(&basic), "{out}");
+        assert!(out.contains("Bearer [REDACTED:tok_a]"), "{out}");
+        assert!(
+            out.contains(&token),
+            "an issued token is the component's: {out}"
+        );
+        serde_json::from_str::<serde_json::Value>(out).expect("still JSON");
+        // Not UTF-8: the plain value, in either case.
+        let binary = [
+            b"\xff\x00".as_slice(),
+            value.to_uppercase().as_bytes(),
+            b"\xfe",
+        ]
+        .concat();
+        let out = s.redact_values(&binary);
+        assert_eq!(
+            &*out,
+            [b"\xff\x00".as_slice(), b"[REDACTED:tok_a]", b"\xfe"].concat()
+        );
+        // Nothing found, or no value to look for: the bytes as they came.
+        assert!(matches!(s.redact_values(b"plain"), Cow::Borrowed(_)));
+        let none = LeakScanner::patterns_only();
+        assert!(!none.has_values() && s.has_values());
+        assert!(matches!(
+            none.redact_values(echo.as_bytes()),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn an_aws_key_id_is_found_in_either_case_and_in_a_header_name() {
+        let s = LeakScanner::patterns_only();
+        for text in [
+            "k=AKIAIOSFODNN7EXAMPLQ",
+            "k=akiaiosfodnn7examplq",
+            "x-akiaiosfodnn7examplq-y: 1",
+        ] {
+            assert_eq!(
+                s.scan_outbound(text),
+                Err(Leak::Pattern("aws_access_key_id")),
+                "{text}"
+            );
+        }
+        assert_eq!(s.scan_outbound("xakiaiosfodnn7examplq"), Ok(()));
     }
 
     #[test]

@@ -274,7 +274,17 @@ async fn responses_over_5_mib_are_refused_whatever_their_length_says() {
             text.contains("5242880") || text.contains("too large") || text.contains("exceeds"),
             "{path}: {text}"
         );
+        // The messages only: never the host's backtrace (`RUST_BACKTRACE` set where it runs).
+        assert!(
+            !text.contains(".rs:") && text.len() < 1000,
+            "{path}: {text}"
+        );
     }
+    // A HEAD answer has no body, whatever length it declares.
+    let head = json!({"method": "HEAD", "url": server.url("/declared")});
+    let out = ok(&h, "http", head).await;
+    assert_eq!(out["status"], 200);
+    assert_eq!(out["bytes"], 0);
     // The host carries on.
     let out = ok(&h, "http", get(&server.url("/echo"))).await;
     assert_eq!(out["status"], 200);
@@ -297,6 +307,23 @@ async fn a_slow_server_meets_the_call_deadline() {
     );
     // The server holds the body for 15 s; the call ended on its own deadline instead.
     assert!(started.elapsed() < std::time::Duration::from_secs(12));
+}
+
+#[tokio::test]
+async fn a_body_that_trickles_in_meets_the_tools_own_timeout() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = https_server::start(data.path()).await;
+    let h = host(data.path(), &server, lab_policy(&server), None, &[]).await;
+    let started = std::time::Instant::now();
+    let args = json!({"method": "GET", "url": server.url("/drip"), "timeout_secs": 1});
+    let e = err(&h, "http", args).await;
+    assert!(matches!(e, ToolError::Timeout(_)), "{e:?}");
+    // A byte every 200 ms for 20 s: the tool's 1 s holds for the whole exchange.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -722,6 +749,20 @@ async fn credentials_are_injected_by_the_host_and_never_reach_the_agent() {
         "{log}"
     );
     assert!(!log.contains("test_other added"), "{log}");
+
+    // The component never sees the value either, so cutting the echo just short of its end
+    // (`max_chars`) hands the agent no part of it: the result's redactor finds whole values only.
+    let plain = json!({"method": "GET", "url": server.url("/echo")});
+    let out = call(&h, "http", plain).await.result.expect("call");
+    let echoed = serde_json::to_string(&out.json().expect("JSON")["body"]).expect("text");
+    let start = echoed.find("Bearer [REDACTED:").expect("the echoed header") + "Bearer ".len();
+    let cut = start + secret.len() - 1;
+    let args = json!({"method": "GET", "url": server.url("/echo"), "max_chars": cut});
+    let out = call(&h, "http", args).await.result.expect("call");
+    let body = out.json().expect("JSON")["body"].clone();
+    let body = body.as_str().expect("the cut body, as text");
+    assert!(!body.contains(&secret[..8]), "{body}");
+    assert!(body.contains("Bearer [REDACT"), "{body}");
 }
 
 #[tokio::test]

@@ -3,10 +3,12 @@
 //! and injects credentials; a refusal comes back as [`HttpError::Refused`] with the host's
 //! reason. Redirects are never followed: a 3xx is returned like any other response.
 
+use wasip2::clocks::monotonic_clock;
 use wasip2::http::outgoing_handler;
 use wasip2::http::types::{
     ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
+use wasip2::io::poll::{Pollable, poll};
 use wasip2::io::streams::StreamError;
 
 use crate::ToolError;
@@ -133,6 +135,11 @@ pub fn send(request: &Request) -> Result<Response, HttpError> {
         .body()
         .map_err(|()| HttpError::Failed("request body taken twice".into()))?;
 
+    // The whole exchange ends by the deadline: the host's timeouts bound each wait (connect,
+    // first byte, between two bytes), so a body that trickles in would otherwise run on.
+    let deadline = request
+        .timeout_ms
+        .map(|ms| monotonic_clock::now().saturating_add(ms.saturating_mul(1_000_000)));
     let options = RequestOptions::new();
     if let Some(ms) = request.timeout_ms {
         let ns = ms.saturating_mul(1_000_000);
@@ -155,7 +162,7 @@ pub fn send(request: &Request) -> Result<Response, HttpError> {
     }
     OutgoingBody::finish(body, None).map_err(from_code)?;
 
-    pending.subscribe().block();
+    wait(&pending.subscribe(), deadline, request.timeout_ms)?;
     let response = pending
         .get()
         .ok_or_else(|| HttpError::Failed("no response".into()))?
@@ -171,7 +178,12 @@ pub fn send(request: &Request) -> Result<Response, HttpError> {
     let incoming = response
         .consume()
         .map_err(|()| HttpError::Failed("response body taken twice".into()))?;
-    let (body, total_bytes) = read_body(&incoming, request.max_body_bytes)?;
+    let (body, total_bytes) = read_body(
+        &incoming,
+        request.max_body_bytes,
+        deadline,
+        request.timeout_ms,
+    )?;
     drop(incoming);
     Ok(Response {
         status,
@@ -182,15 +194,38 @@ pub fn send(request: &Request) -> Result<Response, HttpError> {
     })
 }
 
-/// Read `incoming` to its end, keeping its first `max` bytes; the total read.
-fn read_body(incoming: &IncomingBody, max: usize) -> Result<(Vec<u8>, u64), HttpError> {
+/// Wait until `ready` is, or fail once `deadline` (a monotonic-clock instant, from a timeout of
+/// `timeout_ms`) has passed.
+fn wait(ready: &Pollable, deadline: Option<u64>, timeout_ms: Option<u64>) -> Result<(), HttpError> {
+    let Some(deadline) = deadline else {
+        ready.block();
+        return Ok(());
+    };
+    let timer = monotonic_clock::subscribe_instant(deadline);
+    if poll(&[ready, &timer]).contains(&0) {
+        return Ok(());
+    }
+    Err(HttpError::Timeout(format!(
+        "the request took longer than its {} ms",
+        timeout_ms.unwrap_or_default()
+    )))
+}
+
+/// Read `incoming` to its end, keeping its first `max` bytes, by `deadline`; the total read.
+fn read_body(
+    incoming: &IncomingBody,
+    max: usize,
+    deadline: Option<u64>,
+    timeout_ms: Option<u64>,
+) -> Result<(Vec<u8>, u64), HttpError> {
     let stream = incoming
         .stream()
         .map_err(|()| HttpError::Failed("response body stream unavailable".into()))?;
     let mut body = Vec::new();
     let mut total: u64 = 0;
     loop {
-        match stream.blocking_read(64 * 1024) {
+        wait(&stream.subscribe(), deadline, timeout_ms)?;
+        match stream.read(64 * 1024) {
             Ok(chunk) => {
                 total += chunk.len() as u64;
                 let room = max.saturating_sub(body.len());

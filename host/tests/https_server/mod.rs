@@ -234,6 +234,13 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
             stream_bytes(stream, n).await?;
             Ok(kept)
         }
+        "/declared" => {
+            // A HEAD answer declaring 50 MiB: its body, which HEAD never has, would be that long.
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 52428800\r\n\
+                        \r\n";
+            stream.write_all(head.as_bytes()).await?;
+            Ok(kept)
+        }
         "/lying" => {
             // Declares 1000 bytes, then keeps sending: the client must stop reading at its cap.
             // The server would keep the connection for another request.
@@ -257,6 +264,18 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
             stream.write_all(head.as_bytes()).await?;
             stream_bytes(stream, 6 * 1024 * 1024).await?;
             stream.shutdown().await?;
+            Ok(Next::Close)
+        }
+        "/drip" => {
+            // 100 declared bytes, one every 200 ms: never silent long enough for a timeout
+            // between two bytes.
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 100\r\n\r\n";
+            stream.write_all(head.as_bytes()).await?;
+            for _ in 0..100 {
+                stream.write_all(b"d").await?;
+                stream.flush().await?;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             Ok(Next::Close)
         }
         "/slow" => {

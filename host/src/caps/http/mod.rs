@@ -12,6 +12,7 @@ pub mod error;
 pub mod outgoing;
 pub mod pool;
 pub mod rate;
+pub mod returned_values;
 pub mod tls;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -264,12 +264,20 @@ impl HttpCall {
             host: host_name,
             port: target.port,
         };
+        let method = parts.method.clone();
         let request = http::Request::from_parts(parts, Full::new(body));
         let (response, lease) = self
             .exchange(&config, key, &addrs, &target.url, timeouts, request)
             .await?;
 
+        // A response to HEAD, a 204 or a 304 has no body, whatever length it declares.
+        let may_have_body = method != http::Method::HEAD
+            && !matches!(
+                response.status(),
+                http::StatusCode::NO_CONTENT | http::StatusCode::NOT_MODIFIED
+            );
         if let Some(len) = content_length(response.headers())
+            && may_have_body
             && len > MAX_RESPONSE_BYTES
         {
             return Err(HttpRefusal::ResponseTooLarge {
@@ -291,6 +299,12 @@ impl HttpCall {
             }
             .boxed_unsync()
         });
+        // A server may send back a value the host injected; the component never sees one.
+        let response = if self.scanner.has_values() {
+            super::returned_values::redacted(response, &self.scanner, may_have_body)
+        } else {
+            response
+        };
         // The connection runs as its own task (see `exchange`): there is no worker to hand over.
         Ok((response, Box::new(std::future::ready(Ok(())))))
     }
