@@ -97,6 +97,16 @@ impl CallLog {
         }
     }
 
+    /// Whether the log holds all the entries it keeps (the next is counted, not kept).
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.max_entries
+    }
+
+    /// Bytes kept of one entry.
+    pub fn entry_bytes(&self) -> usize {
+        self.max_entry_bytes
+    }
+
     /// Append an entry, cutting it to the per-entry cap; drop it when the log is full. Returns
     /// the entry kept, if any.
     pub fn push(&mut self, source: LogSource, level: LogLevel, message: &str) -> Option<&LogEntry> {

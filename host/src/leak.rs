@@ -601,6 +601,17 @@ const LENIENT_B64: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STAND
 /// Lenient URL-safe base64.
 const LENIENT_B64URL: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, LENIENT);
 
+/// Bytes past a cut that are scanned with what is kept: a secret, plain or encoded, or a token
+/// that crosses the cut is found whole and redacted before the cut is made.
+pub const CUT_OVERLAP: usize = 16 * 1024;
+
+/// What of `text` needs scanning when only its first `keep` bytes are kept: those and
+/// [`CUT_OVERLAP`] more. A scan then costs what is kept, not what a component sent (a log entry
+/// of megabytes held the serving thread for a second per entry).
+pub fn scan_window(text: &str, keep: usize) -> &str {
+    &text[..text.floor_char_boundary(keep.saturating_add(CUT_OVERLAP))]
+}
+
 impl LeakScanner {
     /// A scanner for the built-in patterns and the values of `secrets` (name, value). Values
     /// shorter than [`MIN_SECRET_LEN`] bytes are not looked for. Fails, rather than scan without
@@ -2960,6 +2971,21 @@ mod tests {
             );
         }
         assert_eq!(s.scan_outbound("xakiaiosfodnn7examplq"), Ok(()));
+    }
+
+    #[test]
+    fn a_secret_crossing_the_cut_is_inside_the_scanned_window() {
+        let value = "S3cr3tV4lue_Zq9xWm2Lp7";
+        let s = LeakScanner::new([("tok_a", value)]).expect("scanner");
+        let keep = 100;
+        // The value begins just before the cut, and the text runs on for megabytes.
+        let text = format!("{}{value}{}", "x".repeat(keep - 5), "y".repeat(4 << 20));
+        let window = scan_window(&text, keep);
+        assert_eq!(window.len(), keep + CUT_OVERLAP);
+        let redacted = s.redact(window, "log entry");
+        assert!(redacted[..keep].ends_with("[REDA"), "{}", &redacted[..keep]);
+        assert!(!redacted.contains("S3cr3"));
+        assert_eq!(scan_window("short", keep), "short");
     }
 
     #[test]

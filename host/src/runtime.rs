@@ -507,7 +507,7 @@ impl Runtime {
             None => report.result,
         };
         CallReport {
-            result: guard(&scanner, result).map(|text| cap_output(text, limits.output_bytes)),
+            result: guard(&scanner, result, limits.output_bytes),
             log,
             fuel_used: report.fuel_used,
             duration: report.duration,
@@ -516,40 +516,57 @@ impl Runtime {
     }
 }
 
-/// What a call returns, result or error, with secrets redacted before it reaches the agent; a
-/// result carrying a blocking pattern (a private key) is withheld as a refusal.
-fn guard(scanner: &LeakScanner, result: Result<String, ToolError>) -> Result<String, ToolError> {
+/// What a call returns, result or error, cut to `max` bytes with a visible marker and with
+/// secrets redacted before it reaches the agent; a result carrying a blocking pattern (a private
+/// key) is withheld as a refusal. Only what can be kept is scanned (and a margin past the cut,
+/// [`crate::leak::scan_window`]): the cost is bounded by the output cap, not by what the
+/// component returned.
+fn guard(
+    scanner: &LeakScanner,
+    result: Result<String, ToolError>,
+    max: usize,
+) -> Result<CallOutput, ToolError> {
     let withheld = |pattern: String| {
         ToolError::PermissionDenied(format!(
             "the result was withheld: it contains {pattern}, which chitin never hands to an agent"
         ))
     };
     match result {
-        Ok(text) => match scanner.scrub(&text) {
-            Scrubbed::Clean => Ok(text),
-            Scrubbed::Redacted(redacted, _) => Ok(redacted),
-            Scrubbed::Blocked(pattern) => Err(withheld(pattern)),
-        },
+        Ok(text) => {
+            let total = text.len();
+            let window = crate::leak::scan_window(&text, max);
+            let kept = match scanner.scrub(window) {
+                Scrubbed::Clean if window.len() == total => text,
+                Scrubbed::Clean => window.to_owned(),
+                Scrubbed::Redacted(redacted, _) => redacted,
+                Scrubbed::Blocked(pattern) => return Err(withheld(pattern)),
+            };
+            Ok(cap_output(kept, max, total))
+        }
         Err(e) => {
-            let message = e.message();
-            match scanner.scrub(message) {
-                Scrubbed::Clean => Err(e),
-                Scrubbed::Redacted(redacted, _) => Err(e.with_message(redacted)),
-                Scrubbed::Blocked(pattern) => Err(withheld(pattern)),
-            }
+            let total = e.message().len();
+            let window = crate::leak::scan_window(e.message(), max);
+            let kept = match scanner.scrub(window) {
+                Scrubbed::Clean => window.to_owned(),
+                Scrubbed::Redacted(redacted, _) => redacted,
+                Scrubbed::Blocked(pattern) => return Err(withheld(pattern)),
+            };
+            let message = cap_output(kept, max, total).text;
+            Err(e.with_message(message))
         }
     }
 }
 
-/// Cut `text` to `max` bytes (on a character boundary) and append a visible marker.
-fn cap_output(text: String, max: usize) -> CallOutput {
-    if text.len() <= max {
+/// Cut `text`, what is left of `total` bytes, to `max` bytes (on a character boundary) and
+/// append a visible marker when anything was cut.
+fn cap_output(text: String, max: usize, total: usize) -> CallOutput {
+    if text.len() <= max && total <= max {
         return CallOutput {
             text,
             truncated_from: None,
         };
     }
-    let total = text.len();
+    let total = total.max(text.len());
     let keep = text.floor_char_boundary(max);
     let mut cut = text;
     cut.truncate(keep);
@@ -570,12 +587,17 @@ mod tests {
     fn secrets_are_redacted_from_results_and_errors_and_private_keys_withheld() {
         let value = "s3cr3t-VALUE-9f8e7d6c5b4a";
         let scanner = LeakScanner::new([("api_token", value)]).expect("scanner");
-        let out = guard(&scanner, Ok(format!("{{\"echo\":\"Bearer {value}\"}}")))
-            .expect("redacted result");
-        assert_eq!(out, "{\"echo\":\"Bearer [REDACTED:api_token]\"}");
+        let out = guard(
+            &scanner,
+            Ok(format!("{{\"echo\":\"Bearer {value}\"}}")),
+            MAX,
+        )
+        .expect("redacted result");
+        assert_eq!(out.text, "{\"echo\":\"Bearer [REDACTED:api_token]\"}");
         let e = guard(
             &scanner,
             Err(ToolError::ExternalService(format!("server said: {value}"))),
+            MAX,
         )
         .expect_err("still an error");
         assert!(matches!(e, ToolError::ExternalService(_)), "{e:?}");
@@ -585,23 +607,52 @@ mod tests {
             "-----BEGIN {}PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END {}PRIVATE KEY-----",
             "RSA ", "RSA "
         );
-        let e = guard(&scanner, Ok(pem)).expect_err("withheld");
+        let e = guard(&scanner, Ok(pem), MAX).expect_err("withheld");
         assert!(matches!(e, ToolError::PermissionDenied(_)), "{e:?}");
         // Ordinary text passes untouched.
         let text = "rotate the token; the password policy is in the runbook".to_owned();
-        assert_eq!(guard(&scanner, Ok(text.clone())).expect("clean"), text);
+        assert_eq!(
+            guard(&scanner, Ok(text.clone()), MAX).expect("clean").text,
+            text
+        );
+    }
+
+    const MAX: usize = 64 * 1024;
+
+    #[test]
+    fn a_huge_result_or_error_is_scanned_only_as_far_as_it_is_kept_and_cut_with_a_marker() {
+        let value = "s3cr3t-VALUE-9f8e7d6c5b4a";
+        let scanner = LeakScanner::new([("api_token", value)]).expect("scanner");
+        // The value crosses the cut; a private key lies far past it, where nothing is shown.
+        let huge = format!(
+            "{}{value}{}-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----",
+            "x".repeat(MAX - 10),
+            "y".repeat(8 << 20)
+        );
+        let total = huge.len();
+        let out = guard(&scanner, Ok(huge.clone()), MAX).expect("cut, not withheld");
+        assert_eq!(out.truncated_from, Some(total));
+        assert!(
+            !out.text.contains("s3cr3t"),
+            "the value is redacted before the cut"
+        );
+        assert!(out.text.contains(&format!("of {total} bytes]")));
+        let e = guard(&scanner, Err(ToolError::ExecutionFailed(huge)), MAX).expect_err("an error");
+        assert!(e.message().len() < MAX + 100, "{}", e.message().len());
+        assert!(!e.message().contains("s3cr3t"));
+        assert!(e.message().ends_with(&format!("of {total} bytes]")));
     }
 
     #[test]
     fn output_under_the_cap_is_untouched() {
-        let out = cap_output("{\"a\":1}".into(), 100);
+        let out = cap_output("{\"a\":1}".into(), 100, 7);
         assert_eq!(out.text, "{\"a\":1}");
         assert_eq!(out.truncated_from, None);
     }
 
     #[test]
     fn output_over_the_cap_is_cut_with_a_marker() {
-        let out = cap_output("x".repeat(1000), 100);
+        let out = cap_output("x".repeat(1000), 100, 1000);
         assert_eq!(out.truncated_from, Some(1000));
         assert!(out.text.starts_with(&"x".repeat(100)));
         assert!(

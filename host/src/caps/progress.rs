@@ -27,7 +27,8 @@ impl Host for &mut ProgressCtx {
             return;
         }
         let message = message.map(|m| {
-            let mut m = self.scanner.redact(&m, "progress message");
+            let window = crate::leak::scan_window(&m, MAX_MESSAGE_BYTES);
+            let mut m = self.scanner.redact(window, "progress message");
             m.truncate(m.floor_char_boundary(MAX_MESSAGE_BYTES));
             m
         });

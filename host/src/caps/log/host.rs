@@ -18,8 +18,18 @@ impl From<Level> for LogLevel {
 
 impl Host for &mut LogCtx {
     fn log(&mut self, level: Level, message: String) {
-        // Secrets are redacted before the entry is kept or streamed to a client.
-        let message = self.scanner.redact(&message, "log entry");
+        let (full, keep) = {
+            let log = self.log.lock();
+            (log.is_full(), log.entry_bytes())
+        };
+        // Secrets are redacted before the entry is kept or streamed to a client; an entry past
+        // the count is only counted, and of a kept one only what can be kept is scanned.
+        let message = if full {
+            message
+        } else {
+            self.scanner
+                .redact(crate::leak::scan_window(&message, keep), "log entry")
+        };
         let mut log = self.log.lock();
         let kept = log.push(LogSource::Log, level.into(), &message);
         if let Some(entry) = kept
